@@ -1,0 +1,16 @@
+# The two commands of the README. Both set up .venv first (idempotent).
+SCALE ?= quick
+DEVICE ?= cpu
+
+.PHONY: reproduce test setup lab
+reproduce: setup   ## run every notebook headlessly at $(SCALE) on Fashion-MNIST; figures/ + results/summary.md
+	.venv/bin/python -m fedlib.reproduce --scale $(SCALE) --device $(DEVICE)
+
+test: setup        ## unit tests + notebooks under nbval at smoke scale
+	FEDLIB_SCALE=smoke .venv/bin/python -m pytest -q tests notebooks --nbval-lax --durations=10
+
+setup:
+	bash scripts/setup.sh
+
+lab: setup
+	.venv/bin/jupyter lab notebooks/

@@ -1,0 +1,99 @@
+"""Execute every numbered notebook headlessly with papermill and summarize what each showed.
+
+    python -m fedlib.reproduce --scale quick                # the README's main job (CPU, minutes)
+    python -m fedlib.reproduce --scale paper --device cuda  # the papers' setups, on a GPU
+    python -m fedlib.reproduce --only 01 --scale smoke
+
+Executed copies go to ``notebooks/executed/<scale>/``; figures to ``figures/``; each notebook's tables and
+claims to ``results/summary/``; the combined summary to ``results/summary-<scale>.md`` (and stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def notebooks(only: list[str] | None = None) -> list[Path]:
+    found = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        found = [p for p in found if any(p.name.startswith(o) or p.stem == o for o in only)]
+        if not found:
+            raise SystemExit(f"No notebook matches {only}; available: {[p.stem for p in notebooks()]}")
+    return found
+
+
+def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path) -> tuple[str, float]:
+    import papermill as pm
+
+    params = {"scale": scale, "device": device}
+    if dataset:
+        params["dataset"] = dataset
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters=params, cwd=str(NOTEBOOKS),
+                            kernel_name="python3", progress_bar=False, log_output=False)
+        status = "ok"
+    except Exception as e:  # papermill wraps the cell's exception; keep going with the other notebooks
+        name = getattr(e, "ename", type(e).__name__)
+        status = f"FAILED ({name}: {str(getattr(e, 'evalue', e)).splitlines()[0][:160]})"
+    return status, time.perf_counter() - t0
+
+
+def summarize(rows: list[dict], scale: str) -> str:
+    lines = [f"# fedlib reproduction summary — scale `{scale}`", "",
+             "| notebook | status | minutes | claims passed | failed | not checked at this scale |",
+             "|---|---|---|---|---|---|"]
+    details = []
+    for r in rows:
+        claims = r.get("claims", [])
+        n = {s: sum(c["status"] == s for c in claims) for s in ("pass", "FAIL", "not checked at this scale")}
+        lines.append(f"| {r['notebook']} | {r['status']} | {r['seconds'] / 60:.1f} | {n['pass']} | {n['FAIL']} | "
+                     f"{n['not checked at this scale']} |")
+        for c in claims:
+            details.append(f"- {r['notebook']}: [{c['status']}] {c['claim']}" + (f" — {c['detail']}" if c.get("detail") else ""))
+        for name, table in r.get("tables", {}).items():
+            details.append(f"\n**{r['notebook']} · {name}**\n")
+            if table:
+                cols = list(table[0])
+                details.append("| " + " | ".join(cols) + " |")
+                details.append("|" + "---|" * len(cols))
+                details += ["| " + " | ".join(str(t[c]) for c in cols) + " |" for t in table]
+    if scale != "paper":
+        lines += ["", f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results._"]
+    return "\n".join(lines + ["", "## Claims and tables", *details, ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", default="quick", choices=["smoke", "quick", "paper"])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dataset", default=None, help="override every notebook's dataset (default: each one's own)")
+    ap.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. 00 01")
+    args = ap.parse_args(argv)
+
+    from .results import DEFAULT_ROOT, atomic_write_text
+
+    rows = []
+    for nb in notebooks(args.only):
+        print(f"[reproduce] {nb.name} at scale={args.scale} device={args.device} ...", flush=True)
+        status, secs = execute(nb, args.scale, args.device, args.dataset, NOTEBOOKS / "executed" / args.scale)
+        summary = DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
+        info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
+        rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
+        print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
+    text = summarize(rows, args.scale)
+    atomic_write_text(DEFAULT_ROOT / f"summary-{args.scale}.md", text)
+    print("\n" + text)
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""Centralized baseline: one "client" holds the whole training set (FedCKA's "70% upper bound").
+
+The engine gives this strategy a single-client partition and keeps the optimizer state across rounds, so a
+"round" is just ``local_epochs`` epochs of ordinary training followed by an evaluation. With momentum 0 (or a
+single round) it produces exactly the weights of FedAvg with one client holding all the data (tested).
+"""
+
+from __future__ import annotations
+
+from .base import Strategy
+
+
+class Centralized(Strategy):
+    name = "centralized"
+    persistent_optimizer = True
+    centralized = True

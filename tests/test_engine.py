@@ -1,0 +1,160 @@
+"""Engine behaviour that results depend on: equivalences, resumption, determinism, clear errors."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedlib.config import Config, preset
+from fedlib.engine import Engine, NonFiniteLossError, round_lr, sample_clients
+from fedlib.results import Store, params_hash, run
+
+
+def small(**kw) -> Config:
+    base = dict(dataset="synthetic", model="intr_cnn", partition="dirichlet",
+                partition_kw={"beta": 0.5, "min_size": 5}, num_clients=4, rounds=2, local_epochs=1, batch_size=64,
+                lr=0.05, momentum=0.9, weight_decay=1e-5, augment="flip", executor="sequential", seed=3)
+    base.update(kw)
+    return Config(**base)
+
+
+def trained(cfg, data):
+    eng = Engine(cfg, data=data, progress=False)
+    eng.run()
+    return eng
+
+
+def assert_same_params(a, b, atol=0.0):
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=atol, msg=f"parameter {k} differs")
+
+
+def test_fedprox_mu0_trains_exactly_like_fedavg(tiny_data):
+    cfg = small(sample_fraction=0.5, rounds=3)
+    avg = trained(cfg, tiny_data)
+    prox = trained(cfg.replace(strategy="fedprox", strategy_kw={"mu": 0.0}), tiny_data)
+    assert_same_params(avg.global_params, prox.global_params)  # bit-identical
+    # ... and mu > 0 really changes training (the equivalence is not vacuous)
+    prox1 = trained(cfg.replace(strategy="fedprox", strategy_kw={"mu": 1.0}), tiny_data)
+    assert not torch.equal(avg.global_params["fc3.weight"], prox1.global_params["fc3.weight"])
+
+
+@pytest.mark.parametrize("rounds,momentum", [(1, 0.9), (3, 0.0)])
+def test_one_client_fedavg_equals_centralized(tiny_data, rounds, momentum):
+    """FedAvg with one client holding all data == centralized training with the same seed.
+
+    FedAvg restarts the optimizer each round (as the papers' code does), centralized training keeps it, so the two
+    agree exactly for one round or for momentum-free SGD; with momentum over several rounds they must differ."""
+    cfg = small(partition="iid", partition_kw={}, num_clients=1, rounds=rounds, local_epochs=2, momentum=momentum)
+    fed = trained(cfg, tiny_data)
+    cen = trained(cfg.replace(strategy="centralized"), tiny_data)
+    assert_same_params(fed.global_params, cen.global_params, atol=1e-6)
+    assert fed.history[-1]["test_acc"] == pytest.approx(cen.history[-1]["test_acc"])
+
+
+def test_centralized_keeps_momentum_across_rounds(tiny_data):
+    cfg = small(partition="iid", partition_kw={}, num_clients=1, rounds=2, momentum=0.9)
+    fed, cen = trained(cfg, tiny_data), trained(cfg.replace(strategy="centralized"), tiny_data)
+    assert not torch.allclose(fed.global_params["fc3.weight"], cen.global_params["fc3.weight"])
+
+
+def test_killed_run_resumes_to_the_same_record(tiny_data, tmp_path):
+    cfg = small(rounds=4, sample_fraction=0.5, checkpoint_every=1)
+    full = run(cfg, store=Store(tmp_path / "a"), data=tiny_data, progress=False)
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_two(engine, entry):
+        if entry["round"] == 2:
+            raise Killed
+
+    store = Store(tmp_path / "b")
+    with pytest.raises(Killed):
+        run(cfg, store=store, data=tiny_data, progress=False, callback=kill_after_two)
+    assert store.checkpoint_path(cfg.key()).exists() and store.get(cfg) is None
+    resumed = run(cfg, store=store, data=tiny_data, progress=False)
+    assert resumed.provenance["resumed_from_round"] == 2
+    assert resumed.final_params_hash == full.final_params_hash
+    strip = lambda h: [{k: v for k, v in e.items() if "time" not in k} for e in h]  # noqa: E731
+    assert strip(resumed.history) == strip(full.history)
+    assert not store.checkpoint_path(cfg.key()).exists()
+
+
+def test_store_reuses_a_finished_record(tiny_data, tmp_path, monkeypatch):
+    cfg = small(rounds=1)
+    store = Store(tmp_path)
+    first = run(cfg, store=store, data=tiny_data, progress=False)
+    import fedlib.engine
+
+    monkeypatch.setattr(fedlib.engine.Engine, "run", lambda *a, **k: pytest.fail("should reuse the record"))
+    again = run(cfg.replace(device="cpu", label="renamed"), store=store, data=tiny_data, progress=False)
+    assert again.final_params_hash == first.final_params_hash
+    assert store.get(cfg).history == first.history
+
+
+def test_fedavg_learns_and_records_provenance(tiny_data, tmp_path):
+    rec = run(small(rounds=3, local_epochs=2), store=Store(tmp_path), data=tiny_data, progress=False)
+    assert rec.history[-1]["test_acc"] > 0.3  # chance is 0.1
+    for k in ("commit", "torch", "device", "date", "wall_time_s"):
+        assert k in rec.provenance
+    assert len(rec.partition_hash) == 16 and rec.frame()["round"].tolist() == [1, 2, 3]
+    assert (tmp_path / "records" / f"{rec.key}.json").exists()
+
+
+def test_nan_loss_raises_one_clear_error(tiny_data):
+    bad = tiny_data.subset(None, None, seed=0)
+    bad.x_train = bad.x_train.clone()
+    bad.x_train[:] = float("nan")
+    with pytest.raises(NonFiniteLossError, match="Lower the learning rate"):
+        trained(small(rounds=1), bad)
+
+
+def test_client_sampling_is_a_pure_function_of_seed_and_round():
+    a = sample_clients(100, 0.2, seed=1, rnd=5)
+    assert len(a) == 20 and np.all(np.diff(a) > 0)
+    assert np.array_equal(a, sample_clients(100, 0.2, seed=1, rnd=5))
+    assert not np.array_equal(a, sample_clients(100, 0.2, seed=1, rnd=6))
+    assert np.array_equal(sample_clients(10, 1.0, 0, 0), np.arange(10))
+
+
+def test_lr_milestones_step_at_fractions_of_rounds():
+    cfg = Config(rounds=100, lr=0.1, lr_milestones=(0.5, 0.75), lr_gamma=0.1)
+    assert [round_lr(cfg, r) for r in (0, 49, 50, 74, 75, 99)] == pytest.approx(
+        [0.1, 0.1, 0.01, 0.01, 0.001, 0.001])
+
+
+def test_config_identity_ignores_execution_fields():
+    cfg = preset("fedintr", "quick")
+    assert cfg.key() == cfg.replace(device="cuda", executor="vectorized", checkpoint_every=5).key()
+    assert cfg.key() != cfg.replace(seed=1).key()
+    assert cfg.key() != cfg.replace(strategy_kw={"mu": 0.1}).key()
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(strategy="fedfoo"), "valid strategies"),
+    (dict(strategy="fedprox", strategy_kw={"mu": -1}), "mu must be"),
+    (dict(optimizer="lion"), "valid optimizers"),
+    (dict(sample_fraction=0.0), "sample_fraction"),
+])
+def test_bad_input_gives_one_clear_error(tiny_data, change, match):
+    with pytest.raises(ValueError, match=match):
+        Engine(small(**change), data=tiny_data, progress=False)
+
+
+def test_unknown_preset_and_scale():
+    with pytest.raises(ValueError, match="valid presets"):
+        preset("fedfoo")
+    with pytest.raises(ValueError, match="valid scales"):
+        preset("fedintr", "huge")
+
+
+def test_fedintr_paper_preset_matches_the_paper():
+    cfg = preset("fedintr", "paper")
+    assert (cfg.dataset, cfg.model, cfg.num_clients, cfg.rounds, cfg.local_epochs, cfg.batch_size) == (
+        "fmnist", "intr_cnn", 10, 100, 10, 512)
+    assert (cfg.lr, cfg.momentum, cfg.weight_decay, cfg.partition_kw["beta"]) == (0.01, 0.9, 1e-5, 0.5)
+    assert preset("fedintr", "paper", dataset="cifar100").model == "resnet20"
+    assert preset("fedcka", "paper").batch_size == 128 and math.isclose(preset("fedcka", "paper").lr, 0.1)
