@@ -1,7 +1,7 @@
 """Figures and paper-vs-ours tables that always say what produced them.
 
 Every figure saved with :func:`save_figure` carries a provenance footer (scale, dataset, device, seeds, commit)
-and is written as PNG and PDF to ``figures/``, with a JSON sidecar holding the same provenance.
+and is written as PNG and PDF to ``figures/<scale>/``, with a JSON sidecar holding the same provenance.
 """
 
 from __future__ import annotations
@@ -29,12 +29,15 @@ def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] 
     return "fedlib · " + " · ".join(parts) + note
 
 
-def save_figure(fig: plt.Figure, name: str, provenance: str, directory: Path | None = None) -> list[Path]:
-    """Stamp ``provenance`` under the figure and write ``<name>.png``, ``<name>.pdf`` and ``<name>.json``."""
-    directory = Path(directory or FIGURES)
+def save_figure(fig: plt.Figure, name: str, provenance: str, scale: str, directory: Path | None = None) -> list[Path]:
+    """Stamp ``provenance`` under the figure and write ``figures/<scale>/<name>.{png,pdf,json}``.
+
+    Each scale has its own folder, so a smoke or quick run never overwrites a paper-scale figure
+    (``figures/smoke/`` is not committed)."""
+    directory = Path(directory or FIGURES) / scale
     directory.mkdir(parents=True, exist_ok=True)
-    fig.text(0.5, 0.002, provenance, ha="center", va="bottom", fontsize=6, color="0.35", wrap=True)
-    fig.subplots_adjust(bottom=max(fig.subplotpars.bottom, 0.14))
+    # below the axes; bbox_inches="tight" grows the saved canvas to include it
+    fig.text(0.5, -0.01, provenance, ha="center", va="top", fontsize=6, color="0.35")
     out = []
     for ext in ("png", "pdf"):
         p = directory / f"{name}.{ext}"

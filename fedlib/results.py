@@ -123,6 +123,11 @@ class Store:
     def __init__(self, root: str | Path = DEFAULT_ROOT) -> None:
         self.root = Path(root)
 
+    @classmethod
+    def for_scale(cls, scale: str) -> "Store":
+        """``results/`` for quick and paper runs; ``results/smoke/`` (not committed) for smoke runs."""
+        return cls(DEFAULT_ROOT / "smoke" if scale == "smoke" else DEFAULT_ROOT)
+
     def record_path(self, key: str) -> Path:
         return self.root / "records" / f"{key}.json"
 
