@@ -135,8 +135,10 @@ class Engine:
     """One federated experiment in memory. ``Engine(cfg).run()`` returns the per-round history."""
 
     def __init__(self, cfg: Config, data: FedDataset | None = None, partition: Partition | None = None,
-                 progress: bool = True) -> None:
+                 progress: bool = True, keep_client_models: bool = False) -> None:
         self.cfg = cfg.validate()
+        self.keep_client_models = keep_client_models  # keep each client's latest trained model (client_models)
+        self.client_models: dict[int, Params] = {}
         self.device = torch.device(cfg.device)
         self.progress = progress
         self.data = data.to(self.device) if data is not None else load_data(cfg)
@@ -265,6 +267,17 @@ class Engine:
             loss += F.cross_entropy(logits, yb, reduction="sum")
         return float(correct) / len(y), float(loss) / len(y)
 
+    @torch.no_grad()
+    def representations(self, params: Params, x: Tensor, taps: tuple[str, ...] | list[str],
+                        batch_size: int = 1000) -> list[Tensor]:
+        """The flattened taps ``(n, features)`` of the model with ``params`` on ``x`` (eval mode)."""
+        chunks: list[list[Tensor]] = [[] for _ in taps]
+        for i in range(0, len(x), batch_size):
+            _, out = functional_call(self.ref_model, params, (x[i:i + batch_size],), {"taps": tuple(taps)})
+            for c, t in zip(chunks, out):
+                c.append(t.flatten(1))
+        return [torch.cat(c) for c in chunks]
+
     def personal_evaluation(self) -> dict[str, float]:
         """Each client's model (``strategy.eval_params``) on its own test split: unweighted mean and std."""
         accs = []
@@ -285,6 +298,8 @@ class Engine:
         uploads = []
         for ctx, start, (params, _) in zip(ctxs, starts, results):
             uploads.append(strat.client_end(ctx, start, params))
+            if self.keep_client_models:
+                self.client_models[ctx.cid] = params
             if "prev" in strat.references:
                 ctx.state["prev"] = params
             self.visited.add(ctx.cid)

@@ -118,7 +118,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 class Store:
-    """Records under ``root/records/<key>.json``; checkpoints under ``root/checkpoints/`` (not committed)."""
+    """Records under ``root/records/<key>.json``; checkpoints and model artifacts under ``root/checkpoints/`` and
+    ``root/artifacts/`` (not committed)."""
 
     def __init__(self, root: str | Path = DEFAULT_ROOT) -> None:
         self.root = Path(root)
@@ -133,6 +134,13 @@ class Store:
 
     def checkpoint_path(self, key: str) -> Path:
         return self.root / "checkpoints" / f"{key}.pt"
+
+    def artifact_path(self, key: str) -> Path:
+        return self.root / "artifacts" / f"{key}.pt"
+
+    def artifacts(self, key: str, device: str = "cpu") -> dict[str, Any]:
+        """``{"global": Params, "clients": {cid: Params}}`` saved by ``run(..., artifacts=True)``."""
+        return torch.load(self.artifact_path(key), map_location=device, weights_only=True)
 
     def get(self, cfg_or_key: Config | str) -> Record | None:
         key = cfg_or_key if isinstance(cfg_or_key, str) else cfg_or_key.key()
@@ -160,17 +168,20 @@ class Store:
 
 
 def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, progress: bool = True,
-        save: bool = True, data: Any = None, callback: Any = None) -> Record:
-    """Run ``cfg`` (or return its stored record). Resumes from a checkpoint when one exists."""
+        save: bool = True, data: Any = None, callback: Any = None, artifacts: bool = False) -> Record:
+    """Run ``cfg`` (or return its stored record). Resumes from a checkpoint when one exists.
+
+    With ``artifacts=True`` the final global model and every client's latest local model are saved too
+    (``Store.artifacts(key)``; not committed), and a stored record without them is recomputed."""
     from .engine import Engine
 
     store = store or Store()
     if not recompute and save:
         found = store.get(cfg)
-        if found is not None:
+        if found is not None and (not artifacts or store.artifact_path(found.key).exists()):
             return found
     t0 = time.perf_counter()
-    engine = Engine(cfg, data=data, progress=progress)
+    engine = Engine(cfg, data=data, progress=progress, keep_client_models=artifacts)
     ckpt = store.checkpoint_path(cfg.key()) if (save and cfg.checkpoint_every) else None
     if ckpt is not None and ckpt.exists() and not recompute:
         engine.load_checkpoint(ckpt)
@@ -183,6 +194,14 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
                     partition_hash=engine.partition.hash, final_params_hash=params_hash(engine.global_params),
                     strategy=engine.strategy.describe())
     record.engine = engine  # type: ignore[attr-defined]  # in-memory access to the trained models
+    if save and artifacts:
+        path = store.artifact_path(record.key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cpu = lambda p: {k: v.detach().cpu() for k, v in p.items()}  # noqa: E731
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        torch.save({"global": cpu(engine.global_params),
+                    "clients": {c: cpu(p) for c, p in engine.client_models.items()}}, tmp)
+        os.replace(tmp, path)
     if save:
         store.put(record)
         if ckpt is not None and ckpt.exists():
