@@ -30,11 +30,11 @@ def _sync() -> None:
 
 
 def compare(fns: dict[str, Callable[[], object]], min_rounds: int = 3, budget_s: float = 0.3,
-            max_rounds: int = 50) -> dict[str, float]:
+            max_rounds: int = 50, warmup: bool = True) -> dict[str, float]:
     """Median seconds per call of each function, measured round-robin (one call of each per round, so
     background load hits all of them alike) after one warmup call each; at least ``min_rounds`` rounds,
-    more while the total stays under ``budget_s``."""
-    for f in fns.values():
+    more while the total stays under ``budget_s``.  ``warmup=False`` when the caller already warmed up."""
+    for f in fns.values() if warmup else ():
         f()
     times: dict[str, list[float]] = {k: [] for k in fns}
     start = time.perf_counter()
@@ -98,7 +98,7 @@ def bench_matrix(quick: bool, device: torch.device) -> None:
     mat = K.cka_matrix(reps)
     err = (mat - full_loop()).abs().max().item()
     t = compare({"matrix": lambda: K.cka_matrix(reps), "full": full_loop, "upper": upper_loop},
-                min_rounds=2 if quick else 5, budget_s=0.0)
+                min_rounds=2 if quick else 5, budget_s=0.0, warmup=False)  # warmed up just above
     t_mat, t_full, t_upper = t["matrix"], t["full"], t["upper"]
     print(f"## (2) cka_matrix: {r} reps x {n} samples, widths {widths[0]}..{widths[-1]} (float64)\n")
     print("| method                         | seconds | cka_matrix speed-up |")
@@ -133,9 +133,10 @@ def bench_evbmf(quick: bool) -> None:
                 K._svdvals(m if m.shape[0] <= m.shape[1] else m.T)  # the SVD evbmf runs
 
     values = run_all()
-    t = compare({"all": run_all, "svd": svd_only}, min_rounds=1 if quick else 3, budget_s=0.0)
+    svd_only()
+    t = compare({"all": run_all, "svd": svd_only}, min_rounds=1 if quick else 3, budget_s=0.0, warmup=False)
     t_all, t_svd = t["all"], t["svd"]
-    per = [compare({"one": lambda w=w: K.layer_metric(w, "erank")}, 1, 0.0)["one"] for _, w in convs]
+    per = [compare({"one": lambda w=w: K.layer_metric(w, "erank")}, 1, 0.0, warmup=False)["one"] for _, w in convs]
     worst = max(range(len(convs)), key=per.__getitem__)
     print(f"## (3) EVBMF + effective rank, every conv layer of {name} (random init)\n")
     print("| conv layers | total s | per layer ms | slowest layer (ms)                 | SVD share |")
