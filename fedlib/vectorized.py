@@ -1,0 +1,631 @@
+"""The client-vectorized executor: many clients' local training as one batched computation.
+
+``VectorizedExecutor(engine)(ctxs, starts)`` returns exactly what the sequential ``Engine.train_client`` loop
+returns — each client's trained ``Params`` (parameters *and* buffers) and its mean training loss — but trains a
+chunk of clients together: their parameters are stacked along a leading client dimension, the model runs under
+``torch.func.vmap(functional_call(...))`` and one ``backward`` of the summed per-client losses gives every
+client's gradient (clients are independent, so ∂(Σ_j L_j)/∂θ_i = ∂L_i/∂θ_i). Optimizers are small pure functions
+over the stacked tensors (:func:`sgd_step`, :func:`adam_step`) with ``torch.optim``'s exact update rules.
+
+Same batches as the sequential executor
+    Every client-epoch's order and augmentation draws come from :func:`fedlib.engine.epoch_plan` (CPU, keyed by
+    ``(seed, round, client, epoch)``), cut into :func:`fedlib.engine.num_batches` batches of ``batch_size``.
+    Client ``i`` takes ``K_i = local_epochs · nb_i`` steps; at global step ``t`` it is active iff ``t < K_i`` and
+    uses epoch ``t // nb_i``, batch ``t % nb_i``. Clients are sorted by ``K_i`` (descending) inside a chunk, so
+    the active clients are always a prefix and are addressed by views (no gathers). An inactive client gets no
+    update at all (no weight decay, no momentum change). Since every client starts at step 0, an active client at
+    global step ``t`` has taken exactly ``t`` steps: the per-client step count (SGD's first-step buffer, Adam's
+    bias correction) is ``t + 1`` for every active client.
+
+Two batching modes (chosen per run, see :attr:`VectorizedExecutor.mode`)
+    * ``"padded"`` (models without buffers, strategies without taps/references): each client's batch is padded to
+      ``batch_size`` with a mask (as fedjax does for uneven clients); the loss is Σ mask·CE / Σ mask, whose
+      gradient equals the mean over the real samples. One vmapped call per step.
+    * ``"exact"`` (models with buffers, e.g. BatchNorm; strategies with taps or references): no padding. At each
+      step the active clients are grouped by their real batch size (all full batches together; a ragged last
+      batch with the other clients of the same size) and each group runs as one vmapped call. BatchNorm batch
+      statistics therefore never see padding, and per-sample penalties (contrastive terms over taps) average over
+      the real samples only. Running statistics are per client (stacked buffers, updated in place through
+      ``functional_call``) and returned with each client's parameters.
+    A penalty that reads ``y`` without asking for taps can force ``"exact"`` by setting the strategy attribute
+    ``vectorized_exact_batches = True``.
+
+Strategy penalty
+    ``strategy.penalty(ctx, params, global_params, taps, refs, y)`` runs *inside* the vmapped loss with one
+    client's trainable parameters, the shared global parameters, that client's taps and the reference taps
+    (computed under ``no_grad`` with ``engine.ref_model`` in eval mode: ``"global"`` = the global model, shared;
+    ``"prev"`` = each client's ``ctx.state.get("prev", global)``, stacked). ``ctx`` cannot vary per client inside
+    ``vmap``: the penalty gets one *chunk-level* context whose ``round`` and ``lr`` are the real ones and whose
+    per-client fields are sentinels (``cid = n_samples = steps = -1``, ``first_visit = False``, an empty
+    read-only ``state``). A vectorizable penalty must therefore not read per-client scalars from ``ctx``.
+
+Supported
+    SGD (momentum, weight decay, ``dampening = 0``, ``nesterov = False``) and Adam (L2 weight decay, no amsgrad),
+    optimizer state reset per client per round; strategies with ``vectorizable = True`` and without
+    ``persistent_optimizer``; models without dropout. Anything else: :meth:`VectorizedExecutor.supports` says no
+    and why, and the engine falls back to the sequential loop. Only ``engine.trainable`` parameters are trained;
+    the others (frozen or unused) are returned exactly as each client started.
+
+Chunks
+    ``cfg.chunk_size`` clients at a time (``None``: all sampled clients). On CUDA with ``chunk_size=None`` the chunk
+    is capped by a memory estimate (one probe step's peak memory per client against the free memory).
+
+Performance notes (CPU)
+    ``vmap`` turns a convolution over stacked weights into a grouped convolution. oneDNN's grouped convolutions are
+    fast in channels_last for most layer shapes but pathologically slow for a few (tiny input-channel counts, e.g.
+    the first layer, where the backward can take 100x longer). On the CPU the executor therefore routes every
+    ``Conv2d`` of its private model copy through a custom vmap rule that runs the convolution per client in
+    channels_last (the sequential executor's kernels), while everything else stays batched. See
+    ``benchmarks/engine.py`` / ``benchmarks/RESULTS.md`` for measured speeds.
+
+Opt-in GPU options (environment variables, read when the executor is built; off by default; UNVERIFIED on a GPU —
+none was available when this was written):
+    ``FEDLIB_VEC_AMP=bf16``  run the forward pass under ``torch.autocast(device_type="cuda", dtype=torch.bfloat16)``
+                             (parameters, optimizer state and the loss accumulation stay float32). Changes numbers.
+    ``FEDLIB_VEC_COMPILE=1`` wrap the vmapped loss in ``torch.compile`` (dynamic=False; one graph per distinct
+                             (active clients, batch size) shape).
+    ``FEDLIB_VEC_CHUNK_MEM=0.6`` the fraction of free CUDA memory the automatic chunk size may use.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
+
+from .data import apply_augment
+from .engine import NonFiniteLossError, epoch_plan, num_batches
+from .strategies import ClientContext, Params
+
+__all__ = ["VectorizedExecutor", "sgd_step", "adam_step", "init_optimizer_state"]
+
+# adaptive_avg_pool2d on channels_last input calls as_strided_, which vmap runs through its (correct, slower)
+# fallback; the warning would otherwise print once per process for every ResNet.
+warnings.filterwarnings("ignore", message=r".*batching rule for aten::as_strided_.*")
+
+
+# ----------------------------------------------------------------------------------- functional optimizers
+
+def init_optimizer_state(kind: str, params: list[Tensor]) -> dict[str, list[Tensor | None]]:
+    """Fresh optimizer state for stacked parameters (what a new ``torch.optim`` optimizer starts from)."""
+    if kind == "sgd":
+        return {"momentum_buffer": [None] * len(params)}
+    if kind == "adam":
+        return {"exp_avg": [torch.zeros_like(p) for p in params],
+                "exp_avg_sq": [torch.zeros_like(p) for p in params]}
+    raise ValueError(f"no functional optimizer {kind!r}")
+
+
+def _lr_alpha(p: Tensor, lr: float | Tensor) -> float | Tensor:
+    """A per-client learning rate (N,) as a tensor broadcastable against stacked ``p`` (N, ...)."""
+    return lr if not isinstance(lr, Tensor) else lr.to(p.dtype).view(-1, *([1] * (p.dim() - 1)))
+
+
+def sgd_step(params: list[Tensor], grads: list[Tensor], bufs: list[Tensor | None], *, lr: float | Tensor,
+             momentum: float = 0.0, weight_decay: float = 0.0) -> tuple[list[Tensor], list[Tensor | None]]:
+    """One ``torch.optim.SGD`` step (dampening 0, no nesterov) on stacked tensors; returns (params, buffers).
+
+    ``d = g + wd·p``; momentum buffer ``b = d`` on the first step (``bufs[i] is None``), ``b = m·b + d`` after;
+    ``p ← p − lr·b`` (``lr`` a float, or one value per client). Pure: the inputs are not modified."""
+    new_p, new_b = [], []
+    for p, g, b in zip(params, grads, bufs):
+        d = g.add(p, alpha=weight_decay) if weight_decay != 0 else g
+        if momentum != 0:
+            b = d.detach().clone() if b is None else b.mul(momentum).add_(d)
+            d = b
+        a = _lr_alpha(p, lr)
+        new_p.append(p.add(d, alpha=-a) if not isinstance(a, Tensor) else p - a * d)
+        new_b.append(b)
+    return new_p, new_b
+
+
+def adam_step(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor], *,
+              step: int, lr: float | Tensor, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+              weight_decay: float = 0.0) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    """One ``torch.optim.Adam`` step (L2 weight decay, no amsgrad) on stacked tensors; ``step`` counts from 1.
+
+    Returns (params, exp_avgs, exp_avg_sqs); the inputs are not modified."""
+    bc1 = 1 - beta1 ** step
+    bc2_sqrt = (1 - beta2 ** step) ** 0.5
+    out_p, out_m, out_v = [], [], []
+    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        if weight_decay != 0:
+            g = g.add(p, alpha=weight_decay)
+        m = m.lerp(g, 1 - beta1)
+        v = v.mul(beta2).addcmul_(g, g, value=1 - beta2)
+        denom = (v.sqrt() / bc2_sqrt).add_(eps)
+        a = _lr_alpha(p, lr)
+        if isinstance(a, Tensor):
+            out_p.append(p - (a / bc1) * m / denom)
+        else:
+            out_p.append(p.addcdiv(m, denom, value=-(a / bc1)))
+        out_m.append(m)
+        out_v.append(v)
+    return out_p, out_m, out_v
+
+
+# ------------------------------------------------------------------------------ per-client conv on the CPU
+
+class _StackedConv(torch.autograd.Function):
+    """Per-client 2-d convolution of physical stacked tensors: x (N, B, Cin, H, W), w (N, Cout, Cin, kh, kw),
+    b (N, Cout) or None. Runs one ordinary convolution per client on the slices exactly as they are laid out (the
+    sequential executor's kernels and memory formats) and stacks the results in the memory format they came in."""
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple) -> Tensor:  # type: ignore[override]
+        stride, padding, dilation = conv
+        return _stack_like([F.conv2d(x[i], w[i], None if b is None else b[i], stride, padding, dilation)
+                            for i in range(x.shape[0])], copy=False)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        x, w, b, conv = inputs
+        ctx.save_for_backward(x, w)
+        ctx.conv, ctx.has_bias = conv, b is not None
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
+        x, w = ctx.saved_tensors
+        stride, padding, dilation = ctx.conv
+        need = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2] and ctx.has_bias]
+        gx, gw, gb = [], [], []
+        for i in range(x.shape[0]):
+            dx, dw, db = torch.ops.aten.convolution_backward(
+                grad_out[i], x[i], w[i], [w.shape[1]] if ctx.has_bias else None, list(stride), list(padding),
+                list(dilation), False, [0, 0], 1, need)
+            gx.append(dx)
+            gw.append(dw)
+            gb.append(db)
+        return (_stack_like(gx, copy=False) if need[0] else None, _stack_like(gw, copy=False) if need[1] else None,
+                torch.stack(gb) if need[2] else None, None)
+
+
+def _stack_like(ts: list[Tensor], copy: bool = True) -> Tensor:
+    """``torch.stack`` whose slices keep the strides of ``ts[0]`` (e.g. channels_last stays channels_last).
+    ``copy=False``: a single tensor is returned as a view (``unsqueeze``) instead of being copied."""
+    t0 = ts[0]
+    if len(ts) == 1 and not copy:
+        return t0.unsqueeze(0)
+    if not _dense(t0):
+        return torch.stack(ts)
+    out = torch.empty_strided((len(ts), *t0.shape), (t0.numel(), *t0.stride()), dtype=t0.dtype, device=t0.device)
+    for i, t in enumerate(ts):
+        out[i].copy_(t)
+    return out
+
+
+def _dense(t: Tensor) -> bool:
+    """Whether ``t``'s elements fill its storage span exactly once (some permutation of a contiguous layout)."""
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+class _ClientConv(torch.autograd.Function):
+    """``F.conv2d`` for one client, with a vmap rule that calls :class:`_StackedConv` on the whole stack."""
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple) -> Tensor:  # type: ignore[override]
+        stride, padding, dilation = conv
+        return F.conv2d(x, w, b, stride, padding, dilation)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        x, w, b, conv = inputs
+        ctx.save_for_backward(x, w)
+        ctx.conv, ctx.has_bias = conv, b is not None
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
+        x, w = ctx.saved_tensors
+        stride, padding, dilation = ctx.conv
+        dx, dw, db = torch.ops.aten.convolution_backward(
+            grad_out, x, w, [w.shape[0]] if ctx.has_bias else None, list(stride), list(padding), list(dilation),
+            False, [0, 0], 1, [ctx.needs_input_grad[0], ctx.needs_input_grad[1],
+                               ctx.needs_input_grad[2] and ctx.has_bias])
+        return dx, dw, (db if ctx.has_bias else None), None
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple):
+        n = info.batch_size
+        x = _batched(x, in_dims[0], n)
+        w = _batched(w, in_dims[1], n)
+        b = None if b is None else _batched(b, in_dims[2], n)
+        return _StackedConv.apply(x, w, b, conv), 0
+
+
+def _batched(t: Tensor, dim: int | None, n: int) -> Tensor:
+    return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
+
+
+class _PerClientConv2d(nn.Conv2d):
+    """A Conv2d whose convolution goes through :class:`_ClientConv` (same parameters, same names)."""
+
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        if self.padding_mode != "zeros" or self.groups != 1 or isinstance(self.padding, str):
+            return super()._conv_forward(input, weight, bias)
+        return _ClientConv.apply(input, weight, bias, (tuple(self.stride), tuple(self.padding),
+                                                       tuple(self.dilation)))
+
+
+# ------------------------------------------------------------------------------------------------ executor
+
+@dataclass
+class _Chunk:
+    """The state of one chunk of clients while it trains, sorted by number of steps (descending)."""
+
+    ctxs: list[ClientContext]
+    starts: list[Params]
+    pos: list[int]  # position of each (sorted) client in the caller's list
+    steps: list[int]  # K_i
+    idx: Tensor  # (N, Kmax, B) data indices per step; padding repeats a valid index
+    cnt: Tensor  # (N, Kmax) real batch sizes (0 once a client is done), on the CPU
+    aug: dict[str, Tensor]  # augmentation draws (N, Kmax, B)
+    train: dict[str, Tensor]  # stacked trainable parameters (N, ...)
+    bufs: dict[str, Tensor]  # stacked buffers (BatchNorm running statistics)
+    frozen: dict[str, Tensor]  # stacked non-trained parameters that differ between clients
+    shared: Params  # non-trained parameters every client shares (the same tensor object in every start)
+    prev: dict[str, Tensor] | None  # stacked "prev" reference models
+    lr: float | Tensor
+    opt: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def _per_client_convs(model: nn.Module) -> nn.Module:
+    """A deep copy of ``model`` whose plain ``Conv2d`` layers batch over clients per client (:class:`_ClientConv`)."""
+    model = copy.deepcopy(model)
+    for m in model.modules():
+        if type(m) is nn.Conv2d:
+            m.__class__ = _PerClientConv2d
+    return model
+
+
+class VectorizedExecutor:
+    """Trains a list of clients as one batched computation; same contract as ``Engine.train_client`` per client."""
+
+    @staticmethod
+    def supports(engine: Any) -> tuple[bool, str]:
+        """(True, "") if this executor should run ``engine``; else (False, the reason).
+
+        False when it cannot reproduce the sequential executor (strategy not vectorizable, persistent optimizer
+        state, an optimizer other than plain SGD / Adam, dropout), and — only for ``executor="auto"`` — when
+        :meth:`prefer` says the sequential executor is faster on this device."""
+        ok, why = VectorizedExecutor.can_run(engine)
+        if ok and getattr(engine.cfg, "executor", "auto") == "auto":
+            return VectorizedExecutor.prefer(engine)
+        return ok, why
+
+    @staticmethod
+    def can_run(engine: Any) -> tuple[bool, str]:
+        """Whether the vectorized executor reproduces the sequential one for ``engine`` (and if not, why)."""
+        strat, opt, model = engine.strategy, engine.optimizer, engine.model
+        if not getattr(strat, "vectorizable", False):
+            return False, f"strategy {strat.name!r} is not vectorizable"
+        if getattr(strat, "persistent_optimizer", False):
+            return False, f"strategy {strat.name!r} keeps optimizer state across rounds"
+        if len(opt.param_groups) != 1:
+            return False, "the optimizer has several parameter groups"
+        g = opt.param_groups[0]
+        if type(opt) is torch.optim.SGD:
+            if g.get("nesterov") or g.get("dampening", 0) != 0 or g.get("maximize"):
+                return False, "only plain SGD (no nesterov, dampening 0, no maximize) is vectorized"
+        elif type(opt) is torch.optim.Adam:
+            if g.get("amsgrad") or g.get("maximize") or g.get("decoupled_weight_decay"):
+                return False, "only plain Adam (no amsgrad, no decoupled weight decay) is vectorized"
+        else:
+            return False, f"optimizer {type(opt).__name__} has no functional implementation (only SGD and Adam)"
+        if isinstance(g["lr"], Tensor):
+            return False, "tensor learning rates are not supported"
+        for m in model.modules():
+            if isinstance(m, nn.modules.dropout._DropoutNd):
+                return False, "models with dropout (per-client random masks) are not vectorized"
+        return True, ""
+
+    @staticmethod
+    def prefer(engine: Any) -> tuple[bool, str]:
+        """Whether ``executor="auto"`` should pick this executor: yes on accelerators, no on the CPU.
+
+        On the CPU every client's batch (128-512 samples) already keeps the cores busy, so stacking clients saves
+        no compute, while the larger working set and the per-client stacking copies cost 1.2-2x
+        (``benchmarks/RESULTS.md``). ``executor="vectorized"`` still runs it on the CPU."""
+        if engine.device.type == "cpu":
+            return False, "on the CPU the sequential executor is faster (benchmarks/RESULTS.md)"
+        return True, ""
+
+    def __init__(self, engine: Any) -> None:
+        ok, why = self.can_run(engine)
+        if not ok:
+            raise ValueError(f"VectorizedExecutor cannot run this engine: {why}")
+        self.engine, self.cfg, self.device = engine, engine.cfg, engine.device
+        opt = engine.optimizer
+        self.kind = "sgd" if type(opt) is torch.optim.SGD else "adam"
+        self.hyper = {k: v for k, v in opt.param_groups[0].items() if k != "params"}
+        self.strategy = strat = engine.strategy
+        self.taps, self.references = tuple(strat.taps), tuple(strat.references)
+        # The functional forward runs on the engine's model (its own parameters are never read) or, on the CPU, on a
+        # copy whose convolutions run per client (module docstring, "Performance notes").
+        per_client = self.device.type == "cpu" and os.environ.get("FEDLIB_VEC_CPU_CONV", "per_client") != "grouped"
+        self.model = _per_client_convs(engine.model) if per_client else engine.model
+        self.ref_model = _per_client_convs(engine.ref_model) if per_client and "prev" in self.references \
+            else engine.ref_model
+        self.state_names = list(engine.model.state_dict().keys())
+        trainable = set(engine.trainable)
+        params = [n for n, _ in engine.model.named_parameters()]
+        self.trainable = [n for n in params if n in trainable]
+        self.nontrain = [n for n in params if n not in trainable]
+        self.buffer_names = [n for n, _ in engine.model.named_buffers()]
+        exact = bool(self.buffer_names or self.taps or self.references
+                     or getattr(strat, "vectorized_exact_batches", False))
+        self.mode = "exact" if exact else "padded"
+        self.amp = self.device.type == "cuda" and os.environ.get("FEDLIB_VEC_AMP", "").lower() in ("bf16", "bfloat16")
+        self.compile = os.environ.get("FEDLIB_VEC_COMPILE", "") == "1"
+        self.chunk_mem = float(os.environ.get("FEDLIB_VEC_CHUNK_MEM", "0.6"))
+        self._auto_size: int | None = None
+        self._loss_fns: dict[bool, Callable] = {}
+        self._cur: dict[str, Any] = {}  # the chunk being trained: its chunk-level ctx and shared parameters
+
+    # ----------------------------------------------------------------------------------------------- public
+    def __call__(self, ctxs: list[ClientContext], starts: list[Params]) -> list[tuple[Params, float]]:
+        if not ctxs:
+            return []
+        size = self.cfg.chunk_size
+        if size is None:
+            size = self._auto_chunk(ctxs, starts) if self.device.type == "cuda" else len(ctxs)
+        results: list[tuple[Params, float]] = []
+        for lo in range(0, len(ctxs), max(1, int(size))):
+            results += self._train_chunk(ctxs[lo:lo + size], starts[lo:lo + size])
+        return results
+
+    # ------------------------------------------------------------------------------------------ chunk setup
+    def _prepare(self, ctxs: list[ClientContext], starts: list[Params]) -> _Chunk:
+        """Every batch index, real batch size and augmentation draw of the chunk, and its stacked state."""
+        eng, cfg, dev = self.engine, self.cfg, self.device
+        B = cfg.batch_size
+        steps = [cfg.local_epochs * num_batches(c.n_samples, B, cfg.drop_last) for c in ctxs]
+        order = sorted(range(len(ctxs)), key=lambda i: -steps[i])  # stable: ties keep the caller's order
+        ctxs, starts, steps = [ctxs[i] for i in order], [starts[i] for i in order], [steps[i] for i in order]
+        N, Kmax = len(ctxs), max(steps)
+        idx = torch.zeros((N, Kmax, B), dtype=torch.long)
+        cnt = torch.zeros((N, Kmax), dtype=torch.long)
+        aug: dict[str, Tensor] = {}
+        for i, c in enumerate(ctxs):
+            ix = torch.as_tensor(np.array(eng.partition.client_indices[c.cid], dtype=np.int64))
+            n = len(ix)
+            nb = num_batches(n, B, cfg.drop_last)
+            if nb == 0:
+                continue
+            used = min(n, nb * B)  # drop_last drops the tail
+            pad = nb * B - used
+            sizes = torch.full((nb,), B, dtype=torch.long)
+            sizes[-1] = used - (nb - 1) * B
+            for e in range(cfg.local_epochs):
+                o, draws = epoch_plan(n, eng.augment, cfg.seed, c.round, c.cid, e)
+                o = o[:used]
+                rows = slice(e * nb, (e + 1) * nb)
+                idx[i, rows] = torch.cat([ix[o], ix[o[:1]].expand(pad)]).view(nb, B)
+                cnt[i, rows] = sizes
+                for k, v in draws.items():
+                    if k not in aug:
+                        aug[k] = torch.zeros((N, Kmax, B), dtype=v.dtype)
+                    aug[k][i, rows] = torch.cat([v[:used], v[:1].expand(pad)]).view(nb, B)
+
+        def stack(name: str, src: list[Params]) -> Tensor:
+            return _stack_like([s[name].detach().to(dev) for s in src])  # a fresh copy, per-slice layout kept
+
+        train = {k: stack(k, starts) for k in self.trainable}
+        frozen = {k: stack(k, starts) for k in self.nontrain if any(s[k] is not starts[0][k] for s in starts)}
+        prev = None
+        if "prev" in self.references:
+            prevs = [c.state.get("prev", eng.global_params) for c in ctxs]
+            prev = {k: stack(k, prevs) for k in self.state_names}
+        lrs = [float(c.lr) for c in ctxs]
+        ch = _Chunk(ctxs=ctxs, starts=starts, pos=order, steps=steps, idx=idx.to(dev), cnt=cnt,
+                    aug={k: v.to(dev) for k, v in aug.items()}, train=train,
+                    bufs={k: stack(k, starts) for k in self.buffer_names}, frozen=frozen,
+                    shared={k: starts[0][k] for k in self.nontrain if k not in frozen}, prev=prev,
+                    lr=lrs[0] if len(set(lrs)) == 1 else torch.tensor(lrs, device=dev))
+        ch.opt = init_optimizer_state(self.kind, list(train.values()))
+        return ch
+
+    def _auto_chunk(self, ctxs: list[ClientContext], starts: list[Params]) -> int:
+        """Clients per chunk on CUDA: ``FEDLIB_VEC_CHUNK_MEM`` of the free memory over one client's footprint
+        (the peak of one probe training step, plus four copies of its trainable parameters for the stacked
+        parameters, gradients and optimizer state). Measured once per executor. UNVERIFIED on a GPU."""
+        if self._auto_size is None:
+            eng, dev = self.engine, self.device
+            torch.cuda.synchronize(dev)
+            base = torch.cuda.memory_allocated(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+            probe = {k: v.detach().clone() for k, v in starts[0].items()}
+            for k in self.trainable:
+                probe[k].requires_grad_(True)
+            x = eng.data.x_train[: self.cfg.batch_size]
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
+                out = functional_call(self.model, probe, (x,), {"taps": self.taps} if self.taps else {})
+            logits = out[0] if self.taps else out
+            F.cross_entropy(logits.float(), eng.data.y_train[: self.cfg.batch_size]).backward()
+            torch.cuda.synchronize(dev)
+            act = torch.cuda.max_memory_allocated(dev) - base
+            del probe, out, logits
+            param_bytes = sum(starts[0][k].numel() * starts[0][k].element_size() for k in self.state_names)
+            per_client = act + 4 * param_bytes
+            free, _ = torch.cuda.mem_get_info(dev)
+            self._auto_size = max(1, int(self.chunk_mem * free // max(per_client, 1)))
+        return min(len(ctxs), self._auto_size)
+
+    # --------------------------------------------------------------------------------------------- training
+    def _train_chunk(self, ctxs: list[ClientContext], starts: list[Params]) -> list[tuple[Params, float]]:
+        ch = self._prepare(ctxs, starts)
+        N = len(ch.steps)
+        # per-client fields are sentinels: a vectorizable penalty must not read them (module docstring)
+        self._cur["ctx"] = ClientContext(cid=-1, round=ctxs[0].round, n_samples=-1, steps=-1, lr=ctxs[0].lr,
+                                         first_visit=False, state=MappingProxyType({}))  # type: ignore[arg-type]
+        self._cur["shared"] = ch.shared
+        self.model.train()
+        loss_sum = torch.zeros(N, dtype=torch.float64, device=self.device)
+        steps = torch.tensor(ch.steps)
+        for t in range(ch.steps[0]):
+            active = int((steps > t).sum())  # clients are sorted by K_i: the active ones are a prefix
+            for members, width, masked in self._groups(ch.cnt[:active, t].tolist()):
+                lo, hi = members[0], members[-1] + 1
+                sel = slice(lo, hi) if hi - lo == len(members) else torch.tensor(members, device=self.device)
+                losses = self._step(ch, t, sel, width, masked)
+                loss_sum[sel] += losses.detach().double() * ch.cnt[members, t].to(self.device, torch.float64)
+        means = (loss_sum.cpu() / ch.cnt.sum(1).clamp_min(1).double()).tolist()
+        for i in sorted(range(N), key=lambda i: ch.pos[i]):  # the first bad client in the caller's order
+            if not math.isfinite(means[i]):
+                c = ch.ctxs[i]
+                raise NonFiniteLossError(
+                    f"Training loss became {means[i]} for client {c.cid} in round {c.round + 1} "
+                    f"(strategy {self.strategy.name!r}, lr {c.lr}). Lower the learning rate or the regularization "
+                    f"weight (mu), or check the dataset's normalization.")
+        out: list[tuple[Params, float]] = [None] * N  # type: ignore[list-item]
+        for i in range(N):
+            params: Params = {}
+            for k in self.state_names:
+                src = ch.train[k] if k in ch.train else ch.bufs.get(k)
+                params[k] = (src[i] if src is not None else ch.starts[i][k]).detach().clone()
+            out[ch.pos[i]] = (params, means[i])
+        return out
+
+    def _groups(self, sizes: list[int]) -> list[tuple[list[int], int, bool]]:
+        """How the active clients (``sizes``: their real batch sizes) split into vmapped calls at one step, as
+        (members, batch width, masked). "exact": one group per distinct size, unmasked. "padded": the full
+        batches together, and the ragged ones together, padded to the largest of them and masked."""
+        B = self.cfg.batch_size
+        if self.mode == "exact":
+            return [([i for i, s in enumerate(sizes) if s == w], w, False) for w in sorted(set(sizes), reverse=True)]
+        full = [i for i, s in enumerate(sizes) if s == B]
+        rag = [i for i, s in enumerate(sizes) if s != B]
+        out = [(full, B, False)] if full else []
+        if rag:
+            widths = {sizes[i] for i in rag}
+            out.append((rag, max(widths), len(widths) > 1))
+        return out
+
+    def _step(self, ch: _Chunk, t: int, sel: slice | Tensor, width: int, masked: bool) -> Tensor:
+        """One optimizer step at global step ``t`` for the clients ``sel`` (a slice, or an index tensor, into the
+        chunk), each on the first ``width`` samples of its batch; ``masked``: some have fewer (padding masked).
+        Returns the per-client losses."""
+        eng = self.engine
+        if isinstance(sel, slice):
+            take: Callable[[Tensor], Tensor] = lambda v: v[sel]  # noqa: E731  (views: updates land in place)
+        else:
+            take = lambda v: v.index_select(0, sel)  # noqa: E731
+        idx = take(ch.idx[:, t])[:, :width]
+        n = idx.shape[0]
+        flat = idx.reshape(-1)
+        x = eng.data.x_train[flat]
+        if ch.aug:
+            x = apply_augment(x, eng.augment, {k: take(v[:, t])[:, :width].reshape(-1) for k, v in ch.aug.items()},
+                              fill=eng.data.pad_fill)
+        x = x.unflatten(0, (n, width))
+        y = eng.data.y_train[flat].view(n, width)
+        mask = None
+        if masked:
+            cnt = take(ch.cnt[:, t].to(self.device))
+            mask = (torch.arange(width, device=self.device)[None, :] < cnt[:, None]).to(x.dtype)
+
+        names = list(ch.train)
+        leaves = {k: take(ch.train[k]).detach().requires_grad_(True) for k in names}
+        bufs = {k: take(v) for k, v in ch.bufs.items()}  # slice views: BatchNorm updates the stack in place
+        frozen = {k: take(v) for k, v in ch.frozen.items()}
+        refs = self._references(ch, take, x)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
+            losses = self._loss_fn(masked)(leaves, bufs, frozen, x, y, mask, refs)
+        grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
+        grads = [torch.zeros_like(leaves[k]) if g is None else g for k, g in zip(names, grads)]
+        params = [leaves[k].detach() for k in names]
+        lr = ch.lr if not isinstance(ch.lr, Tensor) else take(ch.lr)
+        h = self.hyper
+        with torch.no_grad():
+            if self.kind == "sgd":
+                mom = ch.opt["momentum_buffer"]
+                new_p, new_b = sgd_step(params, grads, [None if b is None else take(b) for b in mom], lr=lr,
+                                        momentum=h["momentum"], weight_decay=h["weight_decay"])
+                for j, k in enumerate(names):
+                    _write(ch.train[k], sel, new_p[j])
+                    if new_b[j] is not None:
+                        if mom[j] is None:
+                            mom[j] = torch.zeros_like(ch.train[k])
+                        _write(mom[j], sel, new_b[j])
+            else:
+                m, v = ch.opt["exp_avg"], ch.opt["exp_avg_sq"]
+                new_p, new_m, new_v = adam_step(params, grads, [take(a) for a in m], [take(a) for a in v],
+                                                step=t + 1, lr=lr, beta1=h["betas"][0], beta2=h["betas"][1],
+                                                eps=h["eps"], weight_decay=h["weight_decay"])
+                for j, k in enumerate(names):
+                    _write(ch.train[k], sel, new_p[j])
+                    _write(m[j], sel, new_m[j])
+                    _write(v[j], sel, new_v[j])
+            if not isinstance(sel, slice):
+                for k, b in bufs.items():  # gathered copies: write the running statistics back
+                    ch.bufs[k].index_copy_(0, sel, b)
+        return losses
+
+    @torch.no_grad()
+    def _references(self, ch: _Chunk, take: Callable[[Tensor], Tensor], x: Tensor) -> dict[str, list[Tensor]]:
+        """The reference models' taps on each client's batch (eval mode, no gradient)."""
+        refs: dict[str, list[Tensor]] = {}
+        n, b = x.shape[:2]
+        for r in self.references:
+            if r == "global":  # shared parameters, per-sample ops in eval mode: fold the clients into the batch
+                _, out = functional_call(self.ref_model, self.engine.global_params, (x.flatten(0, 1),),
+                                         {"taps": self.taps})
+                refs[r] = [o.unflatten(0, (n, b)) for o in out]
+            elif r == "prev":
+                prev = {k: take(v) for k, v in ch.prev.items()}  # type: ignore[union-attr]
+                ref = self.ref_model
+                refs[r] = list(vmap(lambda p, xi: functional_call(ref, p, (xi,), {"taps": self.taps})[1])(prev, x))
+            else:
+                raise ValueError(f"Unknown reference model {r!r}; valid: 'global', 'prev'.")
+        return refs
+
+    def _loss_fn(self, masked: bool) -> Callable:
+        """vmap over clients of one client's loss: cross-entropy (masked mean if ``masked``) + the strategy's
+        penalty. The chunk-level ctx and the shared non-trained parameters are read from ``self._cur``."""
+        if masked in self._loss_fns:
+            return self._loss_fns[masked]
+        model, strat, taps, eng, cur = self.model, self.strategy, self.taps, self.engine, self._cur
+
+        def client_loss(train: Params, bufs: Params, frozen: Params, x: Tensor, y: Tensor, mask: Tensor | None,
+                        refs: dict[str, list[Tensor]]) -> Tensor:
+            params = {**cur["shared"], **frozen, **train, **bufs}
+            if taps:
+                logits, tap_out = functional_call(model, params, (x,), {"taps": taps})
+            else:
+                logits, tap_out = functional_call(model, params, (x,)), []
+            if logits.dtype in (torch.float16, torch.bfloat16):
+                logits = logits.float()
+            if mask is None:
+                loss = F.cross_entropy(logits, y)
+            else:
+                loss = (F.cross_entropy(logits, y, reduction="none") * mask).sum() / mask.sum()
+            extra = strat.penalty(cur["ctx"], train, eng.global_params, tap_out, refs, y)
+            return loss if extra is None else loss + extra
+
+        fn = vmap(client_loss, in_dims=(0, 0, 0, 0, 0, 0 if masked else None, 0))
+        if self.compile:
+            fn = torch.compile(fn, dynamic=False)
+        self._loss_fns[masked] = fn
+        return fn
+
+
+def _write(dst: Tensor, sel: slice | Tensor, value: Tensor) -> None:
+    """``dst[sel] = value`` for a slice or an index tensor along the client dimension."""
+    if isinstance(sel, slice):
+        dst[sel].copy_(value)
+    else:
+        dst.index_copy_(0, sel, value)

@@ -1,0 +1,270 @@
+"""The vectorized executor trains exactly like the sequential one (fedlib/vectorized.py).
+
+Tolerances. In float32 the two executors add the same numbers in a different order (batched matmuls and
+reductions over a client dimension, a masked mean instead of a mean), so they agree to float32 rounding (~1e-8
+here), which SGD with momentum can amplify: we check atol 1e-5 / rtol 1e-4 on the global weights after 3 rounds at
+lr 0.02. (At lr 0.05 the simple CNN reaches 3e-5 by round 3, and so does the sequential executor against itself
+when its start is perturbed by 1e-7: that is the training's own sensitivity, not an executor difference.)
+BatchNorm ResNets are chaotic at initialization (a 1e-7 perturbation of the start moves the sequential executor's
+own weights by ~1e-3 within two steps when a ragged batch has a few samples), so they are compared in float64,
+where the same rounding differences stay below 1e-10: that checks the algorithm, not float32 luck. A CNN is
+checked in float64 too.
+"""
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+import fedlib.engine
+import fedlib.strategies
+from fedlib.config import Config
+from fedlib.data import load_dataset
+from fedlib.engine import Engine, NonFiniteLossError
+from fedlib.strategies import Strategy
+from fedlib.vectorized import VectorizedExecutor, adam_step, init_optimizer_state, sgd_step
+
+
+def cfg(model="intr_cnn", **kw) -> Config:
+    base = dict(dataset="synthetic", model=model, partition="dirichlet", partition_kw={"beta": 0.5, "min_size": 5},
+                num_clients=6, sample_fraction=0.5, rounds=3, local_epochs=2, batch_size=48, lr=0.02, momentum=0.9,
+                weight_decay=1e-4, augment="flip", executor="sequential", seed=3)
+    base.update(kw)
+    return Config(**base)
+
+
+@pytest.fixture(scope="module")
+def cifar_like():
+    return load_dataset("synthetic", n_train=480, n_test=160, shape=(3, 32, 32), num_classes=10, seed=1, signal=2.0)
+
+
+@pytest.fixture(scope="module")
+def small_rgb():
+    return load_dataset("synthetic", n_train=240, n_test=80, shape=(3, 16, 16), num_classes=10, seed=2, signal=2.0)
+
+
+@pytest.fixture
+def float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+def as64(data):
+    return dataclasses.replace(data, x_train=data.x_train.double(), x_test=data.x_test.double())
+
+
+def both(c: Config, data, **kw):
+    """(sequential engine, vectorized engine) after ``c.rounds`` rounds."""
+    out = []
+    for ex in ("sequential", "vectorized"):
+        eng = Engine(c.replace(executor=ex), data=data, progress=False, keep_client_models=True, **kw)
+        assert isinstance(eng._executor, VectorizedExecutor) == (ex == "vectorized")
+        eng.run()
+        out.append(eng)
+    return out
+
+
+def assert_same_run(seq, vec, atol, rtol):
+    for k in seq.global_params:
+        torch.testing.assert_close(vec.global_params[k], seq.global_params[k], atol=atol, rtol=rtol,
+                                   msg=lambda m: f"{k}: {m}")
+    assert seq.client_models.keys() == vec.client_models.keys()
+    for cid in seq.client_models:
+        for k, v in seq.client_models[cid].items():
+            torch.testing.assert_close(vec.client_models[cid][k], v, atol=atol, rtol=rtol)
+    n_test = len(seq.data.y_test)
+    for a, b in zip(seq.history, vec.history):
+        assert a["clients"] == b["clients"]
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=max(rtol, 1e-12), abs=atol)
+        assert abs(b["test_acc"] - a["test_acc"]) <= 1.01 / n_test  # at most one prediction flips at a tie
+
+
+STRATEGIES = [("fedavg", {}), ("fedprox", {"mu": 0.5})]
+
+
+@pytest.mark.parametrize("strategy,kw", STRATEGIES, ids=["fedavg", "fedprox"])
+@pytest.mark.parametrize("model", ["simple_cnn", "intr_cnn"])
+def test_cnns_match_sequential_float32(model, strategy, kw, tiny_data, cifar_like):
+    data = cifar_like if model == "simple_cnn" else tiny_data
+    c = cfg(model, strategy=strategy, strategy_kw=kw)
+    sizes = [len(ix) for ix in Engine(c, data=data, progress=False).partition.client_indices]
+    assert len(set(sizes)) > 1 and any(n % c.batch_size for n in sizes)  # unequal clients, ragged last batches
+    seq, vec = both(c, data)
+    assert vec._executor.mode == "padded"
+    assert_same_run(seq, vec, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("strategy,kw", STRATEGIES, ids=["fedavg", "fedprox"])
+@pytest.mark.parametrize("model", ["resnet20", "intr_cnn"])
+def test_match_sequential_float64(model, strategy, kw, float64, tiny_data, small_rgb):
+    data = as64(small_rgb if model == "resnet20" else tiny_data)
+    c = cfg(model, strategy=strategy, strategy_kw=kw, num_clients=4, rounds=2, local_epochs=1, batch_size=32)
+    seq, vec = both(c, data)
+    assert vec._executor.mode == ("exact" if model == "resnet20" else "padded")
+    assert_same_run(seq, vec, atol=1e-10, rtol=1e-9)
+    if model == "resnet20":  # per-client running statistics came back and differ between clients
+        a, b = (vec.client_models[cid]["bn1.running_mean"] for cid in sorted(vec.client_models)[:2])
+        assert not torch.equal(a, b)
+
+
+def test_drop_last_and_crop_flip_match_sequential(cifar_like):
+    seq, vec = both(cfg("simple_cnn", drop_last=True, augment="crop_flip", rounds=2, batch_size=40), cifar_like)
+    assert_same_run(seq, vec, atol=1e-5, rtol=1e-4)
+
+
+def test_adam_matches_sequential(tiny_data):
+    seq, vec = both(cfg(optimizer="adam", lr=1e-3, rounds=2), tiny_data)
+    assert_same_run(seq, vec, atol=1e-5, rtol=1e-4)
+
+
+def test_chunk_sizes_agree(tiny_data):
+    c = cfg(executor="vectorized", rounds=2, sample_fraction=1.0)
+    runs = {}
+    for size in (1, 2, None):
+        eng = Engine(c.replace(chunk_size=size), data=tiny_data, progress=False)
+        eng.run()
+        runs[size] = eng
+    for size in (1, 2):
+        for k, v in runs[None].global_params.items():
+            torch.testing.assert_close(runs[size].global_params[k], v, atol=1e-6, rtol=1e-5)
+        assert [h["train_loss"] for h in runs[size].history] == pytest.approx(
+            [h["train_loss"] for h in runs[None].history], rel=1e-6)
+
+
+# ----------------------------------------------------------------------------------- functional optimizers
+
+@pytest.mark.parametrize("momentum,wd", [(0.9, 1e-2), (0.0, 0.0), (0.5, 0.0)])
+def test_sgd_step_equals_torch_optim(momentum, wd):
+    g = torch.Generator().manual_seed(0)
+    shapes = [(3, 4, 5), (3, 7)]  # 3 clients
+    stacked = [torch.randn(s, generator=g) for s in shapes]
+    state = init_optimizer_state("sgd", stacked)["momentum_buffer"]
+    refs = [[torch.nn.Parameter(p[i].clone()) for p in stacked] for i in range(3)]
+    opts = [torch.optim.SGD(r, lr=0.1, momentum=momentum, weight_decay=wd) for r in refs]
+    for _ in range(4):
+        grads = [torch.randn(s, generator=g) for s in shapes]
+        stacked, state = sgd_step(stacked, grads, state, lr=0.1, momentum=momentum, weight_decay=wd)
+        for i, (r, o) in enumerate(zip(refs, opts)):
+            for p, gr in zip(r, grads):
+                p.grad = gr[i].clone()
+            o.step()
+    for i, r in enumerate(refs):
+        for p, s in zip(r, stacked):
+            torch.testing.assert_close(s[i], p.detach(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("wd", [0.0, 1e-2])
+def test_adam_step_equals_torch_optim(wd):
+    g = torch.Generator().manual_seed(1)
+    shapes = [(2, 4, 5), (2, 3)]
+    stacked = [torch.randn(s, generator=g) for s in shapes]
+    st = init_optimizer_state("adam", stacked)
+    m, v = st["exp_avg"], st["exp_avg_sq"]
+    refs = [[torch.nn.Parameter(p[i].clone()) for p in stacked] for i in range(2)]
+    opts = [torch.optim.Adam(r, lr=1e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=wd) for r in refs]
+    for step in range(1, 6):
+        grads = [torch.randn(s, generator=g) for s in shapes]
+        stacked, m, v = adam_step(stacked, grads, m, v, step=step, lr=1e-2, beta1=0.8, beta2=0.99, eps=1e-6,
+                                  weight_decay=wd)
+        for i, (r, o) in enumerate(zip(refs, opts)):
+            for p, gr in zip(r, grads):
+                p.grad = gr[i].clone()
+            o.step()
+    for i, r in enumerate(refs):
+        for p, s in zip(r, stacked):
+            torch.testing.assert_close(s[i], p.detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_per_client_learning_rates():
+    p, gr = [torch.ones(2, 3)], [torch.ones(2, 3)]
+    (out,), _ = sgd_step(p, gr, [None], lr=torch.tensor([0.1, 0.2]))
+    assert torch.allclose(out, torch.tensor([[0.9] * 3, [0.8] * 3]))
+
+
+# ------------------------------------------------------------------------------------ what is supported
+
+def test_unsupported_optimizer_falls_back_with_a_notice(tiny_data, monkeypatch, capsys):
+    monkeypatch.setitem(fedlib.engine._OPTIMIZERS, "rmsprop", lambda ps, c: torch.optim.RMSprop(ps, lr=c.lr))
+    eng = Engine(cfg(optimizer="rmsprop", executor="vectorized", rounds=1), data=tiny_data, progress=False)
+    assert not isinstance(eng._executor, VectorizedExecutor)
+    out = capsys.readouterr().out
+    assert "vectorized executor unavailable" in out and "RMSprop" in out and "sequential" in out
+    eng.run()  # and it trains
+
+
+def test_persistent_optimizer_and_unvectorizable_strategies_fall_back(tiny_data, monkeypatch):
+    eng = Engine(cfg(strategy="centralized", executor="vectorized", rounds=1), data=tiny_data, progress=False)
+    ok, why = VectorizedExecutor.supports(eng)
+    assert not ok and "optimizer state" in why
+
+    class Loopy(Strategy):
+        name = "loopy"
+        vectorizable = False
+
+    monkeypatch.setitem(fedlib.strategies.STRATEGIES, "loopy", Loopy)
+    eng = Engine(cfg(strategy="loopy", executor="vectorized", rounds=1), data=tiny_data, progress=False)
+    assert not isinstance(eng._executor, VectorizedExecutor)
+    assert "not vectorizable" in VectorizedExecutor.supports(eng)[1]
+
+
+def test_auto_prefers_sequential_on_cpu(tiny_data):
+    eng = Engine(cfg(executor="auto", rounds=1), data=tiny_data, progress=False)
+    assert not isinstance(eng._executor, VectorizedExecutor)
+    assert VectorizedExecutor.can_run(eng) == (True, "")
+    assert "CPU" in VectorizedExecutor.prefer(eng)[1]
+
+
+def test_nan_loss_raises_the_sequential_error(tiny_data):
+    bad = dataclasses.replace(tiny_data, x_train=torch.full_like(tiny_data.x_train, float("nan")))
+    with pytest.raises(NonFiniteLossError, match=r"client \d+ in round 1 .*Lower the learning rate"):
+        Engine(cfg(executor="vectorized", rounds=1), data=bad, progress=False).run()
+
+
+# ------------------------------------------------------------------ frozen parameters, taps and references
+
+class FrozenHead(Strategy):
+    """Trains the body only (FedBABU-style): the classifier stays as each client started."""
+
+    name = "frozen_head"
+
+    def trainable(self, name):
+        return not name.startswith("fc3.")
+
+
+class TapPenalty(Strategy):
+    """A penalty on taps against both reference models (MOON-like shape) that also reads ``y``."""
+
+    name = "tap_penalty"
+    taps = ("fc2", "proj:fc2")
+    references = ("global", "prev")
+
+    def penalty(self, ctx, params, global_params, taps, refs, y):
+        near = sum(((t - r) ** 2).mean() for t, r in zip(taps, refs["global"]))
+        far = sum(((t - r) ** 2).mean() for t, r in zip(taps, refs["prev"]))
+        return 0.1 * near - 0.01 * far + 1e-3 * (taps[0].sum(1) * y).mean() + 1e-3 * ctx.lr
+
+
+@pytest.mark.parametrize("strategy", [FrozenHead, TapPenalty], ids=["frozen_head", "taps_refs"])
+def test_custom_strategies_match_sequential(strategy, tiny_data, monkeypatch):
+    monkeypatch.setitem(fedlib.strategies.STRATEGIES, strategy.name, strategy)
+    c = cfg(strategy=strategy.name, rounds=3, lr=0.02)
+    seq, vec = both(c, tiny_data)
+    assert vec._executor.mode == ("exact" if strategy is TapPenalty else "padded")
+    assert_same_run(seq, vec, atol=1e-5, rtol=1e-4)
+    if strategy is FrozenHead:
+        init = Engine(c, data=tiny_data, progress=False).global_params
+        # averaging identical heads only rounds (weights sum to 1 up to an ulp); the body moved
+        torch.testing.assert_close(vec.global_params["fc3.weight"], init["fc3.weight"], rtol=0, atol=1e-7)
+        assert (vec.global_params["fc1.weight"] - init["fc1.weight"]).abs().max() > 1e-3
+        # each client returns its frozen parameters exactly as it started
+        ctxs = [vec.context(cid, c.rounds) for cid in range(3)]
+        starts = [{k: v + 0.01 * cid for k, v in vec.global_params.items()} for cid in range(3)]
+        for start, (params, _) in zip(starts, vec._executor(ctxs, starts)):
+            assert torch.equal(params["fc3.weight"], start["fc3.weight"])
+            assert torch.equal(params["fc3.bias"], start["fc3.bias"])
+            assert not torch.equal(params["conv1.weight"], start["conv1.weight"])
+    else:
+        assert all(math.isfinite(h["train_loss"]) for h in vec.history)
