@@ -22,7 +22,7 @@ from typing import Any
 SCALES = ("smoke", "quick", "paper")
 
 # Fields that describe where/how a run executes, not what it computes.
-EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "chunk_size"})
+EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "chunk_size", "compile"})
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,15 @@ class Config:
     eval_every: int = 1
     personal_eval: bool = False  # per-client test splits (shards / label groups)
     seed: int = 0
+    # numerics: "fp32", or "bf16" (forward pass under torch.autocast; parameters, optimizer state and the loss stay
+    # float32). bf16 changes the numbers, so it is part of the identity; benchmarks/precision.py records its accuracy.
+    precision: str = "fp32"
     # execution (not part of the identity)
     device: str = "cpu"
     executor: str = "auto"  # "sequential" | "vectorized" | "auto"
     chunk_size: int | None = None  # clients per vectorized chunk (None: all sampled clients)
     checkpoint_every: int = 0  # rounds; 0 disables checkpoints
+    compile: bool = False  # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
     label: str = ""
 
     def replace(self, **changes: Any) -> "Config":
@@ -105,6 +109,7 @@ class Config:
             (all(0 < m <= 1 for m in self.lr_milestones), "lr_milestones are fractions of rounds in (0, 1]"),
             (self.executor in ("auto", "sequential", "vectorized"),
              f"executor {self.executor!r} is not one of 'auto', 'sequential', 'vectorized'"),
+            (self.precision in ("fp32", "bf16"), f"precision {self.precision!r} is not one of 'fp32', 'bf16'"),
         ]
         for ok, msg in checks:
             if not ok:

@@ -208,13 +208,15 @@ class Engine:
         ref_params = self.reference_params(ctx)
         loss_sum = torch.zeros((), device=self.device)
         seen = 0
+        amp = self.cfg.precision == "bf16"
         for epoch in range(self.cfg.local_epochs):
             for x, y in self.batches(ctx.cid, ctx.round, epoch):
-                if strat.taps:
-                    logits, taps = model(x, taps=strat.taps)
-                else:
-                    logits, taps = model(x), []
-                loss = F.cross_entropy(logits, y)
+                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp):
+                    if strat.taps:
+                        logits, taps = model(x, taps=strat.taps)
+                    else:
+                        logits, taps = model(x), []
+                loss = F.cross_entropy(logits.float() if amp else logits, y)
                 if strat.references:
                     with torch.no_grad():
                         refs = {r: functional_call(self.ref_model, ref_params[r], (x,), {"taps": strat.taps})[1]

@@ -58,13 +58,14 @@ Performance notes (CPU)
     channels_last (the sequential executor's kernels), while everything else stays batched. See
     ``benchmarks/engine.py`` / ``benchmarks/RESULTS.md`` for measured speeds.
 
-Opt-in GPU options (environment variables, read when the executor is built; off by default; UNVERIFIED on a GPU —
-none was available when this was written):
-    ``FEDLIB_VEC_AMP=bf16``  run the forward pass under ``torch.autocast(device_type="cuda", dtype=torch.bfloat16)``
-                             (parameters, optimizer state and the loss accumulation stay float32). Changes numbers.
-    ``FEDLIB_VEC_COMPILE=1`` wrap the vmapped loss in ``torch.compile`` (dynamic=False; one graph per distinct
-                             (active clients, batch size) shape).
-    ``FEDLIB_VEC_CHUNK_MEM=0.6`` the fraction of free CUDA memory the automatic chunk size may use.
+Opt-in GPU options (off by default):
+    ``Config.precision="bf16"``  the forward pass under ``torch.autocast(dtype=torch.bfloat16)`` (parameters,
+                                 optimizer state and the loss accumulation stay float32), in both executors. It
+                                 changes the numbers, so it is part of the config's identity;
+                                 ``benchmarks/precision.py`` records its accuracy against float32 on Fashion-MNIST.
+    ``Config.compile=True``      wrap the vmapped loss in ``torch.compile`` (dynamic=False; one graph per distinct
+                                 (active clients, batch size) shape). UNVERIFIED on a GPU (none was lent).
+    ``FEDLIB_VEC_CHUNK_MEM=0.6``  the fraction of free CUDA memory the automatic chunk size may use.
 """
 
 from __future__ import annotations
@@ -176,6 +177,7 @@ class _StackedConv(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
         x, w = ctx.saved_tensors
+        grad_out = grad_out.to(x.dtype)  # under bf16 autocast the forward ran in bf16; the backward runs in x's dtype
         stride, padding, dilation = ctx.conv
         need = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2] and ctx.has_bias]
         gx, gw, gb = [], [], []
@@ -231,6 +233,7 @@ class _ClientConv(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
         x, w = ctx.saved_tensors
+        grad_out = grad_out.to(x.dtype)
         stride, padding, dilation = ctx.conv
         dx, dw, db = torch.ops.aten.convolution_backward(
             grad_out, x, w, [w.shape[0]] if ctx.has_bias else None, list(stride), list(padding), list(dilation),
@@ -369,8 +372,8 @@ class VectorizedExecutor:
         exact = bool(self.buffer_names or self.taps or self.references
                      or getattr(strat, "vectorized_exact_batches", False))
         self.mode = "exact" if exact else "padded"
-        self.amp = self.device.type == "cuda" and os.environ.get("FEDLIB_VEC_AMP", "").lower() in ("bf16", "bfloat16")
-        self.compile = os.environ.get("FEDLIB_VEC_COMPILE", "") == "1"
+        self.amp = getattr(self.cfg, "precision", "fp32") == "bf16"
+        self.compile = bool(getattr(self.cfg, "compile", False))
         self.chunk_mem = float(os.environ.get("FEDLIB_VEC_CHUNK_MEM", "0.6"))
         self._auto_size: int | None = None
         self._loss_fns: dict[bool, Callable] = {}
@@ -452,7 +455,7 @@ class VectorizedExecutor:
             for k in self.trainable:
                 probe[k].requires_grad_(True)
             x = eng.data.x_train[: self.cfg.batch_size]
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
                 out = functional_call(self.model, probe, (x,), {"taps": self.taps} if self.taps else {})
             logits = out[0] if self.taps else out
             F.cross_entropy(logits.float(), eng.data.y_train[: self.cfg.batch_size]).backward()
@@ -543,7 +546,7 @@ class VectorizedExecutor:
         bufs = {k: take(v) for k, v in ch.bufs.items()}  # slice views: BatchNorm updates the stack in place
         frozen = {k: take(v) for k, v in ch.frozen.items()}
         refs = self._references(ch, take, x)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.amp):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
             losses = self._loss_fn(masked)(leaves, bufs, frozen, x, y, mask, refs)
         grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
         grads = [torch.zeros_like(leaves[k]) if g is None else g for k, g in zip(names, grads)]

@@ -1,5 +1,6 @@
 """Engine behaviour that results depend on: equivalences, resumption, determinism, clear errors."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -105,9 +106,7 @@ def test_fedavg_learns_and_records_provenance(tiny_data, tmp_path):
 
 
 def test_nan_loss_raises_one_clear_error(tiny_data):
-    bad = tiny_data.subset(None, None, seed=0)
-    bad.x_train = bad.x_train.clone()
-    bad.x_train[:] = float("nan")
+    bad = dataclasses.replace(tiny_data, x_train=torch.full_like(tiny_data.x_train, float("nan")))  # a copy
     with pytest.raises(NonFiniteLossError, match="Lower the learning rate"):
         trained(small(rounds=1), bad)
 
@@ -158,3 +157,17 @@ def test_fedintr_paper_preset_matches_the_paper():
     assert (cfg.lr, cfg.momentum, cfg.weight_decay, cfg.partition_kw["beta"]) == (0.01, 0.9, 1e-5, 0.5)
     assert preset("fedintr", "paper", dataset="cifar100").model == "resnet20"
     assert preset("fedcka", "paper").batch_size == 128 and math.isclose(preset("fedcka", "paper").lr, 0.1)
+
+
+def test_bf16_precision_is_part_of_the_identity_and_trains(tiny_data):
+    c = small(rounds=3, local_epochs=3)
+    assert c.replace(precision="bf16").key() != c.key()
+    assert c.replace(compile=True).key() == c.key()  # an execution switch: same numbers expected
+    with pytest.raises(ValueError, match="precision 'fp16'"):
+        c.replace(precision="fp16").validate()
+    fp32 = trained(c, tiny_data)
+    bf16 = trained(c.replace(precision="bf16"), tiny_data)
+    assert bf16.history[-1]["test_acc"] > 0.3  # chance is 0.1
+    assert abs(bf16.history[-1]["test_acc"] - fp32.history[-1]["test_acc"]) < 0.15
+    vec = trained(c.replace(precision="bf16", executor="vectorized"), tiny_data)
+    assert abs(vec.history[-1]["test_acc"] - bf16.history[-1]["test_acc"]) < 0.15
