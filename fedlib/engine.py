@@ -249,9 +249,11 @@ class Engine:
             if VectorizedExecutor is not None:
                 ok, why = VectorizedExecutor.supports(self)
                 if ok:
+                    self.executor_name = "vectorized"
                     return VectorizedExecutor(self)
                 if mode == "vectorized":
                     print(f"fedlib: vectorized executor unavailable ({why}); using the sequential one.")
+        self.executor_name = "sequential"
         return lambda ctxs, starts: [self.train_client(c, s) for c, s in zip(ctxs, starts)]
 
     # ------------------------------------------------------------------------------------- evaluation

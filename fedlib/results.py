@@ -188,6 +188,7 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     start_round = engine.round
     engine.run(checkpoint=ckpt, callback=callback)
     prov = provenance(cfg)
+    prov["executor"] = engine.executor_name  # what "auto" resolved to
     prov["wall_time_s"] = round(time.perf_counter() - t0, 3)
     prov["resumed_from_round"] = start_round
     record = Record(key=cfg.key(), config=cfg.to_dict(), history=engine.history, provenance=prov,

@@ -212,7 +212,7 @@ def test_persistent_optimizer_and_unvectorizable_strategies_fall_back(tiny_data,
 
 def test_auto_prefers_sequential_on_cpu(tiny_data):
     eng = Engine(cfg(executor="auto", rounds=1), data=tiny_data, progress=False)
-    assert not isinstance(eng._executor, VectorizedExecutor)
+    assert not isinstance(eng._executor, VectorizedExecutor) and eng.executor_name == "sequential"
     assert VectorizedExecutor.can_run(eng) == (True, "")
     assert "CPU" in VectorizedExecutor.prefer(eng)[1]
 

@@ -1,0 +1,78 @@
+"""Accuracy check of the opt-in numerics switches against float32 (issue #4, item 3).
+
+    python benchmarks/precision.py                          # CPU: FedIntR setup on Fashion-MNIST, shortened
+    python benchmarks/precision.py --device cuda --paper    # GPU: the paper's 100 rounds x 10 local epochs
+
+FedAvg in the FedIntR setup (Fashion-MNIST, FedIntR CNN, 10 clients, Dirichlet β=0.5, batch 512, SGD lr 0.01,
+momentum 0.9, wd 1e-5) is trained once per variant with the same seed:
+
+* ``fp32``            — the reference;
+* ``bf16``            — ``Config(precision="bf16")``: forward pass under bf16 autocast;
+* ``fp32+compile``    — ``Config(compile=True)`` with the vectorized executor (``--compile``; slow to warm up on a
+  CPU, meant for a GPU).
+
+It prints each variant's final test accuracy, the difference to float32, the largest per-round accuracy gap and the
+wall time, so a switch's effect on results is recorded next to its speed. Runs are not stored in ``results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fedlib.config import preset  # noqa: E402
+from fedlib.data import load_dataset  # noqa: E402
+from fedlib.engine import Engine  # noqa: E402
+from fedlib.vectorized import VectorizedExecutor  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--paper", action="store_true", help="the paper's 100 rounds x 10 local epochs (GPU)")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--compile", action="store_true", help="also run fp32 with torch.compile (vectorized)")
+    args = ap.parse_args()
+    scale = "paper" if args.paper else "quick"
+    over = {} if args.paper else dict(rounds=args.rounds, local_epochs=args.epochs)
+    base = preset("fedintr", scale, device=args.device, **over)
+    data = load_dataset("fmnist", device=args.device)
+    variants = {"fp32": base, "bf16": base.replace(precision="bf16")}
+    if args.compile:
+        variants["fp32+compile"] = base.replace(compile=True, executor="vectorized")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"fedlib precision check — {datetime.date.today()}, commit {commit}, torch {torch.__version__}, {where}; "
+          f"FedAvg, FedIntR setup on Fashion-MNIST, {base.rounds} rounds x {base.local_epochs} local epochs, "
+          f"seed {base.seed}\n")
+    hist = {}
+    secs = {}
+    for name, cfg in variants.items():
+        eng = Engine(cfg, data=data, progress=False)
+        t0 = time.perf_counter()
+        hist[name] = eng.run()
+        secs[name] = time.perf_counter() - t0
+        ex = "vectorized" if isinstance(eng._executor, VectorizedExecutor) else "sequential"
+        print(f"  {name}: {ex} executor, {secs[name]:.0f} s", flush=True)
+    ref = [h["test_acc"] for h in hist["fp32"]]
+    print("\n| variant | final test acc | Δ vs fp32 (pp) | max per-round |Δ| (pp) | wall s | speed vs fp32 |")
+    print("|:--|--:|--:|--:|--:|--:|")
+    for name, h in hist.items():
+        acc = [e["test_acc"] for e in h]
+        gap = max(abs(a - b) for a, b in zip(acc, ref))
+        print(f"| {name} | {acc[-1]:.4f} | {100 * (acc[-1] - ref[-1]):+.2f} | {100 * gap:.2f} | {secs[name]:.0f} | "
+              f"{secs['fp32'] / secs[name]:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
