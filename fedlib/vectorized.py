@@ -55,8 +55,11 @@ Performance notes (CPU)
     fast in channels_last for most layer shapes but pathologically slow for a few (tiny input-channel counts, e.g.
     the first layer, where the backward can take 100x longer). On the CPU the executor therefore routes every
     ``Conv2d`` of its private model copy through a custom vmap rule that runs the convolution per client in
-    channels_last (the sequential executor's kernels), while everything else stays batched. See
-    ``benchmarks/engine.py`` / ``benchmarks/RESULTS.md`` for measured speeds.
+    channels_last (the sequential executor's kernels), while everything else stays batched, and it tunes glibc to
+    reuse freed memory (:func:`_keep_freed_memory`). Even so, on a 2-core CPU the stacked chunk's larger working
+    set (pooling and copies over 10x larger tensors) leaves it 0.75-0.9x the sequential executor's speed, so
+    ``executor="auto"`` picks the sequential one on the CPU. See ``benchmarks/engine.py`` /
+    ``benchmarks/RESULTS.md`` for measured speeds.
 
 Opt-in GPU options (off by default):
     ``Config.precision="bf16"``  the forward pass under ``torch.autocast(dtype=torch.bfloat16)`` (parameters,
@@ -66,6 +69,7 @@ Opt-in GPU options (off by default):
     ``Config.compile=True``      wrap the vmapped loss in ``torch.compile`` (dynamic=False; one graph per distinct
                                  (active clients, batch size) shape). UNVERIFIED on a GPU (none was lent).
     ``FEDLIB_VEC_CHUNK_MEM=0.6``  the fraction of free CUDA memory the automatic chunk size may use.
+    ``FEDLIB_CPU_MALLOC=0``       do not tune glibc's allocator on the CPU (see :func:`_keep_freed_memory`).
 """
 
 from __future__ import annotations
@@ -264,6 +268,28 @@ class _PerClientConv2d(nn.Conv2d):
                                                        tuple(self.dilation)))
 
 
+def _keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory for reuse instead of returning it to the OS (``mallopt(M_MMAP_MAX, 0)``,
+    ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``). A chunk's activations are 10x one client's (100+ MB per tensor); by
+    default glibc serves such blocks with fresh ``mmap`` pages on every step and the page faults cost the
+    vectorized executor 1.3-1.6x on a 2-core CPU (``benchmarks/RESULTS.md``). Process-wide; set
+    ``FEDLIB_CPU_MALLOC=0`` to leave the allocator alone. Returns whether it applied (glibc only)."""
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED:
+        return True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        _MALLOC_TUNED = bool(libc.mallopt(-4, 0)) and bool(libc.mallopt(-1, 1 << 30))  # M_MMAP_MAX, M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        _MALLOC_TUNED = False
+    return _MALLOC_TUNED
+
+
+_MALLOC_TUNED = False
+
+
 # ------------------------------------------------------------------------------------------------ executor
 
 @dataclass
@@ -359,6 +385,8 @@ class VectorizedExecutor:
         self.taps, self.references = tuple(strat.taps), tuple(strat.references)
         # The functional forward runs on the engine's model (its own parameters are never read) or, on the CPU, on a
         # copy whose convolutions run per client (module docstring, "Performance notes").
+        if self.device.type == "cpu" and os.environ.get("FEDLIB_CPU_MALLOC", "1") != "0":
+            _keep_freed_memory()
         per_client = self.device.type == "cpu" and os.environ.get("FEDLIB_VEC_CPU_CONV", "per_client") != "grouped"
         self.model = _per_client_convs(engine.model) if per_client else engine.model
         self.ref_model = _per_client_convs(engine.ref_model) if per_client and "prev" in self.references \
