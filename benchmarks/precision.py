@@ -65,7 +65,7 @@ def main() -> None:
         ex = "vectorized" if isinstance(eng._executor, VectorizedExecutor) else "sequential"
         print(f"  {name}: {ex} executor, {secs[name]:.0f} s", flush=True)
     ref = [h["test_acc"] for h in hist["fp32"]]
-    print("\n| variant | final test acc | Δ vs fp32 (pp) | max per-round |Δ| (pp) | wall s | speed vs fp32 |")
+    print("\n| variant | final test acc | Δ vs fp32 (pp) | max per-round abs Δ (pp) | wall s | speed vs fp32 |")
     print("|:--|--:|--:|--:|--:|--:|")
     for name, h in hist.items():
         acc = [e["test_acc"] for e in h]
