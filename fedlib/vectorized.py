@@ -649,6 +649,12 @@ class VectorizedExecutor:
 
         fn = vmap(client_loss, in_dims=(0, 0, 0, 0, 0, 0 if masked else None, 0))
         if self.compile:
+            # one graph per distinct (active clients, batch width): ragged last batches and clients finishing at
+            # different steps give a few dozen shapes per run, more than dynamo's default limit of 8 (after which it
+            # silently runs eagerly)
+            import torch._dynamo
+
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
             fn = torch.compile(fn, dynamic=False)
         self._loss_fns[masked] = fn
         return fn
