@@ -652,9 +652,9 @@ class VectorizedExecutor:
             # one graph per distinct (active clients, batch width): ragged last batches and clients finishing at
             # different steps give a few dozen shapes per run, more than dynamo's default limit of 8 (after which it
             # silently runs eagerly)
-            import torch._dynamo
+            import torch._dynamo as dynamo
 
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
+            dynamo.config.recompile_limit = max(dynamo.config.recompile_limit, 256)
             fn = torch.compile(fn, dynamic=False)
         self._loss_fns[masked] = fn
         return fn
