@@ -30,14 +30,21 @@ DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().pa
 
 # ---------------------------------------------------------------------------------------- provenance
 
+_CODE_PATHS = ("fedlib", "notebooks/*.ipynb", "benchmarks", "pyproject.toml")
+
+
 def git_commit(path: Path | None = None) -> str:
-    """The repository's HEAD commit (with ``-dirty`` if tracked files changed), or ``"unknown"``."""
+    """The repository's HEAD commit, or ``"unknown"``; ``-dirty`` when code that produces numbers (the package,
+    the notebooks, the benchmarks, pyproject.toml) differs from HEAD. Regenerated outputs (figures/, results/)
+    do not count: a batch run rewrites them while it runs."""
     cwd = path or Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True,
                              text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *_CODE_PATHS],
+                               cwd=top or cwd, capture_output=True, text=True, timeout=5).stdout.strip()
         return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
