@@ -171,3 +171,26 @@ def test_bf16_precision_is_part_of_the_identity_and_trains(tiny_data):
     assert abs(bf16.history[-1]["test_acc"] - fp32.history[-1]["test_acc"]) < 0.15
     vec = trained(c.replace(precision="bf16", executor="vectorized"), tiny_data)
     assert abs(vec.history[-1]["test_acc"] - bf16.history[-1]["test_acc"]) < 0.15
+
+
+def test_provenance_commit_is_dirty_only_for_code_changes(tmp_path):
+    import subprocess
+
+    from fedlib.results import git_commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "fedlib").mkdir()
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "fedlib" / "m.py").write_text("x = 1\n")
+    (tmp_path / "figures" / "f.json").write_text("{}\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    clean = git_commit(tmp_path)
+    assert len(clean) == 12 and not clean.endswith("-dirty")
+    (tmp_path / "figures" / "f.json").write_text('{"new": 1}\n')  # a regenerated output
+    assert git_commit(tmp_path) == clean
+    (tmp_path / "fedlib" / "m.py").write_text("x = 2\n")  # code that produces numbers
+    assert git_commit(tmp_path) == clean + "-dirty"
