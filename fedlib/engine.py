@@ -251,7 +251,7 @@ class Engine:
                 if ok:
                     self.executor_name = "vectorized"
                     return VectorizedExecutor(self)
-                if mode == "vectorized":
+                if mode == "vectorized" or self.device.type != "cpu":  # on the CPU, auto prefers sequential anyway
                     print(f"fedlib: vectorized executor unavailable ({why}); using the sequential one.")
         self.executor_name = "sequential"
         return lambda ctxs, starts: [self.train_client(c, s) for c, s in zip(ctxs, starts)]
