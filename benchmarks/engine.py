@@ -30,7 +30,6 @@ import copy
 import datetime
 import os
 import statistics
-import subprocess
 import sys
 import time
 from typing import Callable
@@ -45,6 +44,7 @@ from fedlib.config import Config  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine, sample_clients  # noqa: E402
 from fedlib.models import build_model  # noqa: E402
+from fedlib.results import device_name, git_commit  # noqa: E402
 from fedlib.vectorized import VectorizedExecutor  # noqa: E402
 
 
@@ -141,14 +141,6 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
     return rows
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="20%% of the data, 3 repeats (< 90 s on a 2-core CPU)")
@@ -157,9 +149,8 @@ def main() -> None:
     args = ap.parse_args()
     reps = args.reps or 3
     dev = torch.device(args.device)
-    where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"fedlib engine benchmark — {datetime.date.today()}, commit {commit()}, torch {torch.__version__}, "
-          f"{where}, quick={args.quick}, reps={reps} (median), 1 round x 1 local epoch\n")
+    print(f"fedlib engine benchmark — {datetime.date.today()}, commit {git_commit()}, torch {torch.__version__}, "
+          f"{device_name(dev)}, quick={args.quick}, reps={reps} (median), 1 round x 1 local epoch\n")
     t0 = time.perf_counter()
     rows = []
     for name, cfg, data_fn in setups(args.quick, args.device):

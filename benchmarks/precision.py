@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import subprocess
 import sys
 import time
 
@@ -31,6 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from fedlib.config import preset  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
+from fedlib.results import device_name, git_commit  # noqa: E402
 from fedlib.vectorized import VectorizedExecutor  # noqa: E402
 
 
@@ -49,10 +49,8 @@ def main() -> None:
     variants = {"fp32": base, "bf16": base.replace(precision="bf16")}
     if args.compile:
         variants["fp32+compile"] = base.replace(compile=True, executor="vectorized")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
-    where = torch.cuda.get_device_name() if args.device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"fedlib precision check — {datetime.date.today()}, commit {commit}, torch {torch.__version__}, {where}; "
+    print(f"fedlib precision check — {datetime.date.today()}, commit {git_commit()}, torch {torch.__version__}, "
+          f"{device_name(args.device)}; "
           f"FedAvg, FedIntR setup on Fashion-MNIST, {base.rounds} rounds x {base.local_epochs} local epochs, "
           f"seed {base.seed}\n")
     hist = {}

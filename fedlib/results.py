@@ -41,10 +41,9 @@ def git_commit(path: Path | None = None) -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True,
                              text=True, timeout=5).stdout.strip()
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *_CODE_PATHS],
-                               cwd=top or cwd, capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                *(f":(top){p}" for p in _CODE_PATHS)],
+                               cwd=cwd, capture_output=True, text=True, timeout=5).stdout.strip()
         return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -161,6 +161,24 @@ def adam_step(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
 
 # ------------------------------------------------------------------------------ per-client conv on the CPU
 
+def _save_conv_inputs(ctx: Any, inputs: tuple, output: Tensor) -> None:
+    """``setup_context`` of the conv functions below: inputs are ``(x, w, b, (stride, padding, dilation))``."""
+    x, w, b, conv = inputs
+    ctx.save_for_backward(x, w)
+    ctx.conv, ctx.has_bias = conv, b is not None
+
+
+def _conv_grads(ctx: Any, grad_out: Tensor, x: Tensor, w: Tensor) -> tuple[Tensor | None, ...]:
+    """(dx, dw, db) of one client's ``F.conv2d(x, w, b, *ctx.conv)``; None where no gradient is needed. Under bf16
+    autocast the forward ran in bf16; the backward runs in ``x``'s dtype."""
+    stride, padding, dilation = ctx.conv
+    need = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2] and ctx.has_bias]
+    dx, dw, db = torch.ops.aten.convolution_backward(
+        grad_out.to(x.dtype), x, w, [w.shape[0]] if ctx.has_bias else None, list(stride), list(padding),
+        list(dilation), False, [0, 0], 1, need)
+    return (dx if need[0] else None, dw if need[1] else None, db if need[2] else None)
+
+
 class _StackedConv(torch.autograd.Function):
     """Per-client 2-d convolution of physical stacked tensors: x (N, B, Cin, H, W), w (N, Cout, Cin, kh, kw),
     b (N, Cout) or None. Runs one ordinary convolution per client on the slices exactly as they are laid out (the
@@ -172,28 +190,16 @@ class _StackedConv(torch.autograd.Function):
         return _stack_like([F.conv2d(x[i], w[i], None if b is None else b[i], stride, padding, dilation)
                             for i in range(x.shape[0])], copy=False)
 
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-        x, w, b, conv = inputs
-        ctx.save_for_backward(x, w)
-        ctx.conv, ctx.has_bias = conv, b is not None
+    setup_context = staticmethod(_save_conv_inputs)
 
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
         x, w = ctx.saved_tensors
-        grad_out = grad_out.to(x.dtype)  # under bf16 autocast the forward ran in bf16; the backward runs in x's dtype
-        stride, padding, dilation = ctx.conv
-        need = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2] and ctx.has_bias]
-        gx, gw, gb = [], [], []
-        for i in range(x.shape[0]):
-            dx, dw, db = torch.ops.aten.convolution_backward(
-                grad_out[i], x[i], w[i], [w.shape[1]] if ctx.has_bias else None, list(stride), list(padding),
-                list(dilation), False, [0, 0], 1, need)
-            gx.append(dx)
-            gw.append(dw)
-            gb.append(db)
-        return (_stack_like(gx, copy=False) if need[0] else None, _stack_like(gw, copy=False) if need[1] else None,
-                torch.stack(gb) if need[2] else None, None)
+        grads = [_conv_grads(ctx, grad_out[i], x[i], w[i]) for i in range(x.shape[0])]
+        dx, dw, db = zip(*grads)
+        return (_stack_like(list(dx), copy=False) if dx[0] is not None else None,
+                _stack_like(list(dw), copy=False) if dw[0] is not None else None,
+                torch.stack(db) if db[0] is not None else None, None)
 
 
 def _stack_like(ts: list[Tensor], copy: bool = True) -> Tensor:
@@ -228,22 +234,12 @@ class _ClientConv(torch.autograd.Function):
         stride, padding, dilation = conv
         return F.conv2d(x, w, b, stride, padding, dilation)
 
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-        x, w, b, conv = inputs
-        ctx.save_for_backward(x, w)
-        ctx.conv, ctx.has_bias = conv, b is not None
+    setup_context = staticmethod(_save_conv_inputs)
 
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
         x, w = ctx.saved_tensors
-        grad_out = grad_out.to(x.dtype)
-        stride, padding, dilation = ctx.conv
-        dx, dw, db = torch.ops.aten.convolution_backward(
-            grad_out, x, w, [w.shape[0]] if ctx.has_bias else None, list(stride), list(padding), list(dilation),
-            False, [0, 0], 1, [ctx.needs_input_grad[0], ctx.needs_input_grad[1],
-                               ctx.needs_input_grad[2] and ctx.has_bias])
-        return dx, dw, (db if ctx.has_bias else None), None
+        return (*_conv_grads(ctx, grad_out, x, w), None)
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple):

@@ -136,6 +136,20 @@ def test_chunk_sizes_agree(tiny_data):
 
 # ----------------------------------------------------------------------------------- functional optimizers
 
+def torch_optim_steps(refs, opts, grads):
+    """One torch.optim step per client, client i taking slice i of the stacked gradients."""
+    for i, (r, o) in enumerate(zip(refs, opts)):
+        for p, gr in zip(r, grads):
+            p.grad = gr[i].clone()
+        o.step()
+
+
+def assert_clients_match(stacked, refs):
+    for i, r in enumerate(refs):
+        for p, s in zip(r, stacked):
+            torch.testing.assert_close(s[i], p.detach(), rtol=1e-6, atol=1e-7)
+
+
 @pytest.mark.parametrize("momentum,wd", [(0.9, 1e-2), (0.0, 0.0), (0.5, 0.0)])
 def test_sgd_step_equals_torch_optim(momentum, wd):
     g = torch.Generator().manual_seed(0)
@@ -147,13 +161,8 @@ def test_sgd_step_equals_torch_optim(momentum, wd):
     for _ in range(4):
         grads = [torch.randn(s, generator=g) for s in shapes]
         stacked, state = sgd_step(stacked, grads, state, lr=0.1, momentum=momentum, weight_decay=wd)
-        for i, (r, o) in enumerate(zip(refs, opts)):
-            for p, gr in zip(r, grads):
-                p.grad = gr[i].clone()
-            o.step()
-    for i, r in enumerate(refs):
-        for p, s in zip(r, stacked):
-            torch.testing.assert_close(s[i], p.detach(), rtol=1e-6, atol=1e-7)
+        torch_optim_steps(refs, opts, grads)
+    assert_clients_match(stacked, refs)
 
 
 @pytest.mark.parametrize("wd", [0.0, 1e-2])
@@ -169,13 +178,8 @@ def test_adam_step_equals_torch_optim(wd):
         grads = [torch.randn(s, generator=g) for s in shapes]
         stacked, m, v = adam_step(stacked, grads, m, v, step=step, lr=1e-2, beta1=0.8, beta2=0.99, eps=1e-6,
                                   weight_decay=wd)
-        for i, (r, o) in enumerate(zip(refs, opts)):
-            for p, gr in zip(r, grads):
-                p.grad = gr[i].clone()
-            o.step()
-    for i, r in enumerate(refs):
-        for p, s in zip(r, stacked):
-            torch.testing.assert_close(s[i], p.detach(), rtol=1e-6, atol=1e-7)
+        torch_optim_steps(refs, opts, grads)
+    assert_clients_match(stacked, refs)
 
 
 def test_per_client_learning_rates():
