@@ -1,6 +1,6 @@
 """Local-training throughput: a reference-style loop vs fedlib's sequential and vectorized executors.
 
-    python benchmarks/engine.py [--quick] [--device cpu|cuda] [--reps N]
+    python benchmarks/engine.py [--quick] [--device cpu|cuda] [--reps N] [--setups a,b,c]
 
 One round of local training (1 local epoch) of the round's sampled clients, timed three ways in one process:
 
@@ -13,11 +13,14 @@ One round of local training (1 local epoch) of the round's sampled clients, time
 
 Setups: (a) FedCKA — simple CNN, 10 clients (Dirichlet β=5), batch 128, synthetic CIFAR-shaped data, 50,000
 images (lr 0.01 as in MOON's code: at the paper's 0.1 the simple CNN diverges on this synthetic data, which does not
-change the timing but makes the Δ column meaningless); (b) FedIntR — Fashion-MNIST, FedIntR CNN, 10 clients (Dirichlet β=0.5), batch 512; (c) Fashion-MNIST,
-FedIntR CNN, 100 clients (Dirichlet β=0.5), 20% sampled, batch 512. ``--quick`` trains on a 20% stratified subset.
+change the timing but makes the Δ column meaningless); (b) FedIntR — Fashion-MNIST, FedIntR CNN, 10 clients
+(Dirichlet β=0.5), batch 512; (c) Fashion-MNIST, FedIntR CNN, 100 clients (Dirichlet β=0.5), 20% sampled,
+batch 512. ``--quick`` trains on a 20% stratified subset; ``--setups b,c`` runs only those.
 
 Timing: each executor first trains one client (warm-up: allocator, oneDNN/cuDNN primitives), then the whole round
-``--reps`` times, round-robin over the executors so background load hits them alike; the median is reported.
+``--reps`` times, round-robin over the executors so background load hits them alike. Seconds per round are
+medians; the ratios are medians of the per-repeat ratios (each repeat's executors ran back to back, so a drift in
+the machine's speed — this VM's varies by ±15 % over minutes — cancels).
 "client-samples/s" counts every sample of every sampled client once per local epoch. The last column is the largest
 difference between the vectorized and sequential executors' trained parameters (the same training, so only float32
 rounding).
@@ -133,10 +136,14 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
     diff = max(float((a[0][k].double() - b[0][k].double()).abs().max())
                for a, b in zip(last["sequential"], last["vectorized"]) for k in a[0])
     med = {k: statistics.median(v) for k, v in times.items()}
+
+    def ratio(base: str, k: str) -> float:
+        return statistics.median(b / t for b, t in zip(times[base], times[k]))
+
     rows = []
     for k in fns:
         rows.append(dict(setup=name, executor=k, clients=len(ctxs), samples=samples, s=med[k],
-                         sps=samples / med[k], vs_ref=med["reference"] / med[k], vs_seq=med["sequential"] / med[k],
+                         sps=samples / med[k], vs_ref=ratio("reference", k), vs_seq=ratio("sequential", k),
                          diff=diff if k == "vectorized" else None, runs=times[k]))
     return rows
 
@@ -146,6 +153,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20%% of the data, 3 repeats (< 90 s on a 2-core CPU)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--reps", type=int, default=None, help="timed repeats per executor (default 3)")
+    ap.add_argument("--setups", default="a,b,c", help="which setups to run, e.g. 'b' or 'a,c' (default all)")
     args = ap.parse_args()
     reps = args.reps or 3
     dev = torch.device(args.device)
@@ -153,8 +161,10 @@ def main() -> None:
           f"{device_name(dev)}, quick={args.quick}, reps={reps} (median), 1 round x 1 local epoch\n")
     t0 = time.perf_counter()
     rows = []
+    want = {s.strip().lower() for s in args.setups.split(",")}
     for name, cfg, data_fn in setups(args.quick, args.device):
-        rows += bench_setup(name, cfg, data_fn, reps)
+        if name[1] in want:
+            rows += bench_setup(name, cfg, data_fn, reps)
     print("| setup | executor | clients | client-samples | s / round | client-samples / s | vs reference "
           "| vs sequential | max abs Δ vs sequential |")
     print("|:--|:--|--:|--:|--:|--:|--:|--:|--:|")
@@ -163,7 +173,8 @@ def main() -> None:
         print(f"| {r['setup']} | {r['executor']} | {r['clients']} | {r['samples']} | {r['s']:.2f} | {r['sps']:.0f} "
               f"| {r['vs_ref']:.2f}x | {r['vs_seq']:.2f}x | {d} |")
     runs = "; ".join(r["executor"][:3] + " " + "/".join(f"{t:.2f}" for t in r["runs"]) for r in rows)
-    print(f"\nRatios: times faster than the reference loop / the sequential executor. Individual runs (s): {runs}")
+    print(f"\nRatios: times faster than the reference loop / the sequential executor (medians of per-repeat ratios)."
+          f" Individual runs (s): {runs}")
     print(f"total benchmark time {time.perf_counter() - t0:.1f} s")
 
 

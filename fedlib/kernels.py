@@ -426,7 +426,8 @@ def cka_matrix(
 
 
 class MinibatchCKA:
-    """Minibatch CKA (Nguyen et al. 2021): ``sum_b HSIC_1(K_b, L_b) / sqrt(sum_b HSIC_1(K_b,K_b) sum_b HSIC_1(L_b,L_b))``.
+    """Minibatch CKA (Nguyen et al. 2021):
+    ``sum_b HSIC_1(K_b, L_b) / sqrt(sum_b HSIC_1(K_b,K_b) sum_b HSIC_1(L_b,L_b))``.
 
     ``update(x_b, y_b)`` with tensors accumulates one pair; with sequences of tensors (e.g. all layers
     of two models; ``y_b=None`` means ``x_b`` against itself) it accumulates the whole matrix with one

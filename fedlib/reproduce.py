@@ -58,7 +58,8 @@ def summarize(rows: list[dict], scale: str) -> str:
         lines.append(f"| {r['notebook']} | {r['status']} | {r['seconds'] / 60:.1f} | {n['pass']} | {n['FAIL']} | "
                      f"{n['not checked at this scale']} |")
         for c in claims:
-            details.append(f"- {r['notebook']}: [{c['status']}] {c['claim']}" + (f" — {c['detail']}" if c.get("detail") else ""))
+            detail = f" — {c['detail']}" if c.get("detail") else ""
+            details.append(f"- {r['notebook']}: [{c['status']}] {c['claim']}{detail}")
         for name, table in r.get("tables", {}).items():
             details.append(f"\n**{r['notebook']} · {name}**\n")
             if table:

@@ -55,11 +55,13 @@ Performance notes (CPU)
     fast in channels_last for most layer shapes but pathologically slow for a few (tiny input-channel counts, e.g.
     the first layer, where the backward can take 100x longer). On the CPU the executor therefore routes every
     ``Conv2d`` of its private model copy through a custom vmap rule that runs the convolution per client in
-    channels_last (the sequential executor's kernels), while everything else stays batched, and it tunes glibc to
-    reuse freed memory (:func:`_keep_freed_memory`). Even so, on a 2-core CPU the stacked chunk's larger working
-    set (pooling and copies over 10x larger tensors) leaves it 0.75-0.9x the sequential executor's speed, so
-    ``executor="auto"`` picks the sequential one on the CPU. See ``benchmarks/engine.py`` /
-    ``benchmarks/RESULTS.md`` for measured speeds.
+    channels_last (the sequential executor's kernels), and runs each conv block (conv → max-pool → ReLU,
+    :func:`fedlib.models.conv_pool_relu`) whole per client, so a client's full-resolution conv map is pooled while
+    it is still in the cache and never stacked; in padded mode these per-client ops skip the padding rows. The rest
+    (linear layers, loss, optimizer) stays batched. It also tunes glibc to reuse freed memory
+    (:func:`_keep_freed_memory`). On a 2-core CPU one client's batch already keeps both cores busy, so there is
+    little to gain: the two executors run at parity (``benchmarks/RESULTS.md``), and ``executor="auto"`` keeps
+    the simpler sequential one on the CPU.
 
 Opt-in GPU options (off by default):
     ``Config.precision="bf16"``  the forward pass under ``torch.autocast(dtype=torch.bfloat16)`` (parameters,
@@ -160,12 +162,15 @@ def adam_step(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
 
 
 # ------------------------------------------------------------------------------ per-client conv on the CPU
+#
+# On the CPU the executor's private model copy routes every plain Conv2d through the functions below: under vmap
+# their vmap rule runs one ordinary convolution per client on that client's slice (the sequential executor's
+# kernels and memory formats) instead of vmap's grouped convolution, and a conv block (conv → max-pool → ReLU,
+# ``fedlib.models.conv_pool_relu``) runs whole per client while the conv map is still in the cache. ``rows`` (padded
+# mode) holds each client's real batch size: padding rows are skipped (their outputs and input gradients are zero;
+# the masked loss gives them no gradient anyway), so per-client work equals the sequential executor's.
 
-def _save_conv_inputs(ctx: Any, inputs: tuple, output: Tensor) -> None:
-    """``setup_context`` of the conv functions below: inputs are ``(x, w, b, (stride, padding, dilation))``."""
-    x, w, b, conv = inputs
-    ctx.save_for_backward(x, w)
-    ctx.conv, ctx.has_bias = conv, b is not None
+Rows = "tuple[int, ...] | None"
 
 
 def _conv_grads(ctx: Any, grad_out: Tensor, x: Tensor, w: Tensor) -> tuple[Tensor | None, ...]:
@@ -179,41 +184,37 @@ def _conv_grads(ctx: Any, grad_out: Tensor, x: Tensor, w: Tensor) -> tuple[Tenso
     return (dx if need[0] else None, dw if need[1] else None, db if need[2] else None)
 
 
-class _StackedConv(torch.autograd.Function):
-    """Per-client 2-d convolution of physical stacked tensors: x (N, B, Cin, H, W), w (N, Cout, Cin, kh, kw),
-    b (N, Cout) or None. Runs one ordinary convolution per client on the slices exactly as they are laid out (the
-    sequential executor's kernels and memory formats) and stacks the results in the memory format they came in."""
-
-    @staticmethod
-    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple) -> Tensor:  # type: ignore[override]
-        stride, padding, dilation = conv
-        return _stack_like([F.conv2d(x[i], w[i], None if b is None else b[i], stride, padding, dilation)
-                            for i in range(x.shape[0])], copy=False)
-
-    setup_context = staticmethod(_save_conv_inputs)
-
-    @staticmethod
-    def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
-        x, w = ctx.saved_tensors
-        grads = [_conv_grads(ctx, grad_out[i], x[i], w[i]) for i in range(x.shape[0])]
-        dx, dw, db = zip(*grads)
-        return (_stack_like(list(dx), copy=False) if dx[0] is not None else None,
-                _stack_like(list(dw), copy=False) if dw[0] is not None else None,
-                torch.stack(db) if db[0] is not None else None, None)
+def _client(t: Tensor, i: int, rows: Rows) -> Tensor:  # type: ignore[valid-type]
+    """Client ``i``'s slice of a stacked tensor (N, B, ...), without its padding rows."""
+    return t[i] if rows is None or rows[i] >= t.shape[1] else t[i, :rows[i]]
 
 
-def _stack_like(ts: list[Tensor], copy: bool = True) -> Tensor:
-    """``torch.stack`` whose slices keep the strides of ``ts[0]`` (e.g. channels_last stays channels_last).
-    ``copy=False``: a single tensor is returned as a view (``unsqueeze``) instead of being copied."""
-    t0 = ts[0]
-    if len(ts) == 1 and not copy:
-        return t0.unsqueeze(0)
-    if not _dense(t0):
+def _stack_rows(ts: list[Tensor], width: int | None = None, copy: bool = False) -> Tensor:
+    """``torch.stack`` of per-client tensors whose slices keep the clients' strides (channels_last stays
+    channels_last). ``width``: the rows of each slice; a client's tensor may have fewer (padding rows are zero).
+    ``copy=False``: a single full tensor is returned as a view."""
+    if ts[0].dim() == 0:
         return torch.stack(ts)
-    out = torch.empty_strided((len(ts), *t0.shape), (t0.numel(), *t0.stride()), dtype=t0.dtype, device=t0.device)
+    t0 = max(ts, key=len)
+    width = len(t0) if width is None else width
+    if len(ts) == 1 and not copy and len(t0) == width:
+        return t0.unsqueeze(0)
+    out = _empty_stack(t0, len(ts), width)
     for i, t in enumerate(ts):
-        out[i].copy_(t)
+        out[i, :len(t)].copy_(t)
+        if len(t) < width:
+            out[i, len(t):].zero_()
     return out
+
+
+def _empty_stack(t: Tensor, n: int, width: int) -> Tensor:
+    """An uninitialized (n, width, *t.shape[1:]) tensor whose slices have ``t``'s strides where ``t`` is dense with
+    its rows outermost (as in both 4-d memory formats); contiguous otherwise."""
+    inner = t[0].numel() if len(t) else 0
+    if inner and _dense(t) and (len(t) == 1 or t.stride(0) == inner):
+        return torch.empty_strided((n, width, *t.shape[1:]), (width * inner, inner, *t.stride()[1:]),
+                                   dtype=t.dtype, device=t.device)
+    return t.new_empty((n, width, *t.shape[1:]))
 
 
 def _dense(t: Tensor) -> bool:
@@ -226,42 +227,179 @@ def _dense(t: Tensor) -> bool:
     return True
 
 
-class _ClientConv(torch.autograd.Function):
-    """``F.conv2d`` for one client, with a vmap rule that calls :class:`_StackedConv` on the whole stack."""
+def _stack_grads(grads: list[tuple[Tensor | None, ...]], width: int) -> tuple[Tensor | None, ...]:
+    """Per-client (dx, dw, db) → stacked (dx padded to ``width`` rows, dw, db)."""
+    dx, dw, db = zip(*grads)
+    return (_stack_rows(list(dx), width) if dx[0] is not None else None,
+            _stack_rows(list(dw)) if dw[0] is not None else None,
+            torch.stack(db) if db[0] is not None else None)
+
+
+def _save_conv(ctx: Any, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, *extra: Tensor) -> None:  # type: ignore[valid-type]
+    ctx.save_for_backward(x, w, *extra)
+    ctx.conv, ctx.has_bias, ctx.rows = conv, b is not None, rows
+
+
+class _StackedConv(torch.autograd.Function):
+    """Per-client 2-d convolution of physical stacked tensors: x (N, B, Cin, H, W), w (N, Cout, Cin, kh, kw),
+    b (N, Cout) or None; ``rows``: real rows per client (None: all)."""
 
     @staticmethod
-    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple) -> Tensor:  # type: ignore[override]
-        stride, padding, dilation = conv
-        return F.conv2d(x, w, b, stride, padding, dilation)
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows) -> Tensor:  # type: ignore[override, valid-type]
+        return _stack_rows([F.conv2d(_client(x, i, rows), w[i], None if b is None else b[i], *conv)
+                            for i in range(len(x))], x.shape[1])
 
-    setup_context = staticmethod(_save_conv_inputs)
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        _save_conv(ctx, *inputs)
 
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
         x, w = ctx.saved_tensors
-        return (*_conv_grads(ctx, grad_out, x, w), None)
+        grads = [_conv_grads(ctx, _client(grad_out, i, ctx.rows), _client(x, i, ctx.rows), w[i])
+                 for i in range(len(x))]
+        return (*_stack_grads(grads, x.shape[1]), None, None)
+
+
+class _StackedConvBlock(torch.autograd.Function):
+    """Per-client ``relu(max_pool2d(conv2d(x_i, w_i, b_i), k))`` of physical stacked tensors (see
+    :class:`_StackedConv`). Each client's conv map is pooled and rectified while still in the cache and then freed;
+    only the block outputs are stacked (max-pool writes each client's slice in place), and the backward rebuilds
+    each client's conv-map gradient right before that client's conv backward. Outputs: the stacked block outputs,
+    then each client's argmax indices (saved for the backward)."""
 
     @staticmethod
-    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple):
-        n = info.batch_size
-        x = _batched(x, in_dims[0], n)
-        w = _batched(w, in_dims[1], n)
-        b = None if b is None else _batched(b, in_dims[2], n)
-        return _StackedConv.apply(x, w, b, conv), 0
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int) -> tuple[Tensor, ...]:  # type: ignore[override, valid-type]
+        idx: list[Tensor] = []
+        out = None
+        for i in range(len(x)):
+            y = F.conv2d(_client(x, i, rows), w[i], None if b is None else b[i], *conv)
+            if out is None:
+                p, ix = torch.ops.aten.max_pool2d_with_indices(y, [k, k], [k, k])
+                out = _empty_stack(p, len(x), x.shape[1])
+                out[i, :len(y)].copy_(p)
+            else:
+                ix = y.new_empty(0, dtype=torch.long)
+                torch.ops.aten.max_pool2d_with_indices.out(y, [k, k], [k, k], [0, 0], [1, 1], False,
+                                                           out=out[i, :len(y)], indices=ix)
+            out[i, :len(y)].relu_()
+            if len(y) < x.shape[1]:
+                out[i, len(y):].zero_()
+            idx.append(ix)
+        return (out, *idx)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        x, w, b, conv, rows, k = inputs
+        _save_conv(ctx, x, w, b, conv, rows, output[0], *output[1:])
+        ctx.mark_non_differentiable(*output[1:])
+        p0 = output[0][0]  # the conv map's memory format is the pooled map's
+        cl = p0.is_contiguous(memory_format=torch.channels_last) and not p0.is_contiguous()
+        ctx.k, ctx.fmt = k, torch.channels_last if cl else torch.contiguous_format
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, *_: Any):  # type: ignore[override]
+        x, w, out, *idx = ctx.saved_tensors
+        k, rows, (stride, padding, dilation) = ctx.k, ctx.rows, ctx.conv
+        hw = [(n + 2 * p - d * (kk - 1) - 1) // s + 1  # the conv map's size (all max-pool's backward reads of it)
+              for n, kk, s, p, d in zip(x.shape[-2:], w.shape[-2:], stride, padding, dilation)]
+        grads = []
+        for i in range(len(x)):
+            xi = _client(x, i, rows)
+            gp = torch.ops.aten.threshold_backward(_client(grad, i, rows), _client(out, i, rows), 0)
+            like = torch.empty((len(xi), w.shape[1], *hw), dtype=gp.dtype, device=gp.device, memory_format=ctx.fmt)
+            gy = torch.ops.aten.max_pool2d_with_indices_backward(gp, like, [k, k], [k, k], [0, 0], [1, 1], False,
+                                                                 idx[i])
+            grads.append(_conv_grads(ctx, gy, xi, w[i]))
+        return (*_stack_grads(grads, x.shape[1]), None, None, None)
 
 
 def _batched(t: Tensor, dim: int | None, n: int) -> Tensor:
     return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
 
 
+def _check_rows(rows: Rows, n: int) -> Rows:  # type: ignore[valid-type]
+    if rows is not None and len(rows) != n:
+        raise RuntimeError(f"per-client conv: {len(rows)} row counts for {n} clients")
+    return rows
+
+
+class _ClientConv(torch.autograd.Function):
+    """``F.conv2d`` for one client, with a vmap rule that calls :class:`_StackedConv` on the whole stack."""
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows) -> Tensor:  # type: ignore[override, valid-type]
+        return F.conv2d(x, w, b, *conv)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        _save_conv(ctx, *inputs)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
+        x, w = ctx.saved_tensors
+        return (*_conv_grads(ctx, grad_out, x, w), None, None)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows):  # type: ignore[valid-type]
+        n = info.batch_size
+        b = None if b is None else _batched(b, in_dims[2], n)
+        return _StackedConv.apply(_batched(x, in_dims[0], n), _batched(w, in_dims[1], n), b, conv,
+                                  _check_rows(rows, n)), 0
+
+
+class _ClientConvBlock(torch.autograd.Function):
+    """``relu(max_pool2d(conv2d(x, w, b, ...), k))`` for one client, with a vmap rule that calls
+    :class:`_StackedConvBlock` on the whole stack."""
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int) -> Tensor:  # type: ignore[override, valid-type]
+        return F.relu(F.max_pool2d(F.conv2d(x, w, b, *conv), k))
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        x, w, b, conv, rows, k = inputs
+        _save_conv(ctx, x, w, b, conv, rows, *([] if b is None else [b]))
+        ctx.k = k
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
+        x, w, *b = ctx.saved_tensors  # off the hot path (that is the vmap rule): recompute the block
+        with torch.enable_grad():
+            y = F.conv2d(x.detach(), w.detach(), b[0].detach() if b else None, *ctx.conv).requires_grad_(True)
+            gy, = torch.autograd.grad(F.relu(F.max_pool2d(y, ctx.k)), y, grad)
+        return (*_conv_grads(ctx, gy, x, w), None, None, None)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int):  # type: ignore[valid-type]
+        n = info.batch_size
+        b = None if b is None else _batched(b, in_dims[2], n)
+        return _StackedConvBlock.apply(_batched(x, in_dims[0], n), _batched(w, in_dims[1], n), b, conv,
+                                       _check_rows(rows, n), k)[0], 0
+
+
 class _PerClientConv2d(nn.Conv2d):
-    """A Conv2d whose convolution goes through :class:`_ClientConv` (same parameters, same names)."""
+    """A Conv2d whose convolution goes through :class:`_ClientConv` (same parameters, same names). ``rows`` is a
+    one-element list shared with the executor: the current group's real batch sizes, or None."""
+
+    rows: list
 
     def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        if self.padding_mode != "zeros" or self.groups != 1 or isinstance(self.padding, str):
+        if not self._plain():
             return super()._conv_forward(input, weight, bias)
-        return _ClientConv.apply(input, weight, bias, (tuple(self.stride), tuple(self.padding),
-                                                       tuple(self.dilation)))
+        return _ClientConv.apply(input, weight, bias, self._conv_args(), self.rows[0])
+
+    def forward_pool_relu(self, input: Tensor, k: int) -> Tensor:
+        """``F.relu(F.max_pool2d(self(input), k))`` in one step (:func:`fedlib.models.conv_pool_relu`)."""
+        if not self._plain():
+            return F.relu(F.max_pool2d(self(input), k))
+        return _ClientConvBlock.apply(input, self.weight, self.bias, self._conv_args(), self.rows[0], k)
+
+    def _plain(self) -> bool:
+        return self.padding_mode == "zeros" and self.groups == 1 and not isinstance(self.padding, str)
+
+    def _conv_args(self) -> tuple:
+        return tuple(self.stride), tuple(self.padding), tuple(self.dilation)
 
 
 def _keep_freed_memory() -> bool:
@@ -308,12 +446,14 @@ class _Chunk:
     opt: dict[str, list[Any]] = field(default_factory=dict)
 
 
-def _per_client_convs(model: nn.Module) -> nn.Module:
-    """A deep copy of ``model`` whose plain ``Conv2d`` layers batch over clients per client (:class:`_ClientConv`)."""
+def _per_client_convs(model: nn.Module, rows: list) -> nn.Module:
+    """A deep copy of ``model`` whose plain ``Conv2d`` layers batch over clients per client (:class:`_ClientConv`),
+    reading the current real batch sizes from ``rows[0]``."""
     model = copy.deepcopy(model)
     for m in model.modules():
         if type(m) is nn.Conv2d:
             m.__class__ = _PerClientConv2d
+            m.rows = rows
     return model
 
 
@@ -326,7 +466,7 @@ class VectorizedExecutor:
 
         False when it cannot reproduce the sequential executor (strategy not vectorizable, persistent optimizer
         state, an optimizer other than plain SGD / Adam, dropout), and — only for ``executor="auto"`` — when
-        :meth:`prefer` says the sequential executor is faster on this device."""
+        :meth:`prefer` prefers the sequential executor on this device."""
         ok, why = VectorizedExecutor.can_run(engine)
         if ok and getattr(engine.cfg, "executor", "auto") == "auto":
             return VectorizedExecutor.prefer(engine)
@@ -363,10 +503,10 @@ class VectorizedExecutor:
         """Whether ``executor="auto"`` should pick this executor: yes on accelerators, no on the CPU.
 
         On the CPU every client's batch (128-512 samples) already keeps the cores busy, so stacking clients saves
-        no compute, while the larger working set and the per-client stacking copies cost 1.2-2x
-        (``benchmarks/RESULTS.md``). ``executor="vectorized"`` still runs it on the CPU."""
+        no compute: the two executors run at parity there (``benchmarks/RESULTS.md``) and the sequential one,
+        with its smaller memory footprint, is kept. ``executor="vectorized"`` still runs it on the CPU."""
         if engine.device.type == "cpu":
-            return False, "on the CPU the sequential executor is faster (benchmarks/RESULTS.md)"
+            return False, "on the CPU the sequential executor is as fast and uses less memory (benchmarks/RESULTS.md)"
         return True, ""
 
     def __init__(self, engine: Any) -> None:
@@ -384,8 +524,9 @@ class VectorizedExecutor:
         if self.device.type == "cpu" and os.environ.get("FEDLIB_CPU_MALLOC", "1") != "0":
             _keep_freed_memory()
         per_client = self.device.type == "cpu" and os.environ.get("FEDLIB_VEC_CPU_CONV", "per_client") != "grouped"
-        self.model = _per_client_convs(engine.model) if per_client else engine.model
-        self.ref_model = _per_client_convs(engine.ref_model) if per_client and "prev" in self.references \
+        self._rows: list = [None]  # padded mode, CPU: the real batch sizes of the group being trained
+        self.model = _per_client_convs(engine.model, self._rows) if per_client else engine.model
+        self.ref_model = _per_client_convs(engine.ref_model, [None]) if per_client and "prev" in self.references \
             else engine.ref_model
         self.state_names = list(engine.model.state_dict().keys())
         trainable = set(engine.trainable)
@@ -449,7 +590,7 @@ class VectorizedExecutor:
                     aug[k][i, rows] = torch.cat([v[:used], v[:1].expand(pad)]).view(nb, B)
 
         def stack(name: str, src: list[Params]) -> Tensor:
-            return _stack_like([s[name].detach().to(dev) for s in src])  # a fresh copy, per-slice layout kept
+            return _stack_rows([s[name].detach().to(dev) for s in src], copy=True)  # per-slice layout kept
 
         train = {k: stack(k, starts) for k in self.trainable}
         frozen = {k: stack(k, starts) for k in self.nontrain if any(s[k] is not starts[0][k] for s in starts)}
@@ -570,9 +711,14 @@ class VectorizedExecutor:
         bufs = {k: take(v) for k, v in ch.bufs.items()}  # slice views: BatchNorm updates the stack in place
         frozen = {k: take(v) for k, v in ch.frozen.items()}
         refs = self._references(ch, take, x)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
-            losses = self._loss_fn(masked)(leaves, bufs, frozen, x, y, mask, refs)
-        grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
+        if masked and not self.compile:  # per-client convs skip the padding rows (CPU)
+            self._rows[0] = tuple(ch.cnt[:, t][sel if isinstance(sel, slice) else sel.cpu()].tolist())
+        try:
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp):
+                losses = self._loss_fn(masked)(leaves, bufs, frozen, x, y, mask, refs)
+            grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
+        finally:
+            self._rows[0] = None
         grads = [torch.zeros_like(leaves[k]) if g is None else g for k, g in zip(names, grads)]
         params = [leaves[k].detach() for k in names]
         lr = ch.lr if not isinstance(ch.lr, Tensor) else take(ch.lr)

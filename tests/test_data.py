@@ -80,7 +80,8 @@ def test_cifar100_fine_labels(tmp_path):
     folder.mkdir()
     x, xt = _images(6, (3, 32, 32), 1), _images(3, (3, 32, 32), 2)
     _dump(folder / "train", {"filenames": [], "batch_label": "training batch 1 of 1",
-                             "fine_labels": [0, 99, 50, 7, 7, 1], "coarse_labels": [4, 19, 5, 0, 0, 1], "data": x.reshape(6, 3072)})
+                             "fine_labels": [0, 99, 50, 7, 7, 1], "coarse_labels": [4, 19, 5, 0, 0, 1],
+                             "data": x.reshape(6, 3072)})
     _dump(folder / "test", {"fine_labels": [98, 2, 3], "coarse_labels": [1, 2, 3], "data": xt.reshape(3, 3072)})
     _dump(folder / "meta", {"fine_label_names": [f"c{i}" for i in range(100)],
                             "coarse_label_names": [f"s{i}" for i in range(20)]})

@@ -9,7 +9,7 @@ import torch
 
 from fedlib.config import Config, preset
 from fedlib.engine import Engine, NonFiniteLossError, round_lr, sample_clients
-from fedlib.results import Store, params_hash, run
+from fedlib.results import Store, run
 
 
 def small(**kw) -> Config:

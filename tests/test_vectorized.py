@@ -272,3 +272,96 @@ def test_custom_strategies_match_sequential(strategy, tiny_data, monkeypatch):
             assert not torch.equal(params["conv1.weight"], start["conv1.weight"])
     else:
         assert all(math.isfinite(h["train_loss"]) for h in vec.history)
+
+
+# ------------------------------------------------------------------------ per-client convolutions on the CPU
+
+def _block_model(rows):
+    """A one-block model whose conv runs through the executor's per-client path, and a plain twin."""
+    from fedlib.models import conv_pool_relu
+    from fedlib.vectorized import _per_client_convs
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 5, 3, padding=1)
+            self.conv2 = torch.nn.Conv2d(5, 4, 3)
+
+        def forward(self, x):
+            return self.conv2(conv_pool_relu(self.conv, x)).square().mean((1, 2, 3))
+
+    torch.manual_seed(0)
+    plain = Block()
+    return plain, _per_client_convs(plain, rows)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("ragged", [False, True])
+def test_per_client_conv_blocks_match_plain_ops(channels_last, ragged):
+    """vmap over clients of conv -> max-pool -> ReLU -> conv through the per-client functions gives the plain ops'
+    values and gradients; with ``rows`` (padded mode) the padding rows are skipped: they get zero outputs and
+    zero input gradients, and the real rows match a run on the real rows alone."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    rows = [None]
+    plain, per_client = _block_model(rows)
+    n, width = 3, 6
+    counts = (6, 4, 1) if ragged else (6, 6, 6)
+    # ties inside pooling windows (constant patches) must pick the same argmax as max_pool2d
+    x = torch.randn(n, width, 3, 9, 9).round(decimals=1)
+    x[:, :, :, :4, :4] = 0.5
+    if channels_last:
+        x = torch.stack([xi.contiguous(memory_format=torch.channels_last) for xi in x])
+    x.requires_grad_(True)
+    models = [plain] * n
+    params, _ = stack_module_state(models)
+    params = {k: v + 0.01 * torch.arange(n).view(-1, *[1] * (v.dim() - 1)) for k, v in params.items()}
+    params = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+
+    rows[0] = counts if ragged else None
+    out = vmap(lambda p, xi: functional_call(per_client, p, (xi,)))(params, x)
+    rows[0] = None
+    weights = torch.arange(1.0, width + 1)
+    (out * weights).sum().backward()
+    for i, c in enumerate(counts):
+        p_i = {k: v[i].detach().clone().requires_grad_(True) for k, v in params.items()}
+        x_i = x[i, :c].detach().clone().requires_grad_(True)
+        ref = functional_call(plain, p_i, (x_i,))
+        (ref * weights[:c]).sum().backward()
+        torch.testing.assert_close(out[i, :c], ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(x.grad[i, :c], x_i.grad, rtol=1e-5, atol=1e-6)
+        assert not x.grad[i, c:].any()
+        for k in params:
+            torch.testing.assert_close(params[k].grad[i], p_i[k].grad, rtol=1e-5, atol=1e-6)
+
+
+def test_per_client_conv_block_without_vmap_is_the_plain_block():
+    rows = [None]
+    plain, per_client = _block_model(rows)
+    x = torch.randn(4, 3, 8, 8, requires_grad=True)
+    out, ref = per_client(x), plain(x)
+    torch.testing.assert_close(out, ref)
+    g1 = torch.autograd.grad(out.sum(), [x, per_client.conv.weight, per_client.conv.bias])
+    g2 = torch.autograd.grad(ref.sum(), [x, plain.conv.weight, plain.conv.bias])
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b)
+
+
+def test_padded_mode_skips_padding_rows_on_cpu(tiny_data, monkeypatch):
+    """The executor hands the per-client convs each group's real batch sizes at ragged steps (and only there)."""
+    import fedlib.vectorized as V
+
+    seen = []
+    orig = V._StackedConvBlock.forward
+
+    def spy(x, w, b, conv, rows, k):
+        seen.append(rows)
+        return orig(x, w, b, conv, rows, k)
+
+    monkeypatch.setattr(V._StackedConvBlock, "forward", staticmethod(spy))
+    c = cfg(rounds=1, local_epochs=1)
+    seq, vec = both(c, tiny_data)
+    assert vec._executor.mode == "padded"
+    ragged = [r for r in seen if r is not None]
+    assert ragged and all(len(set(r)) > 1 for r in ragged) and None in seen
+    assert_same_run(seq, vec, atol=1e-6, rtol=1e-5)
