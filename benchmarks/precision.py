@@ -9,7 +9,10 @@ momentum 0.9, wd 1e-5) is trained once per variant with the same seed:
 * ``fp32``            — the reference;
 * ``bf16``            — ``Config(precision="bf16")``: forward pass under bf16 autocast;
 * ``fp32+compile``    — ``Config(compile=True)`` with the vectorized executor (``--compile``; slow to warm up on a
-  CPU, meant for a GPU).
+  CPU, meant for a GPU);
+* ``fp32 sequential`` / ``fp32 vectorized`` — float32 with the executor ``auto`` did not pick (``--other-executor``):
+  the two executors differ only by float rounding, so this row is the gap that rounding alone opens over the run
+  (SGD amplifies it), the yardstick for the other rows' gaps.
 
 It prints each variant's final test accuracy, the difference to float32, the largest per-round accuracy gap and the
 wall time, so a switch's effect on results is recorded next to its speed. Runs are not stored in ``results/``.
@@ -41,12 +44,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--compile", action="store_true", help="also run fp32 with torch.compile (vectorized)")
+    ap.add_argument("--other-executor", action="store_true",
+                    help="also run fp32 with the executor auto does not pick (the float-rounding yardstick)")
     args = ap.parse_args()
     scale = "paper" if args.paper else "quick"
     over = {} if args.paper else dict(rounds=args.rounds, local_epochs=args.epochs)
     base = preset("fedintr", scale, device=args.device, **over)
     data = load_dataset("fmnist", device=args.device)
     variants = {"fp32": base, "bf16": base.replace(precision="bf16")}
+    if args.other_executor:
+        other = "sequential" if torch.device(args.device).type == "cuda" else "vectorized"
+        variants[f"fp32 {other}"] = base.replace(executor=other)
     if args.compile:
         variants["fp32+compile"] = base.replace(compile=True, executor="vectorized")
     print(f"fedlib precision check — {datetime.date.today()}, commit {git_commit()}, torch {torch.__version__}, "

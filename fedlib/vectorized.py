@@ -170,7 +170,7 @@ def adam_step(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
 # mode) holds each client's real batch size: padding rows are skipped (their outputs and input gradients are zero;
 # the masked loss gives them no gradient anyway), so per-client work equals the sequential executor's.
 
-Rows = "tuple[int, ...] | None"
+Rows = tuple[int, ...] | None  # real rows per client (padded mode), or None: all rows are real
 
 
 def _conv_grads(ctx: Any, grad_out: Tensor, x: Tensor, w: Tensor) -> tuple[Tensor | None, ...]:
@@ -184,7 +184,7 @@ def _conv_grads(ctx: Any, grad_out: Tensor, x: Tensor, w: Tensor) -> tuple[Tenso
     return (dx if need[0] else None, dw if need[1] else None, db if need[2] else None)
 
 
-def _client(t: Tensor, i: int, rows: Rows) -> Tensor:  # type: ignore[valid-type]
+def _client(t: Tensor, i: int, rows: Rows) -> Tensor:
     """Client ``i``'s slice of a stacked tensor (N, B, ...), without its padding rows."""
     return t[i] if rows is None or rows[i] >= t.shape[1] else t[i, :rows[i]]
 
@@ -235,7 +235,7 @@ def _stack_grads(grads: list[tuple[Tensor | None, ...]], width: int) -> tuple[Te
             torch.stack(db) if db[0] is not None else None)
 
 
-def _save_conv(ctx: Any, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, *extra: Tensor) -> None:  # type: ignore[valid-type]
+def _save_conv(ctx: Any, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, *extra: Tensor) -> None:
     ctx.save_for_backward(x, w, *extra)
     ctx.conv, ctx.has_bias, ctx.rows = conv, b is not None, rows
 
@@ -245,7 +245,7 @@ class _StackedConv(torch.autograd.Function):
     b (N, Cout) or None; ``rows``: real rows per client (None: all)."""
 
     @staticmethod
-    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows) -> Tensor:  # type: ignore[override, valid-type]
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows) -> Tensor:  # type: ignore[override]
         return _stack_rows([F.conv2d(_client(x, i, rows), w[i], None if b is None else b[i], *conv)
                             for i in range(len(x))], x.shape[1])
 
@@ -269,7 +269,7 @@ class _StackedConvBlock(torch.autograd.Function):
     then each client's argmax indices (saved for the backward)."""
 
     @staticmethod
-    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int) -> tuple[Tensor, ...]:  # type: ignore[override, valid-type]
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int) -> tuple[Tensor, ...]:  # type: ignore[override]
         idx: list[Tensor] = []
         out = None
         for i in range(len(x)):
@@ -318,7 +318,7 @@ def _batched(t: Tensor, dim: int | None, n: int) -> Tensor:
     return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
 
 
-def _check_rows(rows: Rows, n: int) -> Rows:  # type: ignore[valid-type]
+def _check_rows(rows: Rows, n: int) -> Rows:
     if rows is not None and len(rows) != n:
         raise RuntimeError(f"per-client conv: {len(rows)} row counts for {n} clients")
     return rows
@@ -328,7 +328,7 @@ class _ClientConv(torch.autograd.Function):
     """``F.conv2d`` for one client, with a vmap rule that calls :class:`_StackedConv` on the whole stack."""
 
     @staticmethod
-    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows) -> Tensor:  # type: ignore[override, valid-type]
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows) -> Tensor:  # type: ignore[override]
         return F.conv2d(x, w, b, *conv)
 
     @staticmethod
@@ -341,7 +341,7 @@ class _ClientConv(torch.autograd.Function):
         return (*_conv_grads(ctx, grad_out, x, w), None, None)
 
     @staticmethod
-    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows):  # type: ignore[valid-type]
+    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows):
         n = info.batch_size
         b = None if b is None else _batched(b, in_dims[2], n)
         return _StackedConv.apply(_batched(x, in_dims[0], n), _batched(w, in_dims[1], n), b, conv,
@@ -353,7 +353,7 @@ class _ClientConvBlock(torch.autograd.Function):
     :class:`_StackedConvBlock` on the whole stack."""
 
     @staticmethod
-    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int) -> Tensor:  # type: ignore[override, valid-type]
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int) -> Tensor:  # type: ignore[override]
         return F.relu(F.max_pool2d(F.conv2d(x, w, b, *conv), k))
 
     @staticmethod
@@ -371,7 +371,7 @@ class _ClientConvBlock(torch.autograd.Function):
         return (*_conv_grads(ctx, gy, x, w), None, None, None)
 
     @staticmethod
-    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int):  # type: ignore[valid-type]
+    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int):
         n = info.batch_size
         b = None if b is None else _batched(b, in_dims[2], n)
         return _StackedConvBlock.apply(_batched(x, in_dims[0], n), _batched(w, in_dims[1], n), b, conv,
