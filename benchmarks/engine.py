@@ -2,7 +2,8 @@
 
     python benchmarks/engine.py [--quick] [--device cpu|cuda] [--reps N] [--setups a,b,c]
 
-One round of local training (1 local epoch) of the round's sampled clients, timed three ways in one process:
+The second round's local training (1 local epoch; the first round runs once, untimed, so the start is a real
+aggregated global model) of the round's sampled clients, timed three ways in one process:
 
 * ``reference``  — what the papers' code does: for every client a fresh ``copy.deepcopy`` of the model and a new
   ``torch.optim.SGD``, a ``DataLoader`` over a ``Subset`` of a CPU ``TensorDataset`` (shuffle, batches moved to the
@@ -104,9 +105,10 @@ def reference_loop(eng: Engine, cids: list[int]) -> Callable[[], None]:
 
 def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[dict]:
     data = data_fn()
-    eng = Engine(cfg, data=data, progress=False)
-    cids = [int(c) for c in sample_clients(eng.n_clients, cfg.sample_fraction, cfg.seed, 0)]
-    ctxs = [eng.context(c, 0) for c in cids]
+    eng = Engine(cfg.replace(rounds=2), data=data, progress=False)
+    eng.run_round(0)  # time round 2: its start is a real aggregate (layout included), as in every later round
+    cids = [int(c) for c in sample_clients(eng.n_clients, cfg.sample_fraction, cfg.seed, 1)]
+    ctxs = [eng.context(c, 1) for c in cids]
     starts = [eng.global_params] * len(ctxs)
     samples = sum(c.n_samples for c in ctxs) * cfg.local_epochs
     vec = VectorizedExecutor(eng)
