@@ -377,3 +377,13 @@ def test_stacks_take_the_models_memory_format():
     out = _stack_as(ts, like)
     assert all(out[i].stride() == like.stride() and torch.equal(out[i], t) for i, t in enumerate(ts))
     assert _stack_as([torch.tensor(3), torch.tensor(4)], torch.tensor(0)).tolist() == [3, 4]
+
+
+def test_gathered_client_groups_keep_the_memory_format():
+    from fedlib.vectorized import _gather, _stack_as
+
+    like = torch.empty(16, 8, 3, 3).contiguous(memory_format=torch.channels_last)
+    v = _stack_as([torch.randn(16, 8, 3, 3) for _ in range(5)], like)
+    sel = torch.tensor([0, 3, 4])
+    g = _gather(v, sel)
+    assert torch.equal(g, v[sel]) and all(g[i].stride() == like.stride() for i in range(3))
