@@ -10,7 +10,9 @@ aggregated global model) of the round's sampled clients, timed three ways in one
   device), cross-entropy, a batch-wise random horizontal flip where the setup augments (the papers use per-sample
   PIL transforms, which are slower still);
 * ``sequential`` — ``Engine.train_client`` for each client (fedlib's default on the CPU);
-* ``vectorized`` — :class:`fedlib.vectorized.VectorizedExecutor`, all sampled clients in one chunk.
+* ``vectorized`` — :class:`fedlib.vectorized.VectorizedExecutor`, all sampled clients in one chunk;
+* ``vectorized+graph`` (CUDA only) — the same with ``Config(cuda_graph=True)``: fixed-shape steps replayed from a
+  captured CUDA graph (captured during the warm-up, which is untimed).
 
 Setups: (a) FedCKA — simple CNN, 10 clients (Dirichlet β=5), batch 128, synthetic CIFAR-shaped data, 50,000
 images (lr 0.01 as in MOON's code: at the paper's 0.1 the simple CNN diverges on this synthetic data, which does not
@@ -112,6 +114,7 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
     starts = [eng.global_params] * len(ctxs)
     samples = sum(c.n_samples for c in ctxs) * cfg.local_epochs
     vec = VectorizedExecutor(eng)
+    graph = VectorizedExecutor(eng, static=True) if eng.device.type == "cuda" else None
     last: dict[str, list] = {}
 
     def sequential() -> None:
@@ -122,12 +125,22 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
         last["vectorized"] = vec(ctxs, starts)
         _sync(eng.device)
 
+    def graphed() -> None:
+        last["vectorized+graph"] = graph(ctxs, starts)  # type: ignore[misc]
+        _sync(eng.device)
+
     fns = {"reference": reference_loop(eng, cids), "sequential": sequential, "vectorized": vectorized}
-    # warm-up on the smallest client
+    if graph is not None:
+        fns["vectorized+graph"] = graphed
+    # warm-up on the smallest client (the graph executor: the whole round, so its graph is captured untimed)
     small = min(range(len(ctxs)), key=lambda i: ctxs[i].n_samples)
     reference_loop(eng, [cids[small]])()
     eng.train_client(ctxs[small], starts[small])
     vec([ctxs[small]], [starts[small]])
+    if graph is not None:
+        graph(ctxs, starts)
+        if not graph.capture:
+            print(f"  {name}: graph capture failed; the vectorized+graph row runs the static steps eagerly")
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(reps):
         for k, f in fns.items():
@@ -135,8 +148,8 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)
-    diff = max(float((a[0][k].double() - b[0][k].double()).abs().max())
-               for a, b in zip(last["sequential"], last["vectorized"]) for k in a[0])
+    diff = {v: max(float((a[0][k].double() - b[0][k].double()).abs().max())
+                   for a, b in zip(last["sequential"], last[v]) for k in a[0]) for v in fns if v.startswith("vec")}
     med = {k: statistics.median(v) for k, v in times.items()}
 
     def ratio(base: str, k: str) -> float:
@@ -146,7 +159,7 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
     for k in fns:
         rows.append(dict(setup=name, executor=k, clients=len(ctxs), samples=samples, s=med[k],
                          sps=samples / med[k], vs_ref=ratio("reference", k), vs_seq=ratio("sequential", k),
-                         diff=diff if k == "vectorized" else None, runs=times[k]))
+                         diff=diff.get(k), runs=times[k]))
     return rows
 
 
@@ -172,9 +185,10 @@ def main() -> None:
     print("|:--|:--|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
         d = "" if r["diff"] is None else f"{r['diff']:.1e}"
-        print(f"| {r['setup']} | {r['executor']} | {r['clients']} | {r['samples']} | {r['s']:.2f} | {r['sps']:.0f} "
+        print(f"| {r['setup']} | {r['executor']} | {r['clients']} | {r['samples']} | {r['s']:.3f} | {r['sps']:.0f} "
               f"| {r['vs_ref']:.2f}x | {r['vs_seq']:.2f}x | {d} |")
-    runs = "; ".join(r["executor"][:3] + " " + "/".join(f"{t:.2f}" for t in r["runs"]) for r in rows)
+    short = {"reference": "ref", "sequential": "seq", "vectorized": "vec", "vectorized+graph": "graph"}
+    runs = "; ".join(short[r["executor"]] + " " + "/".join(f"{t:.2f}" for t in r["runs"]) for r in rows)
     print(f"\nRatios: times faster than the reference loop / the sequential executor (medians of per-repeat ratios)."
           f" Individual runs (s): {runs}")
     print(f"total benchmark time {time.perf_counter() - t0:.1f} s")

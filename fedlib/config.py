@@ -22,7 +22,8 @@ from typing import Any
 SCALES = ("smoke", "quick", "paper")
 
 # Fields that describe where/how a run executes, not what it computes.
-EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "chunk_size", "compile"})
+EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "chunk_size", "compile",
+                              "cuda_graph"})
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class Config:
     chunk_size: int | None = None  # clients per vectorized chunk (None: all sampled clients)
     checkpoint_every: int = 0  # rounds; 0 disables checkpoints
     compile: bool = False  # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
+    # CUDA only, vectorized executor: fixed-shape steps replayed from one captured CUDA graph (opt-in; the same
+    # training up to float rounding, see fedlib/vectorized.py "Static steps" and benchmarks/RESULTS.md)
+    cuda_graph: bool = False
     label: str = ""
 
     def replace(self, **changes: Any) -> "Config":

@@ -50,6 +50,26 @@ Chunks
     ``cfg.chunk_size`` clients at a time (``None``: all sampled clients). On CUDA with ``chunk_size=None`` the chunk
     is capped by a memory estimate (one probe step's peak memory per client against the free memory).
 
+Static steps and CUDA graphs (``Config.cuda_graph=True``)
+    A GPU running a small CNN is bound by kernel launches, not arithmetic, and the eager step above launches a few
+    hundred small kernels through Python, with shapes that change as clients finish. In the *static* path every
+    step has one shape: all ``N`` clients of the chunk run every step with a full ``batch_size`` batch, a client's
+    padding rows are masked out of its loss (as in padded mode), a client that has finished (or not yet reached a
+    ragged batch) has an all-zero mask, and its update is discarded (``torch.where`` on the parameters and the
+    momentum buffer: no weight decay, no momentum change, exactly as in the eager path). Every tensor the step
+    reads or writes lives at a fixed address (:class:`_Static`: stacked parameters, momentum buffers, the
+    global/shared parameters, the step's data indices, real batch sizes, augmentation draws and learning rates),
+    so on CUDA the whole step — data gather, augmentation, forward, backward, SGD update, loss accumulation — is
+    captured once per chunk size as a CUDA graph and replayed for every step of every round; per step the host
+    only copies the step's indices and batch sizes in and launches the graph. The numbers are the eager path's up
+    to float rounding (``tests/test_vectorized.py`` runs the static path on the CPU, ``tests/test_cuda.py`` the
+    captured graph on a GPU). The price is compute spent on finished clients' masked rows (all clients run
+    ``max K_i`` steps), which a launch-bound GPU does not notice.
+    Requirements (otherwise a one-line notice and the eager path): padded mode (no buffers, taps or reference
+    models), SGD, no ``compile``, and a penalty that does not read ``ctx`` (the graph replays the Python-level
+    values of its capture; the static path passes a context whose ``round`` is -1 and ``lr`` NaN). A failed
+    capture also falls back to the eager path with a notice.
+
 Performance notes (CPU)
     ``vmap`` turns a convolution over stacked weights into a grouped convolution. oneDNN's grouped convolutions are
     fast in channels_last for most layer shapes but pathologically slow for a few (tiny input-channel counts, e.g.
@@ -69,7 +89,8 @@ Opt-in GPU options (off by default):
                                  changes the numbers, so it is part of the config's identity;
                                  ``benchmarks/precision.py`` records its accuracy against float32 on Fashion-MNIST.
     ``Config.compile=True``      wrap the vmapped loss in ``torch.compile`` (dynamic=False; one graph per distinct
-                                 (active clients, batch size) shape). UNVERIFIED on a GPU (none was lent).
+                                 (active clients, batch size) shape).
+    ``Config.cuda_graph=True``   fixed-shape steps replayed from one captured CUDA graph (see "Static steps").
     ``FEDLIB_VEC_CHUNK_MEM=0.6``  the fraction of free CUDA memory the automatic chunk size may use.
     ``FEDLIB_CPU_MALLOC=0``       do not tune glibc's allocator on the CPU (see :func:`_keep_freed_memory`).
 """
@@ -461,6 +482,38 @@ class _Chunk:
     opt: dict[str, list[Any]] = field(default_factory=dict)
 
 
+@dataclass
+class _Static:
+    """Every tensor a static step reads or writes, at a fixed address (what a captured CUDA graph replays on)."""
+
+    train: dict[str, Tensor]  # stacked trainable parameters (N, ...)
+    mom: list[Tensor]  # SGD momentum buffers (empty without momentum)
+    glob: Params  # the global model (the penalty's ``global_params``)
+    shared: Params  # non-trained parameters every client shares
+    idx: Tensor  # (N, B) this step's data indices
+    cnt: Tensor  # (N,) this step's real batch sizes (0: the client takes no step)
+    aug: dict[str, Tensor]  # (N, B) this step's augmentation draws
+    lr: Tensor  # (N,) learning rates
+    loss: Tensor  # (N,) float64: Σ over steps of the mean batch loss × real batch size
+    graph: Any = None  # torch.cuda.CUDAGraph once captured
+
+
+def _capture(step: Callable[[], None], device: torch.device, warmup: int = 3) -> "torch.cuda.CUDAGraph":
+    """Capture ``step`` as a CUDA graph, after ``warmup`` eager runs on a side stream (cuDNN/cuBLAS set-up, as
+    PyTorch's CUDA-graph notes require). The warm-up runs change the state ``step`` updates: reload it after."""
+    s = torch.cuda.Stream(device)
+    s.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream(device).wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    torch.cuda.synchronize(device)
+    return graph
+
+
 def _per_client_convs(model: nn.Module, rows: list) -> nn.Module:
     """A deep copy of ``model`` whose plain ``Conv2d`` layers batch over clients per client (:class:`_ClientConv`),
     reading the current real batch sizes from ``rows[0]``."""
@@ -524,7 +577,7 @@ class VectorizedExecutor:
             return False, "on the CPU the sequential executor is as fast and uses less memory (benchmarks/RESULTS.md)"
         return True, ""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, static: bool | None = None) -> None:
         ok, why = self.can_run(engine)
         if not ok:
             raise ValueError(f"VectorizedExecutor cannot run this engine: {why}")
@@ -558,7 +611,16 @@ class VectorizedExecutor:
         self.chunk_mem = float(os.environ.get("FEDLIB_VEC_CHUNK_MEM", "0.6"))
         self._auto_size: int | None = None
         self._loss_fns: dict[bool, Callable] = {}
-        self._cur: dict[str, Any] = {}  # the chunk being trained: its chunk-level ctx and shared parameters
+        self._cur: dict[str, Any] = {}  # the chunk being trained: its chunk-level ctx, shared and global parameters
+        # static steps (module docstring, "Static steps and CUDA graphs"); ``static``: force the static path
+        # without capture (tests on the CPU)
+        want = bool(getattr(self.cfg, "cuda_graph", False)) if static is None else bool(static)
+        why = self._static_unsupported(capture=static is None)
+        if want and why:
+            print(f"fedlib: CUDA graphs unavailable ({why}); running the vectorized executor eagerly.")
+        self.static = want and not why
+        self.capture = self.static and self.device.type == "cuda"
+        self._statics: dict[int, _Static] = {}
 
     # ----------------------------------------------------------------------------------------------- public
     def __call__(self, ctxs: list[ClientContext], starts: list[Params]) -> list[tuple[Params, float]]:
@@ -656,17 +718,20 @@ class VectorizedExecutor:
         # per-client fields are sentinels: a vectorizable penalty must not read them (module docstring)
         self._cur["ctx"] = ClientContext(cid=-1, round=ctxs[0].round, n_samples=-1, steps=-1, lr=ctxs[0].lr,
                                          first_visit=False, state=MappingProxyType({}))  # type: ignore[arg-type]
-        self._cur["shared"] = ch.shared
+        self._cur["shared"], self._cur["global"] = ch.shared, self.engine.global_params
         self.model.train()
-        loss_sum = torch.zeros(N, dtype=torch.float64, device=self.device)
-        steps = torch.tensor(ch.steps)
-        for t in range(ch.steps[0]):
-            active = int((steps > t).sum())  # clients are sorted by K_i: the active ones are a prefix
-            for members, width, masked in self._groups(ch.cnt[:active, t].tolist()):
-                lo, hi = members[0], members[-1] + 1
-                sel = slice(lo, hi) if hi - lo == len(members) else torch.tensor(members, device=self.device)
-                losses = self._step(ch, t, sel, width, masked)
-                loss_sum[sel] += losses.detach().double() * ch.cnt[members, t].to(self.device, torch.float64)
+        if self.static and not ch.frozen:
+            loss_sum = self._run_static(ch)
+        else:
+            loss_sum = torch.zeros(N, dtype=torch.float64, device=self.device)
+            steps = torch.tensor(ch.steps)
+            for t in range(ch.steps[0]):
+                active = int((steps > t).sum())  # clients are sorted by K_i: the active ones are a prefix
+                for members, width, masked in self._groups(ch.cnt[:active, t].tolist()):
+                    lo, hi = members[0], members[-1] + 1
+                    sel = slice(lo, hi) if hi - lo == len(members) else torch.tensor(members, device=self.device)
+                    losses = self._step(ch, t, sel, width, masked)
+                    loss_sum[sel] += losses.detach().double() * ch.cnt[members, t].to(self.device, torch.float64)
         means = (loss_sum.cpu() / ch.cnt.sum(1).clamp_min(1).double()).tolist()
         for i in sorted(range(N), key=lambda i: ch.pos[i]):  # the first bad client in the caller's order
             if not math.isfinite(means[i]):
@@ -764,6 +829,124 @@ class VectorizedExecutor:
                     ch.bufs[k].index_copy_(0, sel, b)
         return losses
 
+    # ---------------------------------------------------------------------------- static steps, CUDA graphs
+    def _static_unsupported(self, capture: bool = True) -> str:
+        """Why the static path cannot run this engine ("" if it can); ``capture``: also require CUDA."""
+        if self.mode != "padded":
+            return "they need padded batches: no BatchNorm buffers, taps or reference models"
+        if self.kind != "sgd":
+            return "only SGD is captured"
+        if self.compile:
+            return "compile=True and cuda_graph=True exclude each other"
+        if capture and self.device.type != "cuda":
+            return f"they need a CUDA device, not {self.device.type!r}"
+        return ""
+
+    def _static_for(self, ch: _Chunk) -> "_Static":
+        """The fixed-address state for a chunk of ``N`` clients (made, and on CUDA captured, once per ``N``)."""
+        N = len(ch.steps)
+        S = self._statics.get(N)
+        if S is not None:
+            return S
+        dev, B = self.device, self.cfg.batch_size
+        train = {k: torch.empty_like(v) for k, v in ch.train.items()}  # the model's memory format
+        S = _Static(train=train,
+                    mom=[torch.zeros_like(v) for v in train.values()] if self.hyper["momentum"] != 0 else [],
+                    glob={k: torch.empty_like(v) for k, v in self.engine.global_params.items()},
+                    shared={k: torch.empty_like(v) for k, v in ch.shared.items()},
+                    idx=torch.zeros((N, B), dtype=torch.long, device=dev),
+                    cnt=torch.zeros(N, dtype=torch.long, device=dev),
+                    aug={k: torch.empty_like(v[:, 0]) for k, v in ch.aug.items()},
+                    lr=torch.empty(N, dtype=next(iter(train.values())).dtype, device=dev),
+                    loss=torch.zeros(N, dtype=torch.float64, device=dev))
+        self._statics[N] = S
+        if self.capture:
+            self._load_static(S, ch)
+            self._load_step(S, ch, ch.cnt.to(dev), 0)
+            try:
+                S.graph = _capture(lambda: self._static_step(S), dev)
+            except Exception as e:  # noqa: BLE001 — any capture failure: run the same step eagerly
+                self.capture = False
+                print(f"fedlib: CUDA graph capture failed ({type(e).__name__}: {e}); running the static steps eagerly.")
+        return S
+
+    def _load_static(self, S: "_Static", ch: _Chunk) -> None:
+        """Copy a chunk's starting state into the fixed addresses (fresh optimizer state, zero loss)."""
+        with torch.no_grad():
+            for k, v in ch.train.items():
+                S.train[k].copy_(v)
+            for b in S.mom:
+                b.zero_()  # m·0 + d = d exactly: torch.optim.SGD's first step (buffer = d)
+            for k, v in self.engine.global_params.items():
+                S.glob[k].copy_(v)
+            for k, v in ch.shared.items():
+                S.shared[k].copy_(v)
+            if isinstance(ch.lr, Tensor):
+                S.lr.copy_(ch.lr)
+            else:
+                S.lr.fill_(ch.lr)
+            S.loss.zero_()
+
+    @staticmethod
+    def _load_step(S: "_Static", ch: _Chunk, cnt: Tensor, t: int) -> None:
+        S.idx.copy_(ch.idx[:, t])
+        S.cnt.copy_(cnt[:, t])
+        for k, v in ch.aug.items():
+            S.aug[k].copy_(v[:, t])
+
+    def _run_static(self, ch: _Chunk) -> Tensor:
+        """Train the chunk with fixed-shape steps (replayed from a CUDA graph where captured); returns each
+        client's summed training loss (the eager loop's ``loss_sum``)."""
+        S = self._static_for(ch)
+        self._load_static(S, ch)
+        cnt = ch.cnt.to(self.device)
+        for t in range(ch.steps[0]):
+            self._load_step(S, ch, cnt, t)
+            if S.graph is not None and self.capture:
+                S.graph.replay()
+            else:
+                self._static_step(S)
+        with torch.no_grad():
+            for k, v in S.train.items():
+                ch.train[k].copy_(v)
+        return S.loss.clone()
+
+    def _static_step(self, S: "_Static") -> None:
+        """One fixed-shape SGD step of every client in ``S`` (module docstring, "Static steps"). No host
+        synchronization: this is what a CUDA graph captures."""
+        eng, dev = self.engine, self.device
+        N, B = S.idx.shape
+        flat = S.idx.reshape(-1)
+        x = eng.data.x_train[flat]
+        if S.aug:
+            x = apply_augment(x, eng.augment, {k: v.reshape(-1) for k, v in S.aug.items()}, fill=eng.data.pad_fill)
+        x = x.unflatten(0, (N, B))
+        y = eng.data.y_train[flat].view(N, B)
+        mask = (torch.arange(B, device=dev)[None, :] < S.cnt[:, None]).to(x.dtype)
+        names = list(S.train)
+        leaves = {k: S.train[k].detach().requires_grad_(True) for k in names}
+        self._cur["ctx"] = ClientContext(cid=-1, round=-1, n_samples=-1, steps=-1, lr=math.nan, first_visit=False,
+                                         state=MappingProxyType({}))  # type: ignore[arg-type]
+        self._cur["shared"], self._cur["global"] = S.shared, S.glob
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.amp, cache_enabled=False):
+            losses = self._loss_fn(True)(leaves, {}, {}, x, y, mask, {})
+        grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
+        active = S.cnt > 0
+        m, wd = self.hyper["momentum"], self.hyper["weight_decay"]
+        with torch.no_grad():
+            for j, k in enumerate(names):
+                p = S.train[k]
+                on = active.view(-1, *([1] * (p.dim() - 1)))
+                d = torch.zeros_like(p) if grads[j] is None else grads[j]
+                if wd != 0:
+                    d = d.add(p, alpha=wd)
+                if m != 0:
+                    b = S.mom[j]
+                    d = b.mul(m).add_(d)
+                    b.copy_(torch.where(on, d, b))
+                p.copy_(torch.where(on, p - _lr_alpha(p, S.lr) * d, p))
+            S.loss.add_(torch.where(active, losses.detach().double() * S.cnt.double(), 0.0))
+
     @torch.no_grad()
     def _references(self, ch: _Chunk, take: Callable[[Tensor], Tensor], x: Tensor) -> dict[str, list[Tensor]]:
         """The reference models' taps on each client's batch (eval mode, no gradient)."""
@@ -801,8 +984,9 @@ class VectorizedExecutor:
             if mask is None:
                 loss = F.cross_entropy(logits, y)
             else:
-                loss = (F.cross_entropy(logits, y, reduction="none") * mask).sum() / mask.sum()
-            extra = strat.penalty(cur["ctx"], train, eng.global_params, tap_out, refs, y)
+                # clamp: a client with no real sample this step (static path) has loss 0, not 0/0
+                loss = (F.cross_entropy(logits, y, reduction="none") * mask).sum() / mask.sum().clamp_min(1)
+            extra = strat.penalty(cur["ctx"], train, cur.get("global", eng.global_params), tap_out, refs, y)
             return loss if extra is None else loss + extra
 
         fn = vmap(client_loss, in_dims=(0, 0, 0, 0, 0, 0 if masked else None, 0))

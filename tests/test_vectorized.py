@@ -387,3 +387,55 @@ def test_gathered_client_groups_keep_the_memory_format():
     sel = torch.tensor([0, 3, 4])
     g = _gather(v, sel)
     assert torch.equal(g, v[sel]) and all(g[i].stride() == like.stride() for i in range(3))
+
+
+# ------------------------------------------------------------------------ static steps (CUDA-graph path)
+
+def static_run(c: Config, data) -> Engine:
+    """A vectorized run on the static path (fixed-shape steps, what Config(cuda_graph=True) captures on CUDA),
+    eagerly on the CPU."""
+    eng = Engine(c.replace(executor="vectorized"), data=data, progress=False, keep_client_models=True)
+    eng._executor = VectorizedExecutor(eng, static=True)
+    assert eng._executor.static and not eng._executor.capture
+    eng.run()
+    return eng
+
+
+@pytest.mark.parametrize("strategy,kw", STRATEGIES, ids=["fedavg", "fedprox"])
+@pytest.mark.parametrize("model", ["simple_cnn", "intr_cnn"])
+def test_static_steps_match_sequential(model, strategy, kw, tiny_data, cifar_like):
+    """All clients step every step, finished clients masked and their updates discarded: the same training."""
+    data = cifar_like if model == "simple_cnn" else tiny_data
+    c = cfg(model, strategy=strategy, strategy_kw=kw)
+    seq = Engine(c, data=data, progress=False, keep_client_models=True)
+    seq.run()
+    assert_same_run(seq, static_run(c, data), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("variant", [dict(drop_last=True, augment="crop_flip", batch_size=40),
+                                     dict(momentum=0.0, weight_decay=0.0, sample_fraction=1.0),
+                                     dict(lr_milestones=(0.5,), lr_gamma=0.5, chunk_size=2)],
+                         ids=["drop_last-crop_flip", "plain-sgd", "lr-schedule-chunks"])
+def test_static_steps_match_sequential_variants(variant, cifar_like):
+    c = cfg("simple_cnn", rounds=2, **variant)
+    seq = Engine(c, data=cifar_like, progress=False, keep_client_models=True)
+    seq.run()
+    assert_same_run(seq, static_run(c, cifar_like), atol=1e-5, rtol=1e-4)
+
+
+def test_static_steps_float64_exact(float64, tiny_data):
+    data = as64(tiny_data)
+    c = cfg(num_clients=4, rounds=2, local_epochs=1, batch_size=32)
+    seq = Engine(c, data=data, progress=False, keep_client_models=True)
+    seq.run()
+    assert_same_run(seq, static_run(c, data), atol=1e-10, rtol=1e-9)
+
+
+def test_cuda_graph_unavailable_runs_eagerly_with_a_notice(tiny_data, capsys):
+    eng = Engine(cfg(executor="vectorized", cuda_graph=True, rounds=1), data=tiny_data, progress=False)
+    assert isinstance(eng._executor, VectorizedExecutor) and not eng._executor.static
+    assert "CUDA graphs unavailable" in capsys.readouterr().out
+    eng = Engine(cfg(executor="vectorized", optimizer="adam", lr=1e-3, rounds=1), data=tiny_data, progress=False)
+    assert "only SGD" in eng._executor._static_unsupported()
+    # the graph switch is an execution detail: it does not change the run's identity
+    assert cfg(cuda_graph=True).key() == cfg().key()
