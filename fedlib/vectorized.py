@@ -495,6 +495,7 @@ class _Static:
     aug: dict[str, Tensor]  # (N, B) this step's augmentation draws
     lr: Tensor  # (N,) learning rates
     loss: Tensor  # (N,) float64: Σ over steps of the mean batch loss × real batch size
+    fill: float | Tensor = 0.0  # the crop's padding value (FedDataset.pad_fill), on the device
     graph: Any = None  # torch.cuda.CUDAGraph once captured
 
 
@@ -858,7 +859,8 @@ class VectorizedExecutor:
                     cnt=torch.zeros(N, dtype=torch.long, device=dev),
                     aug={k: torch.empty_like(v[:, 0]) for k, v in ch.aug.items()},
                     lr=torch.empty(N, dtype=next(iter(train.values())).dtype, device=dev),
-                    loss=torch.zeros(N, dtype=torch.float64, device=dev))
+                    loss=torch.zeros(N, dtype=torch.float64, device=dev),
+                    fill=self.engine.data.pad_fill)  # a property that copies to the device: not inside a capture
         self._statics[N] = S
         if self.capture:
             self._load_static(S, ch)
@@ -919,7 +921,7 @@ class VectorizedExecutor:
         flat = S.idx.reshape(-1)
         x = eng.data.x_train[flat]
         if S.aug:
-            x = apply_augment(x, eng.augment, {k: v.reshape(-1) for k, v in S.aug.items()}, fill=eng.data.pad_fill)
+            x = apply_augment(x, eng.augment, {k: v.reshape(-1) for k, v in S.aug.items()}, fill=S.fill)
         x = x.unflatten(0, (N, B))
         y = eng.data.y_train[flat].view(N, B)
         mask = (torch.arange(B, device=dev)[None, :] < S.cnt[:, None]).to(x.dtype)
