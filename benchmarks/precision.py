@@ -79,13 +79,14 @@ def table(doc: dict[str, Any]) -> str:
     ref = {e["round"]: e["test_acc"] for e in runs[ref_name]["history"]}
     ref_spr = runs[ref_name]["wall_s"] / max(len(runs[ref_name]["history"]), 1)
     total = doc["rounds"]
-    lines = [f"| variant | executor | rounds run | test acc | {ref_name} at that round | Δ (pp) | "
-             f"max per-round abs Δ (pp) | wall s | s / round | {total}-round s | speed vs {ref_name} |",
-             "|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = [f"| variant | executor | rounds run | test acc | {ref_name} at that round | Δ (pp) | last common round: "
+             f"acc, {ref_name}, Δ (pp) | max per-round abs Δ (pp) | wall s | s / round | {total}-round s | "
+             f"speed vs {ref_name} |",
+             "|:--|:--|--:|--:|--:|--:|:--|--:|--:|--:|--:|--:|"]
     for name, r in runs.items():
         h = r["history"]
         if not h:
-            lines.append(f"| {name} | {r['executor']} | 0 | | | | | | | | |")
+            lines.append(f"| {name} | {r['executor']} | 0 | | | | | | | | | |")
             continue
         last = h[-1]
         spr = r["wall_s"] / len(h)
@@ -94,9 +95,12 @@ def table(doc: dict[str, Any]) -> str:
         at = ref.get(last["round"])
         d = f"{100 * (last['test_acc'] - at):+.2f}" if at is not None else ""
         full = f"{r['wall_s']:.1f}" if len(h) == total else f"~{spr * total:.0f}"
+        c = common[-1] if common else None
+        lc = (f"{c['round']}: {c['test_acc']:.4f}, {ref[c['round']]:.4f}, "
+              f"{100 * (c['test_acc'] - ref[c['round']]):+.2f}") if c else ""
         lines.append(f"| {name} | {r['executor']} | {len(h)} | {last['test_acc']:.4f} | "
-                     f"{'' if at is None else f'{at:.4f}'} | {d} | {100 * gap:.2f} | {r['wall_s']:.1f} | {spr:.3f} | "
-                     f"{full} | {ref_spr / spr:.2f}x |")
+                     f"{'' if at is None else f'{at:.4f}'} | {d} | {lc} | {100 * gap:.2f} | {r['wall_s']:.1f} | "
+                     f"{spr:.3f} | {full} | {ref_spr / spr:.2f}x |")
     return "\n".join(lines)
 
 

@@ -34,20 +34,22 @@ _CODE_PATHS = ("fedlib", "notebooks/*.ipynb", "benchmarks", "pyproject.toml")
 
 
 def git_commit(path: Path | None = None) -> str:
-    """The repository's HEAD commit, or ``$FEDLIB_COMMIT`` (a copy without ``.git``, e.g. on a GPU machine), or
-    ``"unknown"``; ``-dirty`` when code that produces numbers (the package,
+    """``$FEDLIB_COMMIT`` if set (a copy of the tree run elsewhere, e.g. on a GPU machine), else the repository's HEAD
+    commit, or ``"unknown"``; ``-dirty`` when code that produces numbers (the package,
     the notebooks, the benchmarks, pyproject.toml) differs from HEAD. Regenerated outputs (figures/, results/)
     do not count: a batch run rewrites them while it runs."""
     cwd = path or Path(__file__).resolve().parent
+    if os.environ.get("FEDLIB_COMMIT"):
+        return os.environ["FEDLIB_COMMIT"]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True,
                              text=True, timeout=5).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
                                 *(f":(top){p}" for p in _CODE_PATHS)],
                                cwd=cwd, capture_output=True, text=True, timeout=5).stdout.strip()
-        return (sha + ("-dirty" if dirty else "")) if sha else os.environ.get("FEDLIB_COMMIT", "unknown")
+        return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("FEDLIB_COMMIT", "unknown")
+        return "unknown"
 
 
 def device_name(device: str | torch.device) -> str:

@@ -48,7 +48,8 @@ Supported
 
 Chunks
     ``cfg.chunk_size`` clients at a time (``None``: all sampled clients). On CUDA with ``chunk_size=None`` the chunk
-    is capped by a memory estimate (one probe step's peak memory per client against the free memory).
+    is capped by a memory estimate (one probe step's peak memory per client against the free memory; ran on an H100,
+    where the benchmarks' 10-20 clients fit in one chunk).
 
 Static steps and CUDA graphs (``Config.cuda_graph=True``)
     A GPU running a small CNN is bound by kernel launches, not arithmetic, and the eager step above launches a few
@@ -89,7 +90,8 @@ Opt-in GPU options (off by default):
                                  changes the numbers, so it is part of the config's identity;
                                  ``benchmarks/precision.py`` records its accuracy against float32 on Fashion-MNIST.
     ``Config.compile=True``      wrap the vmapped loss in ``torch.compile`` (dynamic=False; one graph per distinct
-                                 (active clients, batch size) shape).
+                                 (active clients, batch size) shape). On an H100 its first paper-scale round did
+                                 not finish within 60 s of compiling; prefer ``cuda_graph``.
     ``Config.cuda_graph=True``   fixed-shape steps replayed from one captured CUDA graph (see "Static steps").
     ``FEDLIB_VEC_CHUNK_MEM=0.6``  the fraction of free CUDA memory the automatic chunk size may use.
     ``FEDLIB_CPU_MALLOC=0``       do not tune glibc's allocator on the CPU (see :func:`_keep_freed_memory`).
@@ -689,7 +691,7 @@ class VectorizedExecutor:
     def _auto_chunk(self, ctxs: list[ClientContext], starts: list[Params]) -> int:
         """Clients per chunk on CUDA: ``FEDLIB_VEC_CHUNK_MEM`` of the free memory over one client's footprint
         (the peak of one probe training step, plus four copies of its trainable parameters for the stacked
-        parameters, gradients and optimizer state). Measured once per executor. UNVERIFIED on a GPU."""
+        parameters, gradients and optimizer state). Measured once per executor."""
         if self._auto_size is None:
             eng, dev = self.engine, self.device
             torch.cuda.synchronize(dev)
