@@ -69,7 +69,8 @@ Static steps and CUDA graphs (``Config.cuda_graph=True``)
     Requirements (otherwise a one-line notice and the eager path): padded mode (no buffers, taps or reference
     models), SGD, no ``compile``, and a penalty that does not read ``ctx`` (the graph replays the Python-level
     values of its capture; the static path passes a context whose ``round`` is -1 and ``lr`` NaN). A failed
-    capture also falls back to the eager path with a notice.
+    capture also falls back to the eager path with a notice; a chunk whose clients start from different frozen
+    parameters runs eagerly too.
 
 Performance notes (CPU)
     ``vmap`` turns a convolution over stacked weights into a grouped convolution. oneDNN's grouped convolutions are
