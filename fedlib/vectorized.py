@@ -902,6 +902,9 @@ class VectorizedExecutor:
     def _run_static(self, ch: _Chunk) -> Tensor:
         """Train the chunk with fixed-shape steps (replayed from a CUDA graph where captured); returns each
         client's summed training loss (the eager loop's ``loss_sum``)."""
+        # the context the penalty sees (a captured graph keeps the one of its capture: no per-round values)
+        self._cur["ctx"] = ClientContext(cid=-1, round=-1, n_samples=-1, steps=-1, lr=math.nan, first_visit=False,
+                                         state=MappingProxyType({}))  # type: ignore[arg-type]
         S = self._static_for(ch)
         self._load_static(S, ch)
         cnt = ch.cnt.to(self.device)
@@ -930,26 +933,22 @@ class VectorizedExecutor:
         mask = (torch.arange(B, device=dev)[None, :] < S.cnt[:, None]).to(x.dtype)
         names = list(S.train)
         leaves = {k: S.train[k].detach().requires_grad_(True) for k in names}
-        self._cur["ctx"] = ClientContext(cid=-1, round=-1, n_samples=-1, steps=-1, lr=math.nan, first_visit=False,
-                                         state=MappingProxyType({}))  # type: ignore[arg-type]
-        self._cur["shared"], self._cur["global"] = S.shared, S.glob
+        self._cur["shared"], self._cur["global"] = S.shared, S.glob  # the fixed addresses a capture records
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.amp, cache_enabled=False):
             losses = self._loss_fn(True)(leaves, {}, {}, x, y, mask, {})
         grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
         active = S.cnt > 0
-        m, wd = self.hyper["momentum"], self.hyper["weight_decay"]
+        params = [S.train[k] for k in names]
+        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
         with torch.no_grad():
-            for j, k in enumerate(names):
-                p = S.train[k]
-                on = active.view(-1, *([1] * (p.dim() - 1)))
-                d = torch.zeros_like(p) if grads[j] is None else grads[j]
-                if wd != 0:
-                    d = d.add(p, alpha=wd)
-                if m != 0:
-                    b = S.mom[j]
-                    d = b.mul(m).add_(d)
-                    b.copy_(torch.where(on, d, b))
-                p.copy_(torch.where(on, p - _lr_alpha(p, S.lr) * d, p))
+            # zero momentum buffers, not None: m·0 + d = d is SGD's first step exactly, in one captured shape
+            new_p, new_b = sgd_step(params, grads, S.mom or [None] * len(params), lr=S.lr,
+                                    momentum=self.hyper["momentum"], weight_decay=self.hyper["weight_decay"])
+            for p, b, np_, nb in zip(params, S.mom or [None] * len(params), new_p, new_b):
+                on = active.view(-1, *([1] * (p.dim() - 1)))  # finished clients keep their state
+                p.copy_(torch.where(on, np_, p))
+                if b is not None:
+                    b.copy_(torch.where(on, nb, b))
             S.loss.add_(torch.where(active, losses.detach().double() * S.cnt.double(), 0.0))
 
     @torch.no_grad()
