@@ -9,8 +9,8 @@ aggregated global model) of the round's sampled clients, timed three ways in one
   ``torch.optim.SGD``, a ``DataLoader`` over a ``Subset`` of a CPU ``TensorDataset`` (shuffle, batches moved to the
   device), cross-entropy, a batch-wise random horizontal flip where the setup augments (the papers use per-sample
   PIL transforms, which are slower still);
-* ``sequential`` — ``Engine.train_client`` for each client (fedlib's default on the CPU);
-* ``vectorized`` — :class:`fedlib.vectorized.VectorizedExecutor`, all sampled clients in one chunk;
+* ``sequential`` — :class:`fedlib.executors.SequentialExecutor`, one client after another (fedlib's default on the CPU);
+* ``vectorized`` — :class:`fedlib.executors.VectorizedExecutor`, all sampled clients in one chunk;
 * ``vectorized+graph`` (CUDA only) — the same with ``Config(cuda_graph=True)``: fixed-shape steps replayed from a
   captured CUDA graph (captured during the warm-up, which is untimed).
 
@@ -51,7 +51,8 @@ from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine, sample_clients  # noqa: E402
 from fedlib.models import build_model  # noqa: E402
 from fedlib.results import device_name, git_commit  # noqa: E402
-from fedlib.vectorized import VectorizedExecutor  # noqa: E402
+from fedlib.executors import SequentialExecutor, VectorizedExecutor  # noqa: E402
+from fedlib.local import ClientJob  # noqa: E402
 
 
 def _sync(device: torch.device) -> None:
@@ -113,20 +114,23 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
     ctxs = [eng.context(c, 1) for c in cids]
     starts = [eng.global_params] * len(ctxs)
     samples = sum(c.n_samples for c in ctxs) * cfg.local_epochs
-    vec = VectorizedExecutor(eng)
-    graph = VectorizedExecutor(eng, static=True) if eng.device.type == "cuda" else None
+    task = eng.task()
+    jobs = [ClientJob(ctx=c, start=s) for c, s in zip(ctxs, starts)]
+    seq = SequentialExecutor(task)
+    vec = VectorizedExecutor(task, eng.device)
+    graph = VectorizedExecutor(task, eng.device, static=True) if eng.device.type == "cuda" else None
     last: dict[str, list] = {}
 
     def sequential() -> None:
-        last["sequential"] = [eng.train_client(c, s) for c, s in zip(ctxs, starts)]
+        last["sequential"] = [r.params for r in seq(task, jobs)]
         _sync(eng.device)
 
     def vectorized() -> None:
-        last["vectorized"] = vec(ctxs, starts)
+        last["vectorized"] = [r.params for r in vec(task, jobs)]
         _sync(eng.device)
 
     def graphed() -> None:
-        last["vectorized+graph"] = graph(ctxs, starts)  # type: ignore[misc]
+        last["vectorized+graph"] = [r.params for r in graph(task, jobs)]  # type: ignore[misc]
         _sync(eng.device)
 
     fns = {"reference": reference_loop(eng, cids), "sequential": sequential, "vectorized": vectorized}
@@ -135,10 +139,10 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
     # warm-up on the smallest client (the graph executor: the whole round, so its graph is captured untimed)
     small = min(range(len(ctxs)), key=lambda i: ctxs[i].n_samples)
     reference_loop(eng, [cids[small]])()
-    eng.train_client(ctxs[small], starts[small])
-    vec([ctxs[small]], [starts[small]])
+    seq(task, [jobs[small]])
+    vec(task, [jobs[small]])
     if graph is not None:
-        graph(ctxs, starts)
+        graph(task, jobs)
         if not graph.capture:
             print(f"  {name}: graph capture failed; the vectorized+graph row runs the static steps eagerly")
     times: dict[str, list[float]] = {k: [] for k in fns}
@@ -148,8 +152,8 @@ def bench_setup(name: str, cfg: Config, data_fn: Callable, reps: int) -> list[di
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)
-    diff = {v: max(float((a[0][k].double() - b[0][k].double()).abs().max())
-                   for a, b in zip(last["sequential"], last[v]) for k in a[0]) for v in fns if v.startswith("vec")}
+    diff = {v: max(float((a[k].double() - b[k].double()).abs().max())
+                   for a, b in zip(last["sequential"], last[v]) for k in a) for v in fns if v.startswith("vec")}
     med = {k: statistics.median(v) for k, v in times.items()}
 
     def ratio(base: str, k: str) -> float:

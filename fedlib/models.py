@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -334,3 +335,23 @@ def build_model(name: str, in_shape: tuple[int, int, int], num_classes: int, **k
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; valid models: {sorted(MODELS)}")
     return MODELS[name](tuple(in_shape), num_classes, **kwargs)
+
+
+@torch.no_grad()
+def representations(model: nn.Module, params: dict[str, Tensor], x: Tensor, taps: Sequence[str],
+                    batch_size: int = 1000) -> list[Tensor]:
+    """The flattened taps ``(n, features)`` of ``model`` with ``params`` on ``x``, in eval mode (the model's own
+    weights and mode are left as they were)."""
+    from torch.func import functional_call
+
+    was_training = model.training
+    model.eval()
+    try:
+        chunks: list[list[Tensor]] = [[] for _ in taps]
+        for i in range(0, len(x), batch_size):
+            _, out = functional_call(model, params, (x[i:i + batch_size],), {"taps": tuple(taps)})
+            for c, t in zip(chunks, out):
+                c.append(t.flatten(1))
+        return [torch.cat(c) for c in chunks]
+    finally:
+        model.train(was_training)

@@ -11,7 +11,7 @@ FedCKA verifies its premise -- early layers, but not late layers, learn similar 
 
 :func:`layer_similarity` computes both at once: per layer, one :func:`fedlib.kernels.cka_matrix` call over
 ``[global, client_0, client_1, ...]`` (each centered Gram is built once). Representations are the model's
-flattened taps in eval mode (:meth:`fedlib.engine.Engine.representations`).
+flattened taps in eval mode (:func:`fedlib.models.representations`).
 """
 
 from __future__ import annotations
@@ -21,21 +21,21 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from torch import Tensor
+from torch import Tensor, nn
 
 from .kernels import cka_matrix
+from .models import representations
+from .params import Params
 
 __all__ = ["LayerSimilarity", "layer_cka", "layer_similarity", "layer_cka_to_global", "cka_heatmap",
            "layer_cka_between_clients", "pair_stats"]
 
-Params = dict[str, Tensor]
 
-
-def layer_cka(engine, models: Sequence[Params], x: Tensor, taps: Sequence[str], *, kind: str = "linear",
+def layer_cka(model: nn.Module, models: Sequence[Params], x: Tensor, taps: Sequence[str], *, kind: str = "linear",
               max_bytes: int | None = None) -> np.ndarray:
     """``S[l, a, b] = CKA(tap_l of models[a], tap_l of models[b])`` on ``x``: shape (layers, R, R), symmetric.
 
-    ``engine`` supplies the architecture (:meth:`~fedlib.engine.Engine.representations`); ``kind`` is any
+    ``model`` supplies the architecture (:func:`~fedlib.models.representations`); ``kind`` is any
     :func:`~fedlib.kernels.cka_matrix` kind (FedCKA uses ``"linear"``). ``max_bytes`` bounds the Grams held at
     once; ``None`` holds all R Grams of a layer (R n^2 float64 values), so each is built exactly once.
     """
@@ -48,7 +48,7 @@ def layer_cka(engine, models: Sequence[Params], x: Tensor, taps: Sequence[str], 
     n = len(x)
     if max_bytes is None:
         max_bytes = max(len(models) * n * n * 8, 1)
-    reps = [engine.representations(p, x, taps) for p in models]  # [model][layer] -> (n, features)
+    reps = [representations(model, p, x, taps) for p in models]  # [model][layer] -> (n, features)
     out = np.empty((len(taps), len(models), len(models)))
     for li in range(len(taps)):
         s = cka_matrix([r[li] for r in reps], kind=kind, max_bytes=max_bytes)
@@ -87,28 +87,28 @@ class LayerSimilarity:
                             index=pd.Index(self.taps, name="layer"))
 
 
-def layer_similarity(engine, client_params: Mapping[int, Params], global_params: Params, x: Tensor,
+def layer_similarity(model: nn.Module, client_params: Mapping[int, Params], global_params: Params, x: Tensor,
                      taps: Sequence[str], *, kind: str = "linear", max_bytes: int | None = None) -> LayerSimilarity:
     """Both FedCKA analyses from one CKA matrix per layer over ``[global, *clients]`` (clients sorted by id)."""
     cids = tuple(sorted(client_params))
-    s = layer_cka(engine, [global_params] + [client_params[c] for c in cids], x, taps, kind=kind,
+    s = layer_cka(model, [global_params] + [client_params[c] for c in cids], x, taps, kind=kind,
                   max_bytes=max_bytes)
     return LayerSimilarity(taps=tuple(taps), clients=cids, to_global=s[:, 0, 1:].T.copy(),
                            between=s[:, 1:, 1:].copy())
 
 
-def layer_cka_to_global(engine, client_params: Mapping[int, Params], global_params: Params, x: Tensor,
+def layer_cka_to_global(model: nn.Module, client_params: Mapping[int, Params], global_params: Params, x: Tensor,
                         taps: Sequence[str], **kw) -> np.ndarray:
     """FedCKA arXiv Fig. 2: CKA(client, global) per layer, shape (clients sorted by id, layers)."""
     cids = sorted(client_params)
-    s = layer_cka(engine, [global_params] + [client_params[c] for c in cids], x, taps, **kw)
+    s = layer_cka(model, [global_params] + [client_params[c] for c in cids], x, taps, **kw)
     return s[:, 0, 1:].T.copy()
 
 
-def layer_cka_between_clients(engine, client_params: Mapping[int, Params], x: Tensor, taps: Sequence[str],
+def layer_cka_between_clients(model: nn.Module, client_params: Mapping[int, Params], x: Tensor, taps: Sequence[str],
                               **kw) -> np.ndarray:
     """FedCKA Appl. Sci. Fig. 2: CKA between clients per layer, shape (layers, clients, clients), clients sorted."""
-    return layer_cka(engine, [client_params[c] for c in sorted(client_params)], x, taps, **kw)
+    return layer_cka(model, [client_params[c] for c in sorted(client_params)], x, taps, **kw)
 
 
 def pair_stats(between: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ import torch
 from fedlib.config import Config
 from fedlib.data import load_dataset
 from fedlib.engine import Engine
-from fedlib.vectorized import VectorizedExecutor
+from fedlib.executors import VectorizedExecutor
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -56,9 +56,9 @@ def test_eager_and_graph_match_sequential_on_cuda(strategy, kw, data):
     c = cfg(strategy=strategy, strategy_kw=kw)
     seq = run(c, data)
     eager = run(c.replace(executor="vectorized"), data)
-    assert isinstance(eager._executor, VectorizedExecutor) and not eager._executor.static
+    assert isinstance(eager.executor, VectorizedExecutor) and not eager.executor.static
     graph = run(c.replace(executor="vectorized", cuda_graph=True), data)
-    ex = graph._executor
+    ex = graph.executor
     assert ex.static and ex.capture and all(S.graph is not None for S in ex._statics.values())
     close(seq, eager)
     close(seq, graph)
@@ -72,7 +72,7 @@ def test_auto_picks_vectorized_on_cuda_and_bf16_graph_trains_like_fp32(data):
     c = cfg(sample_fraction=1.0, rounds=5, lr=0.05, augment="none")
     ref = run(c, data)
     eng = run(c.replace(executor="auto", precision="bf16", cuda_graph=True), data)
-    assert eng.executor_name == "vectorized" and eng._executor.capture
+    assert eng.executor_name == "vectorized" and eng.executor.capture
     assert all(torch.isfinite(v).all() for v in eng.global_params.values())
     loss = [h["train_loss"] for h in eng.history]
     assert loss[:3] == pytest.approx([h["train_loss"] for h in ref.history[:3]], rel=0.02)

@@ -8,6 +8,7 @@ import torch
 
 from fedlib.config import Config
 from fedlib.engine import Engine, clone_params
+from fedlib.models import representations
 from fedlib.kernels import linear_cka
 from fedlib.similarity import (LayerSimilarity, layer_cka, layer_cka_between_clients, layer_cka_to_global,
                                layer_similarity, pair_stats)
@@ -28,7 +29,7 @@ def setup(tiny_data):
         clients[c] = {k: v + 0.05 * (c + 1) * torch.randn(v.shape, generator=g, dtype=v.dtype)
                       for k, v in glob.items()}
     x = tiny_data.x_test[:60]
-    return eng, glob, clients, x
+    return eng.model, glob, clients, x
 
 
 def test_identical_clients_give_one_everywhere(setup):
@@ -65,8 +66,8 @@ def test_agrees_with_a_loop_of_linear_cka(setup):
     eng, glob, clients, x = setup
     to_g = layer_cka_to_global(eng, clients, glob, x, TAPS)
     between = layer_cka_between_clients(eng, clients, x, TAPS)
-    reps = {c: eng.representations(p, x, TAPS) for c, p in clients.items()}
-    g_reps = eng.representations(glob, x, TAPS)
+    reps = {c: representations(eng, p, x, TAPS) for c, p in clients.items()}
+    g_reps = representations(eng, glob, x, TAPS)
     for li in range(len(TAPS)):
         for c in range(4):
             assert to_g[c, li] == pytest.approx(linear_cka(reps[c][li], g_reps[li]).item(), abs=1e-10)

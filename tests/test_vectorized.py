@@ -1,4 +1,4 @@
-"""The vectorized executor trains exactly like the sequential one (fedlib/vectorized.py).
+"""The vectorized executor trains exactly like the sequential one (fedlib/executors/).
 
 Tolerances. In float32 the two executors add the same numbers in a different order (batched matmuls and
 reductions over a client dimension, a masked mean instead of a mean), so they agree to float32 rounding (~1e-8
@@ -17,13 +17,14 @@ import math
 import pytest
 import torch
 
-import fedlib.engine
+import fedlib.optim
 import fedlib.strategies
 from fedlib.config import Config
 from fedlib.data import load_dataset
 from fedlib.engine import Engine, NonFiniteLossError
-from fedlib.strategies import Strategy
-from fedlib.vectorized import VectorizedExecutor, adam_step, init_optimizer_state, sgd_step
+from fedlib.strategies import Needs, Strategy
+from fedlib.executors import VectorizedExecutor, supports
+from fedlib.optim import adam_step, init_optimizer_state, sgd_step
 
 
 def cfg(model="intr_cnn", **kw) -> Config:
@@ -61,7 +62,7 @@ def both(c: Config, data, **kw):
     out = []
     for ex in ("sequential", "vectorized"):
         eng = Engine(c.replace(executor=ex), data=data, progress=False, keep_client_models=True, **kw)
-        assert isinstance(eng._executor, VectorizedExecutor) == (ex == "vectorized")
+        assert isinstance(eng.executor, VectorizedExecutor) == (ex == "vectorized")
         eng.run()
         out.append(eng)
     return out
@@ -93,7 +94,7 @@ def test_cnns_match_sequential_float32(model, strategy, kw, tiny_data, cifar_lik
     sizes = [len(ix) for ix in Engine(c, data=data, progress=False).partition.client_indices]
     assert len(set(sizes)) > 1 and any(n % c.batch_size for n in sizes)  # unequal clients, ragged last batches
     seq, vec = both(c, data)
-    assert vec._executor.mode == "padded"
+    assert vec.executor.mode == "padded"
     assert_same_run(seq, vec, atol=1e-5, rtol=1e-4)
 
 
@@ -103,7 +104,7 @@ def test_match_sequential_float64(model, strategy, kw, float64, tiny_data, small
     data = as64(small_rgb if model == "resnet20" else tiny_data)
     c = cfg(model, strategy=strategy, strategy_kw=kw, num_clients=4, rounds=2, local_epochs=1, batch_size=32)
     seq, vec = both(c, data)
-    assert vec._executor.mode == ("exact" if model == "resnet20" else "padded")
+    assert vec.executor.mode == ("exact" if model == "resnet20" else "padded")
     assert_same_run(seq, vec, atol=1e-10, rtol=1e-9)
     if model == "resnet20":  # per-client running statistics came back and differ between clients
         a, b = (vec.client_models[cid]["bn1.running_mean"] for cid in sorted(vec.client_models)[:2])
@@ -191,34 +192,34 @@ def test_per_client_learning_rates():
 # ------------------------------------------------------------------------------------ what is supported
 
 def test_unsupported_optimizer_falls_back_with_a_notice(tiny_data, monkeypatch, capsys):
-    monkeypatch.setitem(fedlib.engine._OPTIMIZERS, "rmsprop", lambda ps, c: torch.optim.RMSprop(ps, lr=c.lr))
+    monkeypatch.setitem(fedlib.optim.OPTIMIZERS, "rmsprop", lambda ps, s: torch.optim.RMSprop(ps, lr=s.lr))
     eng = Engine(cfg(optimizer="rmsprop", executor="vectorized", rounds=1), data=tiny_data, progress=False)
-    assert not isinstance(eng._executor, VectorizedExecutor)
+    assert not isinstance(eng.executor, VectorizedExecutor)
     out = capsys.readouterr().out
-    assert "vectorized executor unavailable" in out and "RMSprop" in out and "sequential" in out
+    assert "vectorized executor unavailable" in out and "rmsprop" in out and "sequential" in out
     eng.run()  # and it trains
 
 
 def test_persistent_optimizer_and_unvectorizable_strategies_fall_back(tiny_data, monkeypatch):
     eng = Engine(cfg(strategy="centralized", executor="vectorized", rounds=1), data=tiny_data, progress=False)
-    ok, why = VectorizedExecutor.supports(eng)
+    ok, why = supports(eng.task(), eng.device, "vectorized")
     assert not ok and "optimizer state" in why
 
     class Loopy(Strategy):
         name = "loopy"
-        vectorizable = False
+        needs = Needs(vectorizable=False)
 
     monkeypatch.setitem(fedlib.strategies.STRATEGIES, "loopy", Loopy)
     eng = Engine(cfg(strategy="loopy", executor="vectorized", rounds=1), data=tiny_data, progress=False)
-    assert not isinstance(eng._executor, VectorizedExecutor)
-    assert "not vectorizable" in VectorizedExecutor.supports(eng)[1]
+    assert not isinstance(eng.executor, VectorizedExecutor)
+    assert "not vectorizable" in supports(eng.task(), eng.device, "vectorized")[1]
 
 
 def test_auto_prefers_sequential_on_cpu(tiny_data):
     eng = Engine(cfg(executor="auto", rounds=1), data=tiny_data, progress=False)
-    assert not isinstance(eng._executor, VectorizedExecutor) and eng.executor_name == "sequential"
-    assert VectorizedExecutor.can_run(eng) == (True, "")
-    assert "CPU" in VectorizedExecutor.prefer(eng)[1]
+    assert not isinstance(eng.executor, VectorizedExecutor) and eng.executor_name == "sequential"
+    assert VectorizedExecutor.can_run(eng.task()) == (True, "")
+    assert "CPU" in VectorizedExecutor.prefer(eng.device)[1]
 
 
 def test_nan_loss_raises_the_sequential_error(tiny_data):
@@ -242,13 +243,19 @@ class TapPenalty(Strategy):
     """A penalty on taps against both reference models (MOON-like shape) that also reads ``y``."""
 
     name = "tap_penalty"
-    taps = ("fc2", "proj:fc2")
-    references = ("global", "prev")
+    needs = Needs(taps=("fc2", "proj:fc2"), references=("global", "prev"))
 
-    def penalty(self, ctx, params, global_params, taps, refs, y):
-        near = sum(((t - r) ** 2).mean() for t, r in zip(taps, refs["global"]))
-        far = sum(((t - r) ** 2).mean() for t, r in zip(taps, refs["prev"]))
-        return 0.1 * near - 0.01 * far + 1e-3 * (taps[0].sum(1) * y).mean() + 1e-3 * ctx.lr
+    def references(self, ctx, global_params):
+        return {"global": global_params, "prev": ctx.state.get("prev", global_params)}
+
+    def penalty(self, ctx, b):
+        near = sum(((t - r) ** 2).mean() for t, r in zip(b.taps, b.refs["global"]))
+        far = sum(((t - r) ** 2).mean() for t, r in zip(b.taps, b.refs["prev"]))
+        return 0.1 * near - 0.01 * far + 1e-3 * (b.taps[0].sum(1) * b.y).mean() + 1e-3 * ctx.lr
+
+    def client_end(self, ctx, start, params):
+        ctx.state["prev"] = params
+        return params
 
 
 @pytest.mark.parametrize("strategy", [FrozenHead, TapPenalty], ids=["frozen_head", "taps_refs"])
@@ -256,7 +263,7 @@ def test_custom_strategies_match_sequential(strategy, tiny_data, monkeypatch):
     monkeypatch.setitem(fedlib.strategies.STRATEGIES, strategy.name, strategy)
     c = cfg(strategy=strategy.name, rounds=3, lr=0.02)
     seq, vec = both(c, tiny_data)
-    assert vec._executor.mode == ("exact" if strategy is TapPenalty else "padded")
+    assert vec.executor.mode == ("exact" if strategy is TapPenalty else "padded")
     assert_same_run(seq, vec, atol=1e-5, rtol=1e-4)
     if strategy is FrozenHead:
         init = Engine(c, data=tiny_data, progress=False).global_params
@@ -266,7 +273,8 @@ def test_custom_strategies_match_sequential(strategy, tiny_data, monkeypatch):
         # each client returns its frozen parameters exactly as it started
         ctxs = [vec.context(cid, c.rounds) for cid in range(3)]
         starts = [{k: v + 0.01 * cid for k, v in vec.global_params.items()} for cid in range(3)]
-        for start, (params, _) in zip(starts, vec._executor(ctxs, starts)):
+        for start, r in zip(starts, vec.train(ctxs, starts)):
+            params = r.params
             assert torch.equal(params["fc3.weight"], start["fc3.weight"])
             assert torch.equal(params["fc3.bias"], start["fc3.bias"])
             assert not torch.equal(params["conv1.weight"], start["conv1.weight"])
@@ -279,7 +287,7 @@ def test_custom_strategies_match_sequential(strategy, tiny_data, monkeypatch):
 def _block_model(rows):
     """A one-block model whose conv runs through the executor's per-client path, and a plain twin."""
     from fedlib.models import conv_pool_relu
-    from fedlib.vectorized import _per_client_convs
+    from fedlib.executors.cpu_conv import per_client_convs as _per_client_convs
 
     class Block(torch.nn.Module):
         def __init__(self):
@@ -349,7 +357,7 @@ def test_per_client_conv_block_without_vmap_is_the_plain_block():
 
 def test_padded_mode_skips_padding_rows_on_cpu(tiny_data, monkeypatch):
     """The executor hands the per-client convs each group's real batch sizes at ragged steps (and only there)."""
-    import fedlib.vectorized as V
+    import fedlib.executors.cpu_conv as V
 
     seen = []
     orig = V._StackedConvBlock.forward
@@ -361,7 +369,7 @@ def test_padded_mode_skips_padding_rows_on_cpu(tiny_data, monkeypatch):
     monkeypatch.setattr(V._StackedConvBlock, "forward", staticmethod(spy))
     c = cfg(rounds=1, local_epochs=1)
     seq, vec = both(c, tiny_data)
-    assert vec._executor.mode == "padded"
+    assert vec.executor.mode == "padded"
     ragged = [r for r in seen if r is not None]
     assert ragged and all(len(set(r)) > 1 for r in ragged) and None in seen
     assert_same_run(seq, vec, atol=1e-6, rtol=1e-5)
@@ -370,7 +378,7 @@ def test_padded_mode_skips_padding_rows_on_cpu(tiny_data, monkeypatch):
 def test_stacks_take_the_models_memory_format():
     """Aggregated global parameters come back contiguous while the CPU model is channels_last: the executor stacks
     every client's parameters in the model's layout (mixed formats made oneDNN's conv backward ~10x slower)."""
-    from fedlib.vectorized import _stack_as
+    from fedlib.executors.layout import stack_as as _stack_as
 
     like = torch.empty(8, 3, 3, 3).contiguous(memory_format=torch.channels_last)
     ts = [torch.randn(8, 3, 3, 3) for _ in range(3)]
@@ -380,7 +388,7 @@ def test_stacks_take_the_models_memory_format():
 
 
 def test_gathered_client_groups_keep_the_memory_format():
-    from fedlib.vectorized import _gather, _stack_as
+    from fedlib.executors.layout import gather as _gather, stack_as as _stack_as
 
     like = torch.empty(16, 8, 3, 3).contiguous(memory_format=torch.channels_last)
     v = _stack_as([torch.randn(16, 8, 3, 3) for _ in range(5)], like)
@@ -395,8 +403,8 @@ def static_run(c: Config, data) -> Engine:
     """A vectorized run on the static path (fixed-shape steps, what Config(cuda_graph=True) captures on CUDA),
     eagerly on the CPU."""
     eng = Engine(c.replace(executor="vectorized"), data=data, progress=False, keep_client_models=True)
-    eng._executor = VectorizedExecutor(eng, static=True)
-    assert eng._executor.static and not eng._executor.capture
+    eng.executor = VectorizedExecutor(eng.task(), eng.device, static=True)
+    assert eng.executor.static and not eng.executor.capture
     eng.run()
     return eng
 
@@ -433,9 +441,9 @@ def test_static_steps_float64_exact(float64, tiny_data):
 
 def test_cuda_graph_unavailable_runs_eagerly_with_a_notice(tiny_data, capsys):
     eng = Engine(cfg(executor="vectorized", cuda_graph=True, rounds=1), data=tiny_data, progress=False)
-    assert isinstance(eng._executor, VectorizedExecutor) and not eng._executor.static
+    assert isinstance(eng.executor, VectorizedExecutor) and not eng.executor.static
     assert "CUDA graphs unavailable" in capsys.readouterr().out
     eng = Engine(cfg(executor="vectorized", optimizer="adam", lr=1e-3, rounds=1), data=tiny_data, progress=False)
-    assert "only SGD" in eng._executor._static_unsupported()
+    assert "only SGD" in eng.executor.steps.unsupported()
     # the graph switch is an execution detail: it does not change the run's identity
     assert cfg(cuda_graph=True).key() == cfg().key()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import ClientContext, Params, Strategy, weighted_average
+from .base import ClientContext, FineTune, LocalBatch, Needs, Params, Strategy, weighted_average
 from .centralized import Centralized
 from .fedavg import FedAvg
 from .fedprox import FedProx
@@ -25,4 +25,5 @@ def build_strategy(name: str, **kw: Any) -> Strategy:
         raise ValueError(f"Bad options for strategy {name!r}: {e}. See help(fedlib.strategies.{name}).") from None
 
 
-__all__ = ["STRATEGIES", "build_strategy", "ClientContext", "Params", "Strategy", "weighted_average"]
+__all__ = ["STRATEGIES", "build_strategy", "ClientContext", "FineTune", "LocalBatch", "Needs", "Params", "Strategy",
+           "weighted_average"]

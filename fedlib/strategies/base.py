@@ -1,54 +1,86 @@
-"""The Strategy interface: named hooks that the engine calls; the engine owns every loop.
+"""The Strategy interface: a strategy declares what its local step needs and overrides named hooks; the engine
+owns every loop and the executors (:mod:`fedlib.executors`) run local training without knowing the strategy.
 
-A strategy is FedAvg plus whatever its paper changes. The hooks, in the order the engine calls them each round::
+A strategy is FedAvg plus whatever its paper changes. Declarations (:class:`~fedlib.local.Needs`, one place):
+``needs.taps``, ``needs.references``, ``needs.tensors``, ``needs.global_params``, ``needs.exact_batches``,
+``needs.vectorizable``, ``needs.persistent_optimizer``; and ``centralized`` (one client holds all the data).
 
-    setup(model, cfg)                       once: resolve taps / frozen parameters from the model
-    client_start(ctx, global_params)        the parameters a sampled client starts from (default: the global ones)
-    penalty(ctx, params, global_params,     a term added to the cross-entropy of every local batch; sees the local
-            taps, refs, y)                  model's taps and those of frozen reference models ("global", "prev")
-    client_end(ctx, start, params)          what the client uploads (default: its trained parameters)
-    aggregate(rnd, global_params, uploads,  the server update (default: the sample-size-weighted mean, McMahan
-              weights, ctxs)                et al. 2017); may also write one model per client into client state
-    eval_params(cid, global_params)         the parameters used for client ``cid``'s personalized evaluation
+Hooks, in the order the engine calls them each round::
 
-Parameters travel as ``Params`` — a dict from ``state_dict`` names to tensors (parameters *and* buffers).
-``penalty`` must be written with pure tensor ops (no ``.item()``, no in-place updates of its inputs) so that the
-vectorized executor can run it under ``torch.func.vmap``.
+    setup(model, cfg)                      once: resolve taps / frozen parameters from the model (may set needs)
+    trainable(name)                        whether a parameter trains during federated training
+    client_start(ctx, global_params)       the parameters a sampled client starts from (default: the global ones)
+    references(ctx, global_params)         {name: Params} of the frozen models in needs.references, per client
+    client_tensors(ctx, global_params)     {name: Tensor} for needs.tensors, per client (e.g. SCAFFOLD's c, c_i)
+    penalty(ctx, batch)                    a term added to the cross-entropy of every local batch (LocalBatch)
+    correction(ctx, tensors)               Params added to every local update: p ← p − lr · correction
+    client_end(ctx, start, params)         what the client uploads; saves the strategy's per-client state
+    aggregate(rnd, global_params,          the server update (default: the sample-size-weighted mean, McMahan et
+              uploads, weights, ctxs)      al. 2017); may keep one model per client in its state
+    finetune()                             a FineTune for personalized evaluation, or None
+    eval_params(cid, global_params, state) the parameters client ``cid`` starts its personalized evaluation from
+
+Per-client state lives in ``ctx.state`` (a dict the engine keeps and checkpoints: tensors, Params, numbers);
+server state in ``state_dict`` / ``load_state_dict``.
+
+How the eleven strategies use the interface (✓ = overrides or declares it):
+
+==============  =====  =====  =======  =====  =======  =======  ==========  =====  =========  ============
+strategy        needs  needs  needs    client  penalty  correc-  client_end  aggre-  finetune/  other
+                .taps  .refs  .tensors start           tion                  gate    eval_params
+==============  =====  =====  =======  =====  =======  =======  ==========  =====  =========  ============
+FedAvg
+FedProx                       (global)          ✓ μ/2‖w−w_g‖²
+SCAFFOLD                      c, c_i                     ✓ c−c_i  ✓ c_i⁺, Δc_i  ✓ c +=
+MOON            proj   g, prev                  ✓ Eq.              ✓ saves prev
+FedCKA          M lay. g, prev                  ✓ Eq.1-3           ✓ saves prev
+FedIntR         heads  g, prev                  ✓ Eq.2-6           ✓ saves prev
+FedER                                                                       ✓ er-weighted  persistent_optimizer
+FedBABU                                                                                ✓ head       trainable (body)
+FedSHIBU                      (D̂ probe)  ✓ own body                 ✓ D̂_i   ✓ CRSM rows ✓ head       trainable (body)
+FedAvg+CRSM                              ✓ own model                ✓ D̂_i   ✓ CRSM rows ✓
+centralized                                                                                         centralized,
+                                                                                                    persistent_optimizer
+==============  =====  =====  =======  =====  =======  =======  ==========  =====  =========  ============
+
+``tests/test_strategy_interface.py`` exercises the two least obvious shapes in both executors: a per-client
+tensor carried across rounds into the penalty and the update (SCAFFOLD-shaped) and body-only training followed by
+per-client head fine-tuning before evaluation (FedBABU-shaped).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
-Params = dict[str, Tensor]
+from ..local import ClientContext, LocalBatch, Needs
+from ..params import Params
+
+__all__ = ["Strategy", "FineTune", "ClientContext", "LocalBatch", "Needs", "Params", "weighted_average"]
 
 
-@dataclass
-class ClientContext:
-    """What a strategy may know about one client in one round."""
+@dataclass(frozen=True)
+class FineTune:
+    """Local fine-tuning before a personalized evaluation (FedBABU: the head, a few epochs, on the client's own
+    training split). ``None`` fields take the run's value."""
 
-    cid: int
-    round: int
-    n_samples: int
-    steps: int  # local optimizer steps this round (K in SCAFFOLD)
-    lr: float
-    first_visit: bool  # True the first time this client is sampled (no previous local model yet)
-    state: dict[str, Any] = field(default_factory=dict)  # persistent per-client state, owned by the strategy
+    trainable: Callable[[str], bool]
+    epochs: int = 1
+    lr: float | None = None
+    momentum: float | None = None
+    weight_decay: float | None = None
+    batch_size: int | None = None
 
 
 class Strategy:
     """FedAvg (McMahan et al. 2017). Subclasses override only what their paper changes."""
 
     name = "fedavg"
-    taps: tuple[str, ...] = ()  # local-model taps that `penalty` needs
-    references: tuple[str, ...] = ()  # frozen reference models whose taps `penalty` needs: "global", "prev"
-    uses_global_params = False  # True if `penalty` reads global_params (FedProx)
-    persistent_optimizer = False  # keep optimizer state across rounds (centralized training)
-    vectorizable = True  # the penalty and hooks run under torch.func.vmap
+    needs = Needs()
+    centralized = False  # one client holds the whole training set (the centralized baseline)
 
     def setup(self, model: torch.nn.Module, cfg: Any) -> None:
         """Called once with the model the engine trains."""
@@ -60,16 +92,35 @@ class Strategy:
     def client_start(self, ctx: ClientContext, global_params: Params) -> Params:
         return global_params
 
-    def penalty(self, ctx: ClientContext, params: Params, global_params: Params, taps: list[Tensor],
-                refs: dict[str, list[Tensor]], y: Tensor) -> Tensor | None:
+    def references(self, ctx: ClientContext, global_params: Params) -> dict[str, Params]:
+        """Parameters of each model in ``needs.references`` for this client. Return the same object for every
+        client where it is shared (the global model): executors then evaluate it once for the whole chunk."""
+        return {}
+
+    def client_tensors(self, ctx: ClientContext, global_params: Params) -> dict[str, Tensor]:
+        """This client's tensors for ``needs.tensors`` (the same object for every client where it is shared)."""
+        return {}
+
+    def penalty(self, ctx: ClientContext, batch: LocalBatch) -> Tensor | None:
+        return None
+
+    def correction(self, ctx: ClientContext, tensors: dict[str, Tensor]) -> Params | None:
+        """Per trainable parameter, a direction added to every local update (``p ← p − lr · correction``, after
+        the optimizer's step)."""
         return None
 
     def client_end(self, ctx: ClientContext, start: Params, params: Params) -> Params:
+        """What client ``ctx.cid`` uploads after training from ``start`` to ``params``; the place to save its own
+        per-client state in ``ctx.state``."""
         return params
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
                   ctxs: list[ClientContext]) -> Params:
         return weighted_average(uploads, weights)
+
+    def finetune(self) -> FineTune | None:
+        """Fine-tuning each client runs before its personalized evaluation (None: evaluate as is)."""
+        return None
 
     def eval_params(self, cid: int, global_params: Params, state: dict[str, Any]) -> Params:
         return global_params

@@ -1,20 +1,27 @@
 """FedProx (Li et al. 2020): a proximal term keeps local weights near the global model.
 
-Local objective: ℓ_CE + (μ/2)‖w − w_g‖² over the trainable parameters (Li et al. 2020, Eq. 2).
-FedIntR's reference code uses the *unsquared* norm μ‖w − w_g‖ (a bug); ``squared=False`` reproduces it.
-With μ = 0 FedProx trains exactly like FedAvg (tested).
+Local objective (Li et al. 2020, Eq. 2), over the trainable parameters:
+
+    ℓ_CE + (μ/2) ‖w − w_g‖²                         (``squared=True``, the paper)
+    ℓ_CE + (μ/2) Σ_t ‖w_t − w_g,t‖                  (``squared=False``: what FedIntR's reference code computes,
+                                                     per-tensor unsquared norms, a bug kept as an option)
+
+The unsquared norm is taken with ``torch.linalg.vector_norm``, whose gradient at a zero vector is 0 (at the first
+local step w = w_g: a hand-written sqrt of a sum of squares would give 0·∞ = NaN). With μ = 0 FedProx trains
+exactly like FedAvg (tested).
 """
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
-from .base import ClientContext, Params, Strategy
+from .base import ClientContext, LocalBatch, Needs, Strategy
 
 
 class FedProx(Strategy):
     name = "fedprox"
-    uses_global_params = True
+    needs = Needs(global_params=True)
 
     def __init__(self, mu: float = 0.01, squared: bool = True) -> None:
         if mu < 0:
@@ -22,9 +29,7 @@ class FedProx(Strategy):
         self.mu = float(mu)
         self.squared = bool(squared)
 
-    def penalty(self, ctx: ClientContext, params: Params, global_params: Params, taps: list[Tensor],
-                refs: dict[str, list[Tensor]], y: Tensor) -> Tensor:
-        sq = sum(((p - global_params[k]) ** 2).sum() for k, p in params.items())
+    def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor:
         if self.squared:
-            return 0.5 * self.mu * sq
-        return self.mu * sq.sqrt()
+            return 0.5 * self.mu * sum(((p - b.global_params[k]) ** 2).sum() for k, p in b.params.items())
+        return 0.5 * self.mu * sum(torch.linalg.vector_norm(p - b.global_params[k]) for k, p in b.params.items())

@@ -1,0 +1,262 @@
+"""The vectorized executor's CPU convolution path: one ordinary convolution per client under ``vmap``.
+
+``vmap`` turns a convolution over stacked weights into a grouped convolution. oneDNN's grouped convolutions are
+fast in channels_last for most layer shapes but pathologically slow for a few (tiny input-channel counts, e.g.
+the first layer, where the backward can take 100x longer). On the CPU the executor therefore routes every
+``Conv2d`` of its private model copy (:func:`per_client_convs`) through a custom vmap rule that runs the
+convolution per client in channels_last (the sequential executor's kernels), and runs each conv block (conv →
+max-pool → ReLU, :func:`fedlib.models.conv_pool_relu`) whole per client, so a client's full-resolution conv map is
+pooled while it is still in the cache and never stacked; in padded mode these per-client ops skip the padding
+rows. The rest (linear layers, loss, optimizer) stays batched. :func:`keep_freed_memory` tunes glibc to reuse
+freed memory.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .layout import empty_stack, stack_rows
+
+__all__ = ["per_client_convs", "keep_freed_memory", "Rows"]
+
+# ------------------------------------------------------------------------------ per-client conv on the CPU
+#
+# On the CPU the executor's private model copy routes every plain Conv2d through the functions below: under vmap
+# their vmap rule runs one ordinary convolution per client on that client's slice (the sequential executor's
+# kernels and memory formats) instead of vmap's grouped convolution, and a conv block (conv → max-pool → ReLU,
+# ``fedlib.models.conv_pool_relu``) runs whole per client while the conv map is still in the cache. ``rows`` (padded
+# mode) holds each client's real batch size: padding rows are skipped (their outputs and input gradients are zero;
+# the masked loss gives them no gradient anyway), so per-client work equals the sequential executor's.
+
+Rows = tuple[int, ...] | None  # real rows per client (padded mode), or None: all rows are real
+
+
+def _conv_grads(ctx: Any, grad_out: Tensor, x: Tensor, w: Tensor) -> tuple[Tensor | None, ...]:
+    """(dx, dw, db) of one client's ``F.conv2d(x, w, b, *ctx.conv)``; None where no gradient is needed. Under bf16
+    autocast the forward ran in bf16; the backward runs in ``x``'s dtype."""
+    stride, padding, dilation = ctx.conv
+    need = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2] and ctx.has_bias]
+    dx, dw, db = torch.ops.aten.convolution_backward(
+        grad_out.to(x.dtype), x, w, [w.shape[0]] if ctx.has_bias else None, list(stride), list(padding),
+        list(dilation), False, [0, 0], 1, need)
+    return (dx if need[0] else None, dw if need[1] else None, db if need[2] else None)
+
+
+def _client(t: Tensor, i: int, rows: Rows) -> Tensor:
+    """Client ``i``'s slice of a stacked tensor (N, B, ...), without its padding rows."""
+    return t[i] if rows is None or rows[i] >= t.shape[1] else t[i, :rows[i]]
+
+
+def _stack_grads(grads: list[tuple[Tensor | None, ...]], width: int) -> tuple[Tensor | None, ...]:
+    """Per-client (dx, dw, db) → stacked (dx padded to ``width`` rows, dw, db)."""
+    dx, dw, db = zip(*grads)
+    return (stack_rows(list(dx), width) if dx[0] is not None else None,
+            stack_rows(list(dw)) if dw[0] is not None else None,
+            torch.stack(db) if db[0] is not None else None)
+
+
+def _save_conv(ctx: Any, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, *extra: Tensor) -> None:
+    ctx.save_for_backward(x, w, *extra)
+    ctx.conv, ctx.has_bias, ctx.rows = conv, b is not None, rows
+
+
+class _StackedConv(torch.autograd.Function):
+    """Per-client 2-d convolution of physical stacked tensors: x (N, B, Cin, H, W), w (N, Cout, Cin, kh, kw),
+    b (N, Cout) or None; ``rows``: real rows per client (None: all)."""
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows) -> Tensor:  # type: ignore[override]
+        return stack_rows([F.conv2d(_client(x, i, rows), w[i], None if b is None else b[i], *conv)
+                            for i in range(len(x))], x.shape[1])
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        _save_conv(ctx, *inputs)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
+        x, w = ctx.saved_tensors
+        grads = [_conv_grads(ctx, _client(grad_out, i, ctx.rows), _client(x, i, ctx.rows), w[i])
+                 for i in range(len(x))]
+        return (*_stack_grads(grads, x.shape[1]), None, None)
+
+
+class _StackedConvBlock(torch.autograd.Function):
+    """Per-client ``relu(max_pool2d(conv2d(x_i, w_i, b_i), k))`` of physical stacked tensors (see
+    :class:`_StackedConv`). Each client's conv map is pooled and rectified while still in the cache and then freed;
+    only the block outputs are stacked (max-pool writes each client's slice in place), and the backward rebuilds
+    each client's conv-map gradient right before that client's conv backward. Outputs: the stacked block outputs,
+    then each client's argmax indices (saved for the backward)."""
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int) -> tuple[Tensor, ...]:  # type: ignore[override]
+        idx: list[Tensor] = []
+        out = None
+        for i in range(len(x)):
+            y = F.conv2d(_client(x, i, rows), w[i], None if b is None else b[i], *conv)
+            if out is None:
+                p, ix = torch.ops.aten.max_pool2d_with_indices(y, [k, k], [k, k])
+                out = empty_stack(p, len(x), x.shape[1])
+                out[i, :len(y)].copy_(p)
+            else:
+                ix = y.new_empty(0, dtype=torch.long)
+                torch.ops.aten.max_pool2d_with_indices.out(y, [k, k], [k, k], [0, 0], [1, 1], False,
+                                                           out=out[i, :len(y)], indices=ix)
+            out[i, :len(y)].relu_()
+            if len(y) < x.shape[1]:
+                out[i, len(y):].zero_()
+            idx.append(ix)
+        return (out, *idx)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        x, w, b, conv, rows, k = inputs
+        _save_conv(ctx, x, w, b, conv, rows, output[0], *output[1:])
+        ctx.mark_non_differentiable(*output[1:])
+        p0 = output[0][0]  # the conv map's memory format is the pooled map's
+        cl = p0.is_contiguous(memory_format=torch.channels_last) and not p0.is_contiguous()
+        ctx.k, ctx.fmt = k, torch.channels_last if cl else torch.contiguous_format
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, *_: Any):  # type: ignore[override]
+        x, w, out, *idx = ctx.saved_tensors
+        k, rows, (stride, padding, dilation) = ctx.k, ctx.rows, ctx.conv
+        hw = [(n + 2 * p - d * (kk - 1) - 1) // s + 1  # the conv map's size (all max-pool's backward reads of it)
+              for n, kk, s, p, d in zip(x.shape[-2:], w.shape[-2:], stride, padding, dilation)]
+        grads = []
+        for i in range(len(x)):
+            xi = _client(x, i, rows)
+            gp = torch.ops.aten.threshold_backward(_client(grad, i, rows), _client(out, i, rows), 0)
+            like = torch.empty((len(xi), w.shape[1], *hw), dtype=gp.dtype, device=gp.device, memory_format=ctx.fmt)
+            gy = torch.ops.aten.max_pool2d_with_indices_backward(gp, like, [k, k], [k, k], [0, 0], [1, 1], False,
+                                                                 idx[i])
+            grads.append(_conv_grads(ctx, gy, xi, w[i]))
+        return (*_stack_grads(grads, x.shape[1]), None, None, None)
+
+
+def _batched(t: Tensor, dim: int | None, n: int) -> Tensor:
+    return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
+
+
+def _check_rows(rows: Rows, n: int) -> Rows:
+    if rows is not None and len(rows) != n:
+        raise RuntimeError(f"per-client conv: {len(rows)} row counts for {n} clients")
+    return rows
+
+
+class _ClientConv(torch.autograd.Function):
+    """``F.conv2d`` for one client, with a vmap rule that calls :class:`_StackedConv` on the whole stack."""
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows) -> Tensor:  # type: ignore[override]
+        return F.conv2d(x, w, b, *conv)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        _save_conv(ctx, *inputs)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor):  # type: ignore[override]
+        x, w = ctx.saved_tensors
+        return (*_conv_grads(ctx, grad_out, x, w), None, None)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows):
+        n = info.batch_size
+        b = None if b is None else _batched(b, in_dims[2], n)
+        return _StackedConv.apply(_batched(x, in_dims[0], n), _batched(w, in_dims[1], n), b, conv,
+                                  _check_rows(rows, n)), 0
+
+
+class _ClientConvBlock(torch.autograd.Function):
+    """``relu(max_pool2d(conv2d(x, w, b, ...), k))`` for one client, with a vmap rule that calls
+    :class:`_StackedConvBlock` on the whole stack."""
+
+    @staticmethod
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int) -> Tensor:  # type: ignore[override]
+        return F.relu(F.max_pool2d(F.conv2d(x, w, b, *conv), k))
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        x, w, b, conv, rows, k = inputs
+        _save_conv(ctx, x, w, b, conv, rows, *([] if b is None else [b]))
+        ctx.k = k
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
+        x, w, *b = ctx.saved_tensors  # off the hot path (that is the vmap rule): recompute the block
+        with torch.enable_grad():
+            y = F.conv2d(x.detach(), w.detach(), b[0].detach() if b else None, *ctx.conv).requires_grad_(True)
+            gy, = torch.autograd.grad(F.relu(F.max_pool2d(y, ctx.k)), y, grad)
+        return (*_conv_grads(ctx, gy, x, w), None, None, None)
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, k: int):
+        n = info.batch_size
+        b = None if b is None else _batched(b, in_dims[2], n)
+        return _StackedConvBlock.apply(_batched(x, in_dims[0], n), _batched(w, in_dims[1], n), b, conv,
+                                       _check_rows(rows, n), k)[0], 0
+
+
+class _PerClientConv2d(nn.Conv2d):
+    """A Conv2d whose convolution goes through :class:`_ClientConv` (same parameters, same names). ``rows`` is a
+    one-element list shared with the executor: the current group's real batch sizes, or None."""
+
+    rows: list
+
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        if not self._plain():
+            return super()._conv_forward(input, weight, bias)
+        return _ClientConv.apply(input, weight, bias, self._conv_args(), self.rows[0])
+
+    def forward_pool_relu(self, input: Tensor, k: int) -> Tensor:
+        """``F.relu(F.max_pool2d(self(input), k))`` in one step (:func:`fedlib.models.conv_pool_relu`)."""
+        if not self._plain():
+            return F.relu(F.max_pool2d(self(input), k))
+        return _ClientConvBlock.apply(input, self.weight, self.bias, self._conv_args(), self.rows[0], k)
+
+    def _plain(self) -> bool:
+        return self.padding_mode == "zeros" and self.groups == 1 and not isinstance(self.padding, str)
+
+    def _conv_args(self) -> tuple:
+        return tuple(self.stride), tuple(self.padding), tuple(self.dilation)
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed memory for reuse instead of returning it to the OS (``mallopt(M_MMAP_MAX, 0)``,
+    ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``). A chunk's activations are 10x one client's (100+ MB per tensor); by
+    default glibc serves such blocks with fresh ``mmap`` pages on every step and the page faults cost the
+    vectorized executor 1.3-1.6x on a 2-core CPU (``benchmarks/RESULTS.md``). Process-wide; set
+    ``FEDLIB_CPU_MALLOC=0`` to leave the allocator alone. Returns whether it applied (glibc only)."""
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED:
+        return True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        _MALLOC_TUNED = bool(libc.mallopt(-4, 0)) and bool(libc.mallopt(-1, 1 << 30))  # M_MMAP_MAX, M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        _MALLOC_TUNED = False
+    return _MALLOC_TUNED
+
+
+_MALLOC_TUNED = False
+
+
+def per_client_convs(model: nn.Module, rows: list) -> nn.Module:
+    """A deep copy of ``model`` whose plain ``Conv2d`` layers batch over clients per client (:class:`_ClientConv`),
+    reading the current real batch sizes from ``rows[0]``."""
+    model = copy.deepcopy(model)
+    for m in model.modules():
+        if type(m) is nn.Conv2d:
+            m.__class__ = _PerClientConv2d
+            m.rows = rows
+    return model
+
+

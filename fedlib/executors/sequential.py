@@ -1,0 +1,105 @@
+"""The sequential executor: one client after another on one reused model and ``torch.optim`` optimizer.
+
+It is the reference the vectorized executor is tested against, and the executor for everything that cannot be
+vectorized (package optimizers, persistent optimizer state, strategies whose step is not pure tensor code). One
+model (the task's) and one optimizer per trainable set are reused for every client and round: parameters are
+copied in, optimizer state is cleared (or loaded from the job, for persistent state). Losses are checked for
+NaN once per client, not once per step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import torch
+from torch import Tensor
+
+from ..data import apply_augment
+from ..local import ClientJob, ClientResult, LocalTask, forward, local_loss
+from ..params import clone_params, load_params_
+from ..schedule import epoch_plan, non_finite_loss, num_batches
+
+__all__ = ["SequentialExecutor", "batches"]
+
+
+def batches(task: LocalTask, cid: int, rnd: int, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
+    """Client ``cid``'s mini-batches for one epoch: index lookups into the on-device tensors."""
+    idx = task.client_indices[cid]
+    data, dev = task.data, idx.device
+    order, aug = epoch_plan(len(idx), task.augment, task.seed, rnd, cid, epoch, task.stream)
+    order = idx[order.to(dev)]
+    aug = {k: v.to(dev) for k, v in aug.items()}
+    B = task.batch_size
+    for b in range(num_batches(len(idx), B, task.drop_last)):
+        sl = slice(b * B, (b + 1) * B)
+        x = data.x_train[order[sl]]
+        if aug:
+            x = apply_augment(x, task.augment, {k: v[sl] for k, v in aug.items()}, fill=data.pad_fill)
+        yield x, data.y_train[order[sl]]
+
+
+class SequentialExecutor:
+    """Trains clients one at a time; ``executor(task, jobs)`` returns one :class:`ClientResult` per job."""
+
+    name = "sequential"
+
+    def __init__(self, task: LocalTask | None = None) -> None:
+        self._opts: dict[tuple, torch.optim.Optimizer] = {}
+
+    def __call__(self, task: LocalTask, jobs: list[ClientJob]) -> list[ClientResult]:
+        return [self.train(task, job) for job in jobs]
+
+    def _optimizer(self, task: LocalTask) -> torch.optim.Optimizer:
+        """One optimizer per (model, trainable set, optimizer description), reused across clients and rounds."""
+        key = (id(task.model), task.trainable, task.optimizer.name, task.optimizer.momentum,
+               task.optimizer.weight_decay, task.optimizer.betas, task.optimizer.eps)
+        if key not in self._opts:
+            named = dict(task.model.named_parameters())
+            self._opts[key] = task.optimizer.build([named[n] for n in task.trainable])
+        return self._opts[key]
+
+    def train(self, task: LocalTask, job: ClientJob) -> ClientResult:
+        """Local training of one client from ``job.start``."""
+        model, ctx, needs = task.model, job.ctx, task.needs
+        trainable = set(task.trainable)
+        for n, p in model.named_parameters():
+            p.requires_grad_(n in trainable)
+        opt = self._optimizer(task)
+        load_params_(model, job.start)
+        opt.state.clear()
+        if job.opt_state is not None:
+            opt.load_state_dict(job.opt_state)
+        for group in opt.param_groups:
+            group["lr"] = ctx.lr
+        model.train()
+        full = model.state_dict(keep_vars=True)  # the live tensors: gradients and BatchNorm updates land in them
+        live = {n: full[n] for n in task.trainable}
+        corr = task.correction(ctx, job.tensors) if task.correction is not None else None
+        loss_sum = torch.zeros((), device=next(iter(full.values())).device)
+        seen = 0
+        for epoch in range(task.epochs):
+            for x, y in batches(task, ctx.cid, ctx.round, epoch):
+                refs = {}
+                if needs.references:
+                    with torch.no_grad():
+                        refs = {r: forward(task.ref_model, job.refs[r], x, needs.taps, False)[1]
+                                for r in needs.references}
+                loss = local_loss(task, ctx, model, full, live, x, y, None, refs, job.tensors, task.global_params)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                if corr:
+                    with torch.no_grad():
+                        for k, c in corr.items():
+                            live[k].sub_(c, alpha=ctx.lr)
+                loss_sum += loss.detach() * len(y)
+                seen += len(y)
+        mean_loss = float(loss_sum) / max(seen, 1)
+        if not math.isfinite(mean_loss):
+            raise non_finite_loss(mean_loss, ctx.cid, ctx.round, task.what, ctx.lr)
+        opt_state = opt.state_dict() if needs.persistent_optimizer else None
+        if opt_state is not None:
+            opt_state = {"state": {k: clone_params(v) for k, v in opt_state["state"].items()},
+                         "param_groups": [dict(g) for g in opt_state["param_groups"]]}
+        return ClientResult(clone_params(model.state_dict()), mean_loss, opt_state)
