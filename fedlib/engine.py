@@ -201,7 +201,7 @@ class Engine:
         models = self.personalize(cids)
         accs = []
         for cid, params in zip(cids, models):
-            t = torch.as_tensor(np.asarray(tests[cid]), dtype=torch.long, device=self.device)
+            t = torch.as_tensor(np.array(tests[cid]), dtype=torch.long, device=self.device)
             accs.append(self.evaluate(params, self.data.x_test[t], self.data.y_test[t])[0])
         return {"personal_acc_mean": float(np.mean(accs)), "personal_acc_std": float(np.std(accs))}
 
