@@ -1,4 +1,4 @@
-"""Accuracy and speed of the opt-in execution switches against float32 (issue #4, item 3).
+"""Accuracy and speed of the opt-in execution switches against float32.
 
     python benchmarks/precision.py                                  # CPU: FedIntR setup on Fashion-MNIST, shortened
     python benchmarks/precision.py --device cuda --paper \\

@@ -1,14 +1,24 @@
 """fedlib: a reproducible companion to FedCKA, FedIntR, FedER and FedSHIBU.
 
 Modules, one concept each:
+    config      Config (identity vs execution fields) and the per-paper presets at each scale
     data        datasets as device tensors, on-device augmentation
     partition   seeded client partitions (iid, dirichlet, shards, label groups)
-    models      CNNs and ResNets that return named representation taps
-    kernels     CKA family, effective rank, EVBMF
-    strategies  one file per algorithm (FedAvg, FedProx, ...)
-    engine      the federated loop (rounds, sampling, local training, aggregation)
-    results     experiment configs, presets, and the on-disk record store
+    models      CNNs and ResNets that return named representation taps; representations()
+    kernels     CKA family, effective rank, stable rank, EVBMF
+    params      Params (a model's tensors by name) and the helpers that copy, move and check them
+    schedule    client sampling, lr schedule, batch plans and their randomness; the non-finite error
+    optim       OptimizerSpec: torch.optim for the sequential executor, functional steps for the vectorized one
+    local       the one local step: Needs, LocalTask, ClientJob, local_loss
+    executors   sequential and vectorized executors (static steps / CUDA graphs, per-client CPU convolutions)
+    strategies  one file per algorithm (FedAvg, FedProx, centralized, ...) over the Strategy hooks
+    engine      the federated loop (rounds, sampling, aggregation, evaluation, checkpoints)
+    results     the record store (atomic writes, provenance) and run(cfg)
+    atomic      atomic file writes
+    similarity  layer-wise CKA between federated models (FedCKA Fig. 2 / Fig. 6)
     plots       figure helpers that stamp provenance
+    report      paper-vs-ours tables and claims collected per notebook
+    reproduce   the papermill batch runner
 """
 
 __version__ = "0.1.0"

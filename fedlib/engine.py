@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -236,6 +237,10 @@ class Engine:
         }
         if (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds:
             acc, loss = self.evaluate(self.global_params, self.data.x_test, self.data.y_test)
+            if math.isnan(loss) or math.isinf(loss):  # finite but huge weights overflow the logits
+                raise NonFiniteLossError(
+                    f"The global model's test loss is {loss} after round {rnd + 1} (strategy {strat.name!r}, lr "
+                    f"{ctxs[0].lr}): training diverged. Lower the learning rate or the regularization weight (mu).")
             entry.update(test_acc=acc, test_loss=loss)
             if cfg.personal_eval and self.partition.test_indices is not None:
                 entry.update(self.personal_evaluation())

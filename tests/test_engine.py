@@ -197,3 +197,39 @@ def test_provenance_commit_is_dirty_only_for_code_changes(tmp_path):
     assert git_commit(tmp_path) == clean
     (tmp_path / "fedlib" / "m.py").write_text("x = 2\n")  # code that produces numbers
     assert git_commit(tmp_path) == clean + "-dirty"
+
+
+def test_fedprox_unsquared_norm_has_a_zero_gradient_at_the_global_model(tiny_data):
+    """One step per client (batch ≥ client size) starts at w = w_g, where a hand-written sqrt(Σ(w − w_g)²) has the
+    gradient 0·∞ = NaN; the norm's subgradient 0 keeps training finite, in both executors."""
+    for ex in ("sequential", "vectorized"):
+        c = small(strategy="fedprox", strategy_kw={"mu": 1e-3, "squared": False}, num_clients=2, rounds=1,
+                  batch_size=512, executor=ex)
+        eng = trained(c, tiny_data)
+        assert all(torch.isfinite(v).all() for v in eng.global_params.values())
+        assert math.isfinite(eng.history[-1]["test_loss"])
+
+
+def test_non_finite_uploads_are_caught_before_aggregation(tiny_data, monkeypatch):
+    """A client's last step can make its weights non-finite after the loss was last seen finite: the upload check
+    stops the run instead of averaging a NaN model in. Weights that stay finite but overflow the logits are caught
+    by the evaluation."""
+    from fedlib.executors import SequentialExecutor
+
+    train = SequentialExecutor.train
+
+    def last_step_nan(self, task, job):
+        r = train(self, task, job)
+        r.params["fc1.weight"][0, 0] = float("nan")
+        return r
+
+    monkeypatch.setattr(SequentialExecutor, "train", last_step_nan)
+    eng = Engine(small(num_clients=2, rounds=1), data=tiny_data, progress=False)
+    with pytest.raises(NonFiniteLossError, match=r"Client 0 uploaded a non-finite 'fc1.weight' after round 1"):
+        eng.run()
+    monkeypatch.undo()
+    eng = Engine(small(lr=1e6, batch_size=512, num_clients=2, rounds=2), data=tiny_data, progress=False)
+    with pytest.raises(NonFiniteLossError, match=r"(uploaded a non-finite|Training loss became|test loss is nan)"):
+        eng.run()
+    assert all(torch.isfinite(v).all() for v in eng.global_params.values())  # the server kept a finite model
+    assert all(math.isfinite(h["test_loss"]) for h in eng.history)  # nothing non-finite was recorded

@@ -23,28 +23,9 @@ Hooks, in the order the engine calls them each round::
 Per-client state lives in ``ctx.state`` (a dict the engine keeps and checkpoints: tensors, Params, numbers);
 server state in ``state_dict`` / ``load_state_dict``.
 
-How the eleven strategies use the interface (✓ = overrides or declares it):
-
-==============  =====  =====  =======  =====  =======  =======  ==========  =====  =========  ============
-strategy        needs  needs  needs    client  penalty  correc-  client_end  aggre-  finetune/  other
-                .taps  .refs  .tensors start           tion                  gate    eval_params
-==============  =====  =====  =======  =====  =======  =======  ==========  =====  =========  ============
-FedAvg
-FedProx                       (global)          ✓ μ/2‖w−w_g‖²
-SCAFFOLD                      c, c_i                     ✓ c−c_i  ✓ c_i⁺, Δc_i  ✓ c +=
-MOON            proj   g, prev                  ✓ Eq.              ✓ saves prev
-FedCKA          M lay. g, prev                  ✓ Eq.1-3           ✓ saves prev
-FedIntR         heads  g, prev                  ✓ Eq.2-6           ✓ saves prev
-FedER                                                                       ✓ er-weighted  persistent_optimizer
-FedBABU                                                                                ✓ head       trainable (body)
-FedSHIBU                      (D̂ probe)  ✓ own body                 ✓ D̂_i   ✓ CRSM rows ✓ head       trainable (body)
-FedAvg+CRSM                              ✓ own model                ✓ D̂_i   ✓ CRSM rows ✓
-centralized                                                                                         centralized,
-                                                                                                    persistent_optimizer
-==============  =====  =====  =======  =====  =======  =======  ==========  =====  =========  ============
-
-``tests/test_strategy_interface.py`` exercises the two least obvious shapes in both executors: a per-client
-tensor carried across rounds into the penalty and the update (SCAFFOLD-shaped) and body-only training followed by
+``docs/design.md`` tabulates which hooks and declarations each of the eleven strategies uses;
+``tests/test_strategy_interface.py`` exercises the least obvious shapes in both executors: a per-client tensor
+carried across rounds into the penalty and the update (SCAFFOLD-shaped) and body-only training followed by
 per-client head fine-tuning before evaluation (FedBABU-shaped).
 """
 
