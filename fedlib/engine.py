@@ -137,7 +137,22 @@ class Engine:
         n = len(self.client_idx[cid])
         steps = self.cfg.local_epochs * num_batches(n, self.cfg.batch_size, self.cfg.drop_last)
         return ClientContext(cid=cid, round=rnd, n_samples=n, steps=steps, lr=round_lr(self.cfg, rnd),
-                             first_visit=cid not in self.visited, state=self.client_state[cid])
+                             first_visit=cid not in self.visited, state=self.client_state[cid],
+                             features=lambda params, taps, k, shared=False: self.features(cid, rnd, params, taps, k,
+                                                                                          shared))
+
+    @torch.no_grad()
+    def features(self, cid: int, rnd: int, params: Params, taps: tuple[str, ...] | list[str], n: int,
+                 shared: bool = False) -> list[Tensor]:
+        """The flattened taps (eval mode) of ``params`` on ``n`` training samples drawn by a key of (seed, round,
+        client): client ``cid``'s own (all of them if it has fewer), or with ``shared`` the same ``n`` samples of the
+        whole training set for every client of the round."""
+        from .models import representations
+
+        pool = torch.arange(len(self.data.y_train), device=self.device) if shared else self.client_idx[cid]
+        g = torch.Generator().manual_seed(rng_key(self.cfg.seed, rnd, 0xFEA, 0 if shared else cid + 1))
+        pick = pool[torch.randperm(len(pool), generator=g)[:n].to(self.device)]
+        return representations(self.ref_model, params, self.data.x_train[pick], tuple(taps))
 
     def train(self, ctxs: list[ClientContext], starts: list[Params]) -> list[ClientResult]:
         """Local training of the clients ``ctxs`` from ``starts`` (what a round runs), checked for NaN/inf."""
@@ -173,12 +188,12 @@ class Engine:
             loss += F.cross_entropy(logits, yb, reduction="sum")
         return float(correct) / len(y), float(loss) / len(y)
 
-    def personalize(self, cids: list[int]) -> list[Params]:
-        """Each client's model for its personalized evaluation: ``strategy.eval_params``, then the strategy's
-        fine-tuning (``strategy.finetune()``) on the client's training split, run by the executor."""
+    def personalize(self, cids: list[int], finetune: bool = True) -> list[Params]:
+        """Each client's model for its personalized evaluation: ``strategy.eval_params``, then (``finetune``) the
+        strategy's fine-tuning (``strategy.finetune()``) on the client's training split, run by the executor."""
         s = self.strategy
         starts = [s.eval_params(cid, self.global_params, self.client_state[cid]) for cid in cids]
-        ft = s.finetune()
+        ft = s.finetune() if finetune else None
         if ft is None:
             return starts
         c = self.cfg
@@ -196,15 +211,19 @@ class Engine:
         return [r.params for r in results]
 
     def personal_evaluation(self) -> dict[str, float]:
-        """Each client's personalized model on its own test split: unweighted mean and std over clients."""
+        """Each client's personalized model on its own test split: unweighted mean and std over clients (after the
+        strategy's fine-tuning; ``personal_noft_*``: before it, when the strategy fine-tunes)."""
         tests = self.partition.test_indices or []
         cids = [cid for cid, t in enumerate(tests) if len(t)]
-        models = self.personalize(cids)
-        accs = []
-        for cid, params in zip(cids, models):
-            t = torch.as_tensor(np.array(tests[cid]), dtype=torch.long, device=self.device)
-            accs.append(self.evaluate(params, self.data.x_test[t], self.data.y_test[t])[0])
-        return {"personal_acc_mean": float(np.mean(accs)), "personal_acc_std": float(np.std(accs))}
+        out: dict[str, float] = {}
+        variants = [("personal_acc", True)] + ([("personal_noft_acc", False)] if self.strategy.finetune() else [])
+        for name, ft in variants:
+            accs = []
+            for cid, params in zip(cids, self.personalize(cids, finetune=ft)):
+                t = torch.as_tensor(np.array(tests[cid]), dtype=torch.long, device=self.device)
+                accs.append(self.evaluate(params, self.data.x_test[t], self.data.y_test[t])[0])
+            out.update({f"{name}_mean": float(np.mean(accs)), f"{name}_std": float(np.std(accs))})
+        return out
 
     # ---------------------------------------------------------------------------------------- rounds
     def run_round(self, rnd: int) -> dict[str, Any]:
@@ -229,11 +248,12 @@ class Engine:
                                      f"(strategy {strat.name!r}); the server keeps the previous global model.")
         self.global_params = new_global
         train_time = time.perf_counter() - t0
+        metrics = strat.round_metrics()
 
         entry: dict[str, Any] = {
             "round": rnd + 1, "lr": ctxs[0].lr, "clients": [c.cid for c in ctxs],
             "train_loss": float(sum(w * r.loss for w, r in zip(weights.tolist(), results))),
-            "train_time_s": train_time,
+            "train_time_s": train_time, **metrics,
         }
         if (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds:
             acc, loss = self.evaluate(self.global_params, self.data.x_test, self.data.y_test)

@@ -56,6 +56,14 @@ class Report:
         if applies and not ok:
             raise ClaimFailed(f"Paper claim not reproduced: {text}. {detail}")
 
+    def verdict(self, text: str, ok: bool, *, applies: bool = True, detail: str = "") -> bool:
+        """A paper's claim, recorded as "reproduced" or "not reproduced" with its numbers; never raises (a faithful
+        reimplementation may honestly disagree with a paper). Use :meth:`claim` for invariants of our own code."""
+        status = ("reproduced" if ok else "not reproduced") if applies else "not checked at this scale"
+        self.claims.append({"claim": text, "status": status, "detail": detail})
+        print(f"[{status}] {text}" + (f" — {detail}" if detail else ""))
+        return bool(ok)
+
     def save(self, root: Path | None = None) -> Path:
         root = Path(root or DEFAULT_ROOT) / "summary"
         doc = {"notebook": self.notebook, "scale": self.scale, "dataset": self.dataset, "commit": git_commit(),

@@ -7,12 +7,18 @@ from typing import Any
 from .base import ClientContext, FineTune, LocalBatch, Needs, Params, Strategy, weighted_average
 from .centralized import Centralized
 from .fedavg import FedAvg
+from .fedbabu import FedBABU
 from .fedprox import FedProx
+from .fedshibu import FedAvgCRSM, FedSHIBU, LocalOnly
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "fedavg": FedAvg,
     "fedprox": FedProx,
     "centralized": Centralized,
+    "fedbabu": FedBABU,
+    "fedshibu": FedSHIBU,
+    "fedavg_crsm": FedAvgCRSM,
+    "local_only": LocalOnly,
 }
 
 

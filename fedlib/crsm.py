@@ -1,0 +1,86 @@
+"""Client representation similarity (FedSHIBU): the CRSM and the similarity-weighted aggregation it drives.
+
+FedSHIBU (Algorithm 3, CRSMAggregation): each client uploads D̂_i, its extractor's representations of a random
+subset of its own data; ``CRSM[i, j] = SimMet(D̂_i, D̂_j)`` (linear or RBF CKA); client i's new extractor is
+``Σ_j CRSM[i, j] / Σ_j' CRSM[i, j'] · θ_j``. Everything here is batched on the device: one all-pairs CKA call
+(:func:`fedlib.kernels.cka_matrix`) for the matrix, one ``einsum`` per tensor for all clients' models.
+
+The paper's D̂_i come from each client's *own* samples, so rows of D̂_i and D̂_j are different images ("unpaired";
+CKA compares the two sets' similarity structures). The ``paired`` variant evaluates every client's extractor on
+one shared probe batch instead (the usual CKA setting).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .kernels import cka_matrix
+from .params import Params
+
+__all__ = ["SIMS", "crsm", "group_crsm", "row_weights", "mix", "label_overlap", "offdiag_corr"]
+
+SIMS = ("linear", "rbf", "uniform")
+
+
+def crsm(features: list[Tensor], sim: str = "linear", threshold: float = 0.5) -> Tensor:
+    """The (m, m) float64 CRSM of ``m`` clients' representations (each (n_i, d)). Unpaired representations of
+    different sizes are cut to the smallest n. ``sim="uniform"``: all ones (FedSHIBU reduces to FedBABU);
+    ``threshold``: the RBF bandwidth as a multiple of the median distance (Kornblith et al. 2019)."""
+    if sim not in SIMS:
+        raise ValueError(f"Unknown CRSM similarity {sim!r}; valid: {SIMS}.")
+    m = len(features)
+    if sim == "uniform":
+        return torch.ones(m, m, dtype=torch.float64, device=features[0].device)
+    n = min(len(f) for f in features)
+    if n < 2:
+        raise ValueError(f"CRSM needs at least 2 samples per client, got {n}.")
+    return cka_matrix([f[:n] for f in features], kind=sim, threshold=threshold)
+
+
+def row_weights(S: Tensor) -> Tensor:
+    """Each row of a CRSM normalized to sum to 1 (CKA is non-negative; negatives from rounding are clipped)."""
+    S = S.clamp_min(0)
+    return S / S.sum(1, keepdim=True).clamp_min(torch.finfo(S.dtype).tiny)
+
+
+def mix(models: list[Params], W: Tensor, names: list[str] | tuple[str, ...]) -> list[Params]:
+    """``out[i][k] = Σ_j W[i, j] · models[j][k]`` for every name ``k`` in ``names``: one batched product per
+    tensor. Integer tensors (BatchNorm's ``num_batches_tracked``) are mixed and rounded."""
+    out: list[Params] = [{} for _ in models]
+    for k in names:
+        stacked = torch.stack([m[k] for m in models])
+        ref = stacked[0]
+        w = W.to(device=stacked.device, dtype=ref.dtype if ref.is_floating_point() else torch.float64)
+        mixed = torch.einsum("ij,j...->i...", w, stacked if ref.is_floating_point() else stacked.to(w.dtype))
+        if not ref.is_floating_point():
+            mixed = mixed.round().to(ref.dtype)
+        for i in range(len(models)):
+            out[i][k] = mixed[i]
+    return out
+
+
+def group_crsm(cids: list[int], groups: list[list[int]]) -> Tensor:
+    """The oracle CRSM of FedSHIBU Fig. 1: 1 between clients of the same group, 0 otherwise (float64)."""
+    where = {c: g for g, members in enumerate(groups) for c in members}
+    missing = [c for c in cids if c not in where]
+    if missing:
+        raise ValueError(f"clients {missing} are in no group of {groups}.")
+    g = torch.tensor([where[c] for c in cids])
+    return (g[:, None] == g[None, :]).to(torch.float64)
+
+
+def label_overlap(counts: Tensor) -> Tensor:
+    """Cosine similarity of clients' label histograms (``counts``: clients × classes): 1 for the same label mix,
+    0 for disjoint labels. What a CRSM should find if it tracks data similarity (FedSHIBU Fig. 3)."""
+    c = counts.to(torch.float64)
+    c = c / c.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return c @ c.T
+
+
+def offdiag_corr(a: Tensor, b: Tensor) -> float:
+    """Pearson correlation of the off-diagonal entries of two square matrices."""
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    off = ~torch.eye(len(a), dtype=torch.bool)
+    x, y = a[off] - a[off].mean(), b[off] - b[off].mean()
+    return float((x * y).sum() / (x.norm() * y.norm()).clamp_min(1e-300))
