@@ -1,0 +1,89 @@
+"""The server and evaluation costs of FedSHIBU next to its local training, per round.
+
+    python benchmarks/personalized.py [--device cpu|cuda] [--clients 100] [--reps 3] [--executor auto]
+
+One FedSHIBU round in the paper's shape (100 clients, full participation, shards s = 5, batch 50, one local
+epoch) on Fashion-MNIST (the FedIntR CNN on a CPU; ``--model resnet18`` for the paper's network on a GPU). Timed
+separately, in the same process:
+
+* ``local training`` — every client's local epoch (the executor ``--executor`` picks);
+* ``representations`` — every client's D̂_i (its body's output on n = 100 of its own samples);
+* ``CRSM + mixing`` — the all-pairs CKA matrix (one batched call) and every client's body (one weighted sum per
+  tensor);
+* ``head fine-tuning`` — every client's 5-epoch head fine-tuning before its personalized evaluation (FedBABU's).
+
+Ratios are to local training (medians over ``--reps``). Aggregation runs once a round and must stay small next to
+local training; fine-tuning runs at every personalized evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fedlib.config import preset  # noqa: E402
+from fedlib.crsm import crsm, mix, row_weights  # noqa: E402
+from fedlib.engine import Engine  # noqa: E402
+from fedlib.results import device_name, git_commit  # noqa: E402
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--clients", type=int, default=100)
+    ap.add_argument("--model", default="intr_cnn")
+    ap.add_argument("--executor", default="auto")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    print(f"fedlib personalized-aggregation benchmark — {datetime.date.today()}, commit {git_commit()}, torch "
+          f"{torch.__version__}, {device_name(dev)}, {a.clients} clients, model {a.model}, reps={a.reps}\n")
+    cfg = preset("fedshibu", "paper", dataset="fmnist", model=a.model, num_clients=a.clients, rounds=2,
+                 device=a.device, executor=a.executor, lr=0.01)
+    eng = Engine(cfg, progress=False)
+    strat, g = eng.strategy, eng.global_params
+    ctxs = [eng.context(c, 0) for c in range(eng.n_clients)]
+    starts = [strat.client_start(c, g) for c in ctxs]
+    times: dict[str, list[float]] = {k: [] for k in ("local training", "representations", "CRSM + mixing",
+                                                     "head fine-tuning")}
+
+    def timed(name: str, fn):
+        _sync(dev)
+        t0 = time.perf_counter()
+        out = fn()
+        _sync(dev)
+        times[name].append(time.perf_counter() - t0)
+        return out
+
+    eng.train(ctxs[:1], starts[:1])  # warm-up
+    for _ in range(a.reps):
+        results = timed("local training", lambda: eng.train(ctxs, starts))
+        uploads = [r.params for r in results]
+        feats = timed("representations", lambda: [c.features(p, (strat._tap,), strat.n)[0]
+                                                  for c, p in zip(ctxs, uploads)])
+        timed("CRSM + mixing", lambda: mix(uploads, row_weights(crsm(feats, "linear")), strat._names))
+        timed("head fine-tuning", lambda: eng.personalize(list(range(eng.n_clients))))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"executor: {eng.executor_name} (training), fine-tuning: {eng._finetune_executor.name}\n")
+    print("| step | s / round | vs local training |")
+    print("|:--|--:|--:|")
+    for k, v in med.items():
+        print(f"| {k} | {v:.3f} | {v / med['local training']:.3f}x |")
+    print("\nIndividual runs (s): " + "; ".join(f"{k} " + "/".join(f"{t:.2f}" for t in v) for k, v in times.items()))
+
+
+if __name__ == "__main__":
+    main()
