@@ -311,6 +311,11 @@ _RULES: dict[str, Any] = {
 }
 
 
+def field_problem(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` as Config field ``name`` and how to fix it; None if it is valid."""
+    return _RULES[name](value)
+
+
 def _problems(cfg: Config) -> list[tuple[str, str]]:
     """``(field, message)`` for every field that breaks its rule."""
     out = []
