@@ -20,7 +20,6 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 import pandas as pd
 
 from .config import SCALES, field_problem
@@ -68,10 +67,14 @@ def check_params(**params: Any) -> None:
 
 
 def compare(paper: Mapping[str, float], ours: Mapping[str, float], unit: str = "%") -> pd.DataFrame:
-    """The paper's numbers beside ours with the difference (ours − paper)."""
+    """The paper's numbers beside ours with the difference (ours − paper). Every paper setting needs ours."""
+    missing = [k for k in paper if k not in ours]
+    if missing:
+        raise ValueError(f"compare: no value of ours for {missing}; ours has {sorted(ours)}. Use the paper's "
+                         f"setting names as keys.")
     rows = []
     for k in paper:
-        p, o = float(paper[k]), float(ours.get(k, np.nan))
+        p, o = float(paper[k]), float(ours[k])
         rows.append({"setting": k, f"paper ({unit})": p, f"ours ({unit})": round(o, 2), "diff": round(o - p, 2)})
     return pd.DataFrame(rows).set_index("setting")
 

@@ -61,3 +61,11 @@ def test_a_notebook_run_with_scale_huge_stops_before_any_work(nb_path, monkeypat
     ns["scale"] = "huge"  # what papermill's injected-parameters cell does
     with pytest.raises(ValueError, match="scale='huge'"):
         exec(next_src, ns)
+
+
+def test_compare_refuses_a_missing_setting_instead_of_a_nan_row():
+    from fedlib.report import compare
+
+    assert compare({"FedAvg": 88.9}, {"FedAvg": 88.0}).loc["FedAvg", "diff"] == -0.9
+    with pytest.raises(ValueError, match="FedProx"):
+        compare({"FedAvg": 88.9, "FedProx": 88.95}, {"FedAvg": 88.0, "Fedprox": 87.0})
