@@ -316,6 +316,21 @@ def field_problem(name: str, value: Any) -> str | None:
     return _RULES[name](value)
 
 
+def device_problem(device: str) -> str | None:
+    """Why a valid device string cannot run on this machine (e.g. CUDA absent); None if it can."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda" and not torch.cuda.is_available():
+        return "CUDA is not available on this machine; use device='cpu'"
+    if kind == "cuda" and torch.device(device).index is not None and torch.device(device).index >= \
+            torch.cuda.device_count():
+        return f"this machine has {torch.cuda.device_count()} CUDA device(s); use e.g. device='cuda:0'"
+    if kind == "mps" and not torch.backends.mps.is_available():
+        return "MPS is not available on this machine; use device='cpu'"
+    return None
+
+
 def _problems(cfg: Config) -> list[tuple[str, str]]:
     """``(field, message)`` for every field that breaks its rule."""
     out = []

@@ -22,22 +22,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from .config import SCALES, field_problem
+from .config import SCALES, device_problem, field_problem
 from .results import DEFAULT_ROOT, atomic_write_text, git_commit
-
-
-def _device_available(v: Any) -> str | None:
-    import torch
-
-    why = field_problem("device", v)
-    if why is not None:
-        return why
-    kind = torch.device(v).type
-    if kind == "cuda" and not torch.cuda.is_available():
-        return "CUDA is not available on this machine; use device='cpu'"
-    if kind == "mps" and not torch.backends.mps.is_available():
-        return "MPS is not available on this machine; use device='cpu'"
-    return None
 
 
 def _n_eval(v: Any) -> str | None:
@@ -48,7 +34,7 @@ def _n_eval(v: Any) -> str | None:
 _PARAM_RULES = {
     "scale": lambda v: None if v in SCALES else f"not one of the valid scales: {', '.join(map(repr, SCALES))}",
     "dataset": lambda v: field_problem("dataset", v),
-    "device": _device_available,
+    "device": lambda v: field_problem("device", v) or device_problem(v),
     "seed": lambda v: field_problem("seed", v),
     "executor": lambda v: field_problem("executor", v),
     "n_eval": _n_eval,

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from . import __version__
-from .config import Config
+from .config import Config, device_problem
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parent.parent / "results"))
 
@@ -308,6 +308,8 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     store = store or Store()
     cfg = cfg.validate()
     key = cfg.key()
+    if (why := device_problem(cfg.device)) is not None:
+        raise ValueError(f"Config device {cfg.device!r}: {why}.")
     if save:
         store.clean_temp()
     if not recompute and save:

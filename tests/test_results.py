@@ -11,8 +11,10 @@ import time
 import warnings
 
 import pytest
+import torch
 
 from fedlib.config import Config
+from fedlib.report import check_params
 from fedlib.results import (CorruptRecordError, Record, Store, StoreNotWritableError, atomic_write,
                             learning_warnings, run)
 
@@ -161,3 +163,11 @@ def test_a_run_that_never_learns_is_flagged(tmp_path, mini_data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         run(cfg.replace(lr=0.1, batch_size=32), store=Store(tmp_path), data=mini_data, progress=False)  # learns
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_cuda_config_on_a_machine_without_cuda_fails_with_the_fix(tmp_path, mini_data):
+    with pytest.raises(ValueError, match=r"CUDA is not available.*device='cpu'"):
+        run(mini(device="cuda"), store=Store(tmp_path), data=mini_data, progress=False)
+    with pytest.raises(ValueError, match=r"device='cuda'.*CUDA is not available"):
+        check_params(device="cuda")
