@@ -171,3 +171,18 @@ def test_random_configs_validate_or_raise_one_error_naming_each_bad_field(change
                 assert not isinstance(value, bool) and math.isfinite(value)
             if type(default) is bool:
                 assert type(value) is bool
+
+
+@pytest.mark.parametrize("field,value", [
+    ("dataset", "Fashion-MNIST"),  # an alias load_dataset accepts
+    ("lr_milestones", [0.5, 0.75]),  # a list, as JSON gives it back
+    ("seed", 2**63 - 1),
+    ("lr", 10),  # an int is a number; a learning rate this high is flagged after the run, not refused
+    ("n_train", 10**9),  # more than the split holds: the whole split (FedDataset.subset)
+    ("sample_fraction", 1e-9),  # at least one client is sampled (engine.sample_clients)
+    ("eval_every", 1000),  # the last round is always evaluated
+    ("batch_size", 10**6),  # a client smaller than a batch takes one smaller step
+    ("device", "cuda:1"),  # a valid name; whether this machine has it is checked when a run starts
+])
+def test_unusual_but_meaningful_values_are_accepted(field, value):
+    Config(**{field: value}).validate()
