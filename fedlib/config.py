@@ -4,6 +4,10 @@ An experiment is a :class:`Config`; ``fedlib.results.run(cfg)`` turns it into a 
 change a number is part of the config's identity (:meth:`Config.key`); fields that only say *where* or *how fast*
 it runs (device, executor, checkpointing) are not, and are recorded as provenance instead.
 
+:meth:`Config.validate` checks every field (types too: an ``int`` field takes no float, bool or string) and
+raises one :class:`ConfigError` naming each bad field, its value and the fix; :meth:`Config.from_dict`,
+:meth:`Config.replace` and :func:`preset` reject unknown keys instead of dropping them (docs/bad-inputs.md).
+
 Presets reproduce each paper's setup at three scales:
 
 * ``paper`` — the paper's exact setup (rounds, epochs, batch, optimizer), for a GPU;
@@ -16,14 +20,34 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 SCALES = ("smoke", "quick", "paper")
+EXECUTORS = ("auto", "sequential", "vectorized")
+PRECISIONS = ("fp32", "bf16")
+OPTIMIZERS = ("sgd", "adam")  # fallback; the engine's optimizer registry is the source of truth
+DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 # Fields that describe where/how a run executes, not what it computes.
 EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "chunk_size", "compile",
                               "cuda_graph"})
+
+
+class ConfigError(ValueError, TypeError):
+    """An invalid or unknown :class:`Config` field. The message names each field, its bad value and the fix;
+    ``fields`` lists the fields. A ``ValueError`` (and, for callers of ``replace``, a ``TypeError``)."""
+
+    def __init__(self, message: str, fields: list[str]) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
+# Keys of records written by older versions, applied by ``Config.from_dict(d, migrate=True)`` (reading stored
+# records). Renamed: old key -> current field. Dropped: keys whose field was removed (their value is ignored).
+_RENAMED: dict[str, str] = {}
+_DROPPED: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -74,10 +98,19 @@ class Config:
     cuda_graph: bool = False
     label: str = ""
 
+    def __post_init__(self) -> None:
+        # numpy scalars (a sweep over np.arange) become Python ones: json would hash np.int64(10) as the string "10"
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", None) == 0:
+                object.__setattr__(self, f.name, v.item())
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
     def replace(self, **changes: Any) -> "Config":
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            raise TypeError(f"Config has no field(s) {sorted(unknown)}; valid fields: {sorted(self.identity())}")
+        _reject_unknown(changes, "Config.replace")
         return dataclasses.replace(self, **changes)
 
     def identity(self) -> dict[str, Any]:
@@ -94,31 +127,219 @@ class Config:
         return json.loads(json.dumps(dataclasses.asdict(self), default=_jsonable))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Config":
+    def from_dict(cls, d: dict[str, Any], *, migrate: bool = False) -> "Config":
+        """The config of ``d`` (as :meth:`to_dict` writes it). Unknown keys raise :class:`ConfigError`.
+
+        ``migrate=True`` (used when reading stored records) first renames the keys of older versions listed in
+        ``_RENAMED`` and drops those in ``_DROPPED``; a migrated config may hash to a different :meth:`key`.
+        """
         d = dict(d)
-        if "lr_milestones" in d:
+        if migrate:
+            for old, new in _RENAMED.items():
+                if old in d:
+                    if new in d:
+                        raise ConfigError(f"Config record has both {old!r} and its new name {new!r}; keep one.",
+                                          [old, new])
+                    d[new] = d.pop(old)
+            d = {k: v for k, v in d.items() if k not in _DROPPED}
+        _reject_unknown(d, "Config.from_dict")
+        if isinstance(d.get("lr_milestones"), list):
             d["lr_milestones"] = tuple(d["lr_milestones"])
-        return cls(**{k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}})
+        return cls(**d)
 
     def validate(self) -> "Config":
-        """Raise one clear error for impossible settings."""
-        checks = [
-            (self.num_clients >= 1, "num_clients must be >= 1"),
-            (0 < self.sample_fraction <= 1, "sample_fraction must be in (0, 1]"),
-            (self.rounds >= 1, "rounds must be >= 1"),
-            (self.local_epochs >= 1, "local_epochs must be >= 1"),
-            (self.batch_size >= 1, "batch_size must be >= 1"),
-            (self.lr >= 0, "lr must be >= 0"),
-            (self.eval_every >= 1, "eval_every must be >= 1"),
-            (all(0 < m <= 1 for m in self.lr_milestones), "lr_milestones are fractions of rounds in (0, 1]"),
-            (self.executor in ("auto", "sequential", "vectorized"),
-             f"executor {self.executor!r} is not one of 'auto', 'sequential', 'vectorized'"),
-            (self.precision in ("fp32", "bf16"), f"precision {self.precision!r} is not one of 'fp32', 'bf16'"),
-        ]
-        for ok, msg in checks:
-            if not ok:
-                raise ValueError(f"Invalid config: {msg}.")
+        """Return ``self`` if every field is usable, else raise one :class:`ConfigError` naming every bad field,
+        its value and the fix (before any data is loaded or any round is trained)."""
+        problems = _problems(self)
+        if problems:
+            msg = "Invalid config:\n  - " + "\n  - ".join(m for _, m in problems)
+            raise ConfigError(msg, [f for f, _ in problems])
         return self
+
+
+def _reject_unknown(d: dict[str, Any], where: str) -> None:
+    valid = Config.field_names()
+    unknown = sorted(set(d) - set(valid))
+    if unknown:
+        hints = [f"{u!r} (did you mean {m!r}?)" if (m := _closest(u, valid)) else repr(u) for u in unknown]
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(hints)}. Valid fields: {', '.join(valid)}.",
+                          unknown)
+
+
+def _closest(name: str, valid: list[str]) -> str | None:
+    import difflib
+
+    m = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
+    return m[0] if m else None
+
+
+# --------------------------------------------------------------------------------------------- validation
+# Each rule returns None (fine) or what is wrong and how to fix it; ConfigError prefixes "field=value: ".
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _int_rule(lo: int, example: int, *, optional: bool = False, hi: int | None = None,  # noqa: ANN202
+              hi_text: str = ""):
+    def rule(v: Any) -> str | None:
+        if v is None and optional:
+            return None
+        if not _is_int(v):
+            kind = "a bool" if isinstance(v, bool) else f"a {type(v).__name__}"
+            return (f"must be a whole number (int) >= {lo}{' or None' if optional else ''}, not {kind}; "
+                    f"write e.g. {example}")
+        if v < lo or (hi is not None and v >= hi):
+            return f"must be >= {lo}" + (f" and < {hi_text or hi}" if hi is not None else "") + f"; e.g. {example}"
+        return None
+    return rule
+
+
+def _real_rule(lo: float, hi: float, lo_open: bool, hi_open: bool, example: float):  # noqa: ANN202
+    rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+
+    def rule(v: Any) -> str | None:
+        if not _is_real(v):
+            return f"must be a number in {rng}, not {'a bool' if isinstance(v, bool) else type(v).__name__}"
+        if not math.isfinite(v) and not (v == hi == math.inf and not hi_open):
+            return f"must be a finite number in {rng}; e.g. {example}"
+        if v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
+            return f"must be in {rng}; e.g. {example}"
+        return None
+    return rule
+
+
+def _choice_rule(choices: Any, plural: str, *, optional: bool = False, normalize: Any = None):  # noqa: ANN202
+    def rule(v: Any) -> str | None:
+        if v is None and optional:
+            return None
+        opts = choices() if callable(choices) else choices
+        key = normalize(v) if (normalize and isinstance(v, str)) else v
+        if not isinstance(v, str) or key not in opts:
+            return f"not one of the valid {plural}: {', '.join(map(repr, opts))}{' (or None)' if optional else ''}"
+        return None
+    return rule
+
+
+def _type_rule(tp: type, what: str):  # noqa: ANN202
+    def rule(v: Any) -> str | None:
+        return None if isinstance(v, tp) else f"must be {what}"
+    return rule
+
+
+def _kw_rule(v: Any) -> str | None:
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        return "must be a dict with str keys, e.g. {} or {'beta': 0.5}"
+    return None
+
+
+def _milestones_rule(v: Any) -> str | None:
+    if not isinstance(v, (tuple, list)) or not all(_is_real(m) and 0 < m <= 1 for m in v):
+        return "must be a tuple of fractions of `rounds` in (0, 1], e.g. (0.5, 0.75)"
+    return None
+
+
+def _device_rule(v: Any) -> str | None:
+    import torch
+
+    try:
+        ok = isinstance(v, str) and torch.device(v).type in DEVICE_TYPES
+    except (RuntimeError, ValueError):
+        ok = False
+    return None if ok else f"must be a device string: {', '.join(DEVICE_TYPES)}, or e.g. 'cuda:0'"
+
+
+def _registry(module: str, name: str):  # noqa: ANN202
+    def get() -> tuple[str, ...]:
+        import importlib
+
+        return tuple(getattr(importlib.import_module(f"fedlib.{module}"), name))
+    return get
+
+
+def _optimizers() -> tuple[str, ...]:
+    from . import engine
+
+    reg = getattr(engine, "OPTIMIZERS", None) or getattr(engine, "_OPTIMIZERS", None) or OPTIMIZERS
+    return tuple(reg)
+
+
+def _dataset_key(v: str) -> str:
+    from .data import _ALIASES
+
+    return _ALIASES.get(v.lower(), v.lower())
+
+
+_RULES: dict[str, Any] = {
+    "dataset": _choice_rule(_registry("data", "DATASETS"), "datasets", normalize=_dataset_key),
+    "model": _choice_rule(_registry("models", "MODELS"), "models"),
+    "model_kw": _kw_rule,
+    "strategy": _choice_rule(_registry("strategies", "STRATEGIES"), "strategies"),
+    "strategy_kw": _kw_rule,
+    "partition": _choice_rule(_registry("partition", "SCHEMES"), "partition schemes"),
+    "partition_kw": _kw_rule,
+    "num_clients": _int_rule(1, 10),
+    "sample_fraction": _real_rule(0, 1, True, False, 0.1),
+    "rounds": _int_rule(1, 100),
+    "local_epochs": _int_rule(1, 10),
+    "batch_size": _int_rule(1, 64),
+    "optimizer": _choice_rule(_optimizers, "optimizers"),
+    "lr": _real_rule(0, math.inf, False, True, 0.01),
+    "momentum": _real_rule(0, 1, False, True, 0.9),
+    "weight_decay": _real_rule(0, math.inf, False, True, 1e-5),
+    "lr_milestones": _milestones_rule,
+    "lr_gamma": _real_rule(0, math.inf, True, True, 0.1),
+    "augment": _choice_rule(_registry("data", "AUGMENTATIONS"), "augmentations", optional=True),
+    "drop_last": _type_rule(bool, "True or False"),
+    "n_train": _int_rule(1, 1200, optional=True),
+    "n_test": _int_rule(1, 400, optional=True),  # 0 test samples would make every accuracy NaN
+    "eval_every": _int_rule(1, 1),
+    "personal_eval": _type_rule(bool, "True or False"),
+    "seed": _int_rule(0, 0, hi=2**63, hi_text="2**63"),
+    "precision": _choice_rule(PRECISIONS, "precisions"),
+    "device": _device_rule,
+    "executor": _choice_rule(EXECUTORS, "executors"),
+    "chunk_size": _int_rule(1, 8, optional=True),  # clients per vectorized chunk
+    "checkpoint_every": _int_rule(0, 10),
+    "compile": _type_rule(bool, "True or False"),
+    "cuda_graph": _type_rule(bool, "True or False"),
+    "label": _type_rule(str, "a string"),
+}
+
+
+def field_problem(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` as Config field ``name`` and how to fix it; None if it is valid."""
+    return _RULES[name](value)
+
+
+def device_problem(device: str) -> str | None:
+    """Why a valid device string cannot run on this machine (e.g. CUDA absent); None if it can."""
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cuda" and not torch.cuda.is_available():
+        return "CUDA is not available on this machine; use device='cpu'"
+    if kind == "cuda" and torch.device(device).index is not None and torch.device(device).index >= \
+            torch.cuda.device_count():
+        return f"this machine has {torch.cuda.device_count()} CUDA device(s); use e.g. device='cuda:0'"
+    if kind == "mps" and not torch.backends.mps.is_available():
+        return "MPS is not available on this machine; use device='cpu'"
+    return None
+
+
+def _problems(cfg: Config) -> list[tuple[str, str]]:
+    """``(field, message)`` for every field that breaks its rule."""
+    out = []
+    for name in Config.field_names():
+        v = getattr(cfg, name)
+        why = _RULES[name](v)
+        if why is not None:
+            out.append((name, f"{name} {v!r}: {why}."))
+    return out
 
 
 def _jsonable(o: Any) -> Any:
@@ -200,5 +421,6 @@ def preset(paper: str, scale: str = "paper", **overrides: Any) -> Config:
     if scale != "paper":
         base.update(_SCALE[paper][scale])
     base["label"] = f"{paper}/{scale}"
+    _reject_unknown(overrides, f"preset({paper!r})")
     base.update(overrides)
     return Config(**base).validate()

@@ -12,6 +12,10 @@ Where the files are looked for, in order (:func:`load_dataset`):
 3. torchvision's downloader, into the data root (``download=True``; Tiny ImageNet has none);
 4. otherwise one :class:`DatasetNotFoundError` naming every place tried and how to get the files.
 
+A failed download removes the folders it created (no empty ``./data`` is left behind). A file that exists but cannot
+be parsed (truncated, bit-flipped, an HTML error page saved under the archive's name) raises
+:class:`CorruptDataError` naming the file and the fix.
+
 Formats (all parsed here; torchvision's dataset classes are only used to download, because they refuse any file
 whose md5 differs from the official archive's):
 
@@ -36,6 +40,7 @@ import dataclasses
 import gzip
 import os
 import pickle
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +52,7 @@ from torch import Tensor
 
 __all__ = [
     "DATASETS", "NORMALIZATION", "DEFAULT_AUGMENT", "AUGMENTATIONS", "FedDataset", "DatasetNotFoundError",
-    "load_dataset", "augment_batch", "synthetic", "clear_cache", "data_root",
+    "CorruptDataError", "load_dataset", "augment_batch", "synthetic", "clear_cache", "data_root",
 ]
 
 DATASETS = ("fmnist", "cifar10", "cifar100", "svhn", "tinyimagenet", "synthetic")
@@ -88,6 +93,24 @@ _FMNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sanda
 
 class DatasetNotFoundError(FileNotFoundError):
     """The dataset's files were found nowhere; the message says where fedlib looked and how to get them."""
+
+
+class CorruptDataError(ValueError):
+    """A dataset file exists but cannot be parsed; the message names the file and how to replace it."""
+
+
+def _corrupt(path: Path, problem: str, cause: BaseException | None = None) -> CorruptDataError:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256).lstrip().lower()
+    except OSError:
+        head = b""
+    why = (" It is an HTML page, not the data: a download that saved an error or login page."
+           if head.startswith((b"<!doctype html", b"<html", b"<?xml", b"<head")) else "")
+    detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+    return CorruptDataError(f"{path}: {problem}{detail}.{why} The file is damaged or incomplete: delete it and get "
+                            f"it again (load_dataset(..., download=True) fetches missing files; see the "
+                            f"dataset's instructions in help(fedlib.data)).")
 
 
 # ------------------------------------------------------------------------------------------------ FedDataset
@@ -267,10 +290,29 @@ def _not_found(name: str, tried: list[str], how: str, cause: BaseException | Non
     return DatasetNotFoundError(msg)
 
 
-def _try_download(fn: Callable[[], None], name: str, tried: list[str], how: str) -> None:
+def _folders(root: Path, depth: int = 3) -> set[Path]:
+    """``root`` and its sub-folders down to ``depth`` levels (symlinks not followed)."""
+    out: set[Path] = set()
+    level = [root] if root.is_dir() else []
+    for _ in range(depth + 1):
+        out.update(level)
+        level = [c for d in level for c in d.iterdir() if c.is_dir() and not c.is_symlink()]
+    return out
+
+
+def _try_download(fn: Callable[[], None], name: str, tried: list[str], how: str, root: Path) -> None:
+    """Run the downloader ``fn``; on failure remove the empty folders it created (``root`` included) and raise
+    :class:`DatasetNotFoundError`."""
+    missing = {p for p in (root, *root.parents) if not p.exists()}
+    before = _folders(root)
     try:
         fn()
     except Exception as e:  # network, DNS, checksum, disk: all mean "files not available"
+        for d in sorted((_folders(root) - before) | missing, key=lambda p: len(p.parts), reverse=True):
+            try:
+                d.rmdir()  # only empty folders go; partial downloads are kept (torchvision checks their md5)
+            except OSError:
+                pass
         raise _not_found(name, tried, how, e) from e
 
 
@@ -283,15 +325,20 @@ _IDX_FILES = {"x_train": "train-images-idx3-ubyte", "y_train": "train-labels-idx
 def _read_idx(path: Path) -> np.ndarray:
     """Parse an idx file (optionally gzipped): magic 0,0,dtype,ndim then ndim big-endian int32 sizes."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        buf = f.read()
+    try:
+        with opener(path, "rb") as f:
+            buf = f.read()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise _corrupt(path, "cannot be decompressed", e) from e
     if len(buf) < 4 or buf[0] != 0 or buf[1] != 0 or buf[2] != 0x08:
-        raise ValueError(f"{path} is not a uint8 idx file.")
+        raise _corrupt(path, "is not a uint8 idx file (wrong magic number)")
     ndim = buf[3]
+    if len(buf) < 4 + 4 * ndim:
+        raise _corrupt(path, "ends inside its idx header")
     dims = np.frombuffer(buf, dtype=">i4", count=ndim, offset=4).astype(np.int64)
     data = np.frombuffer(buf, dtype=np.uint8, offset=4 + 4 * ndim)
     if data.size != int(np.prod(dims)):
-        raise ValueError(f"{path}: idx header says {tuple(dims)} but holds {data.size} values (truncated file?).")
+        raise _corrupt(path, f"the idx header says {tuple(dims)} but the file holds {data.size} values (truncated?)")
     return data.reshape(tuple(dims))
 
 
@@ -321,7 +368,7 @@ def _load_fmnist(root: Path, download: bool) -> _Raw:
             FashionMNIST(str(root), train=True, download=True)
             FashionMNIST(str(root), train=False, download=True)
         tried.append(f"torchvision download into {root}/FashionMNIST/raw")
-        _try_download(dl, "fmnist", tried, how)
+        _try_download(dl, "fmnist", tried, how, root)
         files = _find_idx(root / "FashionMNIST" / "raw")
     if files is None:
         raise _not_found("fmnist", tried, how)
@@ -343,8 +390,15 @@ _CIFAR = {
 
 
 def _unpickle(path: Path) -> dict:
-    with open(path, "rb") as f:
-        d = pickle.load(f, encoding="latin1")
+    try:
+        with open(path, "rb") as f:
+            d = pickle.load(f, encoding="latin1")
+    except (PermissionError, FileNotFoundError, IsADirectoryError, MemoryError):
+        raise
+    except Exception as e:  # garbage makes pickle raise almost anything
+        raise _corrupt(path, "is not a readable CIFAR pickle", e) from e
+    if not isinstance(d, dict):
+        raise _corrupt(path, f"holds a {type(d).__name__}, not a CIFAR batch dict")
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
 
 
@@ -352,9 +406,12 @@ def _read_cifar_batches(folder: Path, files: list[str], label_key: str) -> tuple
     xs, ys = [], []
     for fn in files:
         d = _unpickle(folder / fn)
-        data = np.asarray(d["data"], dtype=np.uint8)
-        xs.append(data.reshape(-1, 3, 32, 32))  # rows are 1024 R, 1024 G, 1024 B values, row-major 32×32
-        ys.append(np.asarray(d[label_key], dtype=np.int64))
+        try:
+            data = np.asarray(d["data"], dtype=np.uint8)
+            xs.append(data.reshape(-1, 3, 32, 32))  # rows are 1024 R, 1024 G, 1024 B values, row-major 32×32
+            ys.append(np.asarray(d[label_key], dtype=np.int64))
+        except (KeyError, ValueError, TypeError) as e:
+            raise _corrupt(folder / fn, "is not a CIFAR batch (no 'data' / labels of the expected shape)", e) from e
     return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -375,7 +432,7 @@ def _load_cifar(name: str, root: Path, download: bool) -> _Raw:
             root.mkdir(parents=True, exist_ok=True)
             getattr(tvd, spec["tv"])(str(root), train=True, download=True)
         tried.append(f"torchvision download into {root}")
-        _try_download(dl, name, tried, how)
+        _try_download(dl, name, tried, how, root)
     if not present():
         raise _not_found(name, tried, how)
     x_tr, y_tr = _read_cifar_batches(folder, spec["train"], spec["label_key"])
@@ -390,9 +447,14 @@ def _load_cifar(name: str, root: Path, download: bool) -> _Raw:
 
 def _read_svhn(path: Path) -> tuple[np.ndarray, np.ndarray]:
     import scipy.io
-    m = scipy.io.loadmat(str(path))
-    x = np.transpose(np.asarray(m["X"], dtype=np.uint8), (3, 2, 0, 1))  # (H, W, C, N) → (N, C, H, W)
-    y = np.asarray(m["y"], dtype=np.int64).reshape(-1)
+    try:
+        m = scipy.io.loadmat(str(path))
+        x = np.transpose(np.asarray(m["X"], dtype=np.uint8), (3, 2, 0, 1))  # (H, W, C, N) → (N, C, H, W)
+        y = np.asarray(m["y"], dtype=np.int64).reshape(-1)
+    except (PermissionError, FileNotFoundError, IsADirectoryError, MemoryError):
+        raise
+    except Exception as e:  # scipy's MatReadError, ValueError, TypeError, KeyError ...
+        raise _corrupt(path, "is not a readable SVHN .mat file (format 2, with X and y)", e) from e
     y[y == 10] = 0  # SVHN stores digit 0 as label 10
     return np.ascontiguousarray(x), y
 
@@ -410,7 +472,7 @@ def _load_svhn(root: Path, download: bool) -> _Raw:
                 if not (root / f"{split}_32x32.mat").is_file():
                     SVHN(str(root), split=split, download=True)
         tried.append(f"torchvision download into {root}")
-        _try_download(dl, "svhn", tried, how)
+        _try_download(dl, "svhn", tried, how, root)
     if not all(p.is_file() for p in paths):
         raise _not_found("svhn", tried, how)
     x_tr, y_tr = _read_svhn(paths[0])

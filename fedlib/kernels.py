@@ -26,6 +26,9 @@ Conventions (documented choices):
       per batch (the estimator divides by n(n-3)); smaller n raises ``ValueError``.
     * Spectral metrics of an all-zero / empty spectrum are 0 (entropy, effective rank, stable rank,
       condition number), never NaN.
+    * Non-finite input (NaN or +-inf, e.g. the activations of a diverged model) raises ``ValueError`` naming
+      the input, in every public kernel: no kernel turns it into a plausible number. Inside ``torch.compile``
+      or CUDA-graph capture the check (a device sync) is skipped and the caller owns it.
 """
 
 from __future__ import annotations
@@ -95,12 +98,26 @@ def no_tf32() -> Iterator[None]:
             matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_l
 
 
+def _check_finite(x: Tensor, name: str) -> None:
+    """``ValueError`` if ``x`` holds NaN or +-inf (skipped while compiling or capturing a CUDA graph)."""
+    if torch.compiler.is_compiling() or (x.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return
+    finite = torch.isfinite(x) if x.is_floating_point() or x.is_complex() else None
+    if finite is not None and not bool(finite.all()):
+        bad = int((~finite).sum())
+        raise ValueError(
+            f"{name} has {bad} non-finite value(s) (NaN or inf) out of {x.numel()}; a diverged model or a "
+            "failed computation upstream produces these: check the input (torch.isfinite) before measuring it"
+        )
+
+
 def _as_2d(x: Tensor, dtype: torch.dtype | None, name: str = "x") -> Tensor:
     """Flatten to (n, -1) and cast (``dtype=None``: keep floating dtypes, promote others to float64)."""
     if not isinstance(x, Tensor):
         x = torch.as_tensor(x)
     if x.ndim == 0:
         raise ValueError(f"{name} must have a sample dimension, got a 0-d tensor")
+    _check_finite(x, name)
     x = x.reshape(x.shape[0], -1)
     if dtype is None:
         dtype = x.dtype if x.is_floating_point() else torch.float64
@@ -144,6 +161,7 @@ def center_gram(k: Tensor, *, unbiased: bool = False) -> Tensor:
     n = k.shape[0]
     if k.ndim != 2 or k.shape[1] != n:
         raise ValueError(f"Gram matrix must be square, got shape {tuple(k.shape)}")
+    _check_finite(k, "Gram matrix")
     if not unbiased:
         r = k.mean(dim=1, keepdim=True)
         c = k.mean(dim=0, keepdim=True)
@@ -320,6 +338,8 @@ def hsic1(k: Tensor, l: Tensor) -> Tensor:  # noqa: E741
         raise ValueError(f"K and L must be square and of equal shape, got {tuple(k.shape)}, {tuple(l.shape)}")
     n = k.shape[0]
     _check_n_unbiased(n)
+    _check_finite(k, "K")
+    _check_finite(l, "L")
     eye = torch.eye(n, dtype=torch.bool, device=k.device)
     kt = k.masked_fill(eye, 0.0)
     lt = l.masked_fill(eye, 0.0)
@@ -331,10 +351,10 @@ def hsic1(k: Tensor, l: Tensor) -> Tensor:  # noqa: E741
 
 
 def _rep_gram(
-    x: Tensor, kind: str, threshold: float, dtype: torch.dtype | None, eps: float | None
+    x: Tensor, kind: str, threshold: float, dtype: torch.dtype | None, eps: float | None, name: str = "x"
 ) -> tuple[Tensor, Tensor]:
     """Centered (or U-centered) Gram of one representation and its degeneracy flag."""
-    x = _as_2d(x, dtype)
+    x = _as_2d(x, dtype, name)
     xc, deg = _center_features(x, eps)
     if kind == "linear":
         g = _linear_gram(xc)
@@ -353,12 +373,13 @@ _KINDS = ("linear", "debiased", "rbf", "rbf_debiased")
 
 
 def _normalized_gram_stack(
-    reps: Sequence[Tensor], kind: str, threshold: float, dtype: torch.dtype | None, eps: float | None
+    reps: Sequence[Tensor], kind: str, threshold: float, dtype: torch.dtype | None, eps: float | None,
+    side: str = "reps", start: int = 0,
 ) -> Tensor:
     """(R, n*n) stack of centered Grams scaled to unit Frobenius norm (zero rows for degenerate reps)."""
     out: Tensor | None = None
     for i, r in enumerate(reps):
-        g, deg = _rep_gram(r, kind, threshold, dtype, eps)
+        g, deg = _rep_gram(r, kind, threshold, dtype, eps, f"{side}[{start + i}]")
         ss = (g * g).sum()
         ok = (~deg) & (ss > 0)
         scale = torch.where(ok, torch.rsqrt(torch.where(ok, ss, torch.ones_like(ss))), torch.zeros_like(ss))
@@ -412,12 +433,14 @@ def cka_matrix(
     out = torch.zeros(ra, rb, dtype=cdtype, device=device)
     with no_tf32():
         for i0 in range(0, ra, chunk):
-            ga = _normalized_gram_stack(reps_a[i0 : i0 + chunk], kind, threshold, cdtype, eps)
+            ga = _normalized_gram_stack(reps_a[i0 : i0 + chunk], kind, threshold, cdtype, eps, "reps_a", i0)
             for j0 in range(i0 if sym else 0, rb, chunk):
                 if sym and j0 == i0:
                     gb = ga
                 else:
-                    gb = _normalized_gram_stack(reps_b[j0 : j0 + chunk], kind, threshold, cdtype, eps)
+                    gb = _normalized_gram_stack(
+                        reps_b[j0 : j0 + chunk], kind, threshold, cdtype, eps, "reps_a" if sym else "reps_b", j0
+                    )
                 block = ga @ gb.T
                 out[i0 : i0 + ga.shape[0], j0 : j0 + gb.shape[0]] = block
                 if sym and j0 != i0:
@@ -455,11 +478,11 @@ class MinibatchCKA:
         self._pair = False
         self.batches = 0
 
-    def _stack(self, reps: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+    def _stack(self, reps: Sequence[Tensor], side: str) -> tuple[Tensor, Tensor]:
         """(R, n^2) U-centered Grams (zeroed for degenerate reps) and their self inner products."""
         rows = []
-        for r in reps:
-            g, deg = _rep_gram(r.detach(), self.kind, self.threshold, self.dtype, self.eps)
+        for i, r in enumerate(reps):
+            g, deg = _rep_gram(r.detach(), self.kind, self.threshold, self.dtype, self.eps, f"{side}[{i}]")
             rows.append(torch.where(deg, torch.zeros_like(g), g).reshape(-1))
         g = torch.stack(rows)
         return g, (g * g).sum(dim=1)
@@ -478,8 +501,8 @@ class MinibatchCKA:
         _check_n_unbiased(n)
         scale = 1.0 / (n * (n - 3))  # <U(K), U(L)> = n(n-3) HSIC_1(K, L)
         with no_tf32():
-            gx, sx = self._stack(xs)
-            gy, sy = (gx, sx) if y is None else self._stack(ys)
+            gx, sx = self._stack(xs, "x")
+            gy, sy = (gx, sx) if y is None else self._stack(ys, "y")
             xy = (gx @ gy.T) * scale
         if self._xy is None:
             self._xy, self._xx, self._yy = xy, sx * scale, sy * scale
@@ -568,12 +591,10 @@ def _svdvals(m: Tensor) -> Tensor:
     return torch.linalg.svdvals(m.T if m.shape[0] < m.shape[1] else m)
 
 
-def _spectrum(s_or_matrix: Tensor | np.ndarray) -> Tensor:
+def _spectrum(s_or_matrix: Tensor | np.ndarray, name: str = "input") -> Tensor:
     """1-D float64 singular values: given directly (1-D) or of a 2-D matrix."""
-    t = torch.as_tensor(s_or_matrix)
-    if not t.is_floating_point():
-        t = t.to(torch.float64)
-    t = t.to(torch.float64)
+    t = torch.as_tensor(s_or_matrix).to(torch.float64)
+    _check_finite(t, name)
     if t.ndim == 2:
         if t.numel() == 0:
             return t.new_zeros(0)
@@ -594,7 +615,7 @@ def entropy_of_singular_values(s: Tensor | np.ndarray) -> Tensor:
     This is the FedER thesis's "ER" (Eq. 2.9, printed without the minus sign).  Accepts singular values
     or a matrix.  All-zero or empty spectrum -> 0.
     """
-    s = _spectrum(s)
+    s = _spectrum(s, "entropy_of_singular_values input")
     total = s.sum()
     ok = total > 0
     p = s / torch.where(ok, total, torch.ones_like(total))
@@ -606,14 +627,14 @@ def effective_rank(s_or_matrix: Tensor | np.ndarray) -> Tensor:
 
     Accepts singular values or a matrix.  All-zero or empty spectrum -> 0 (not exp(0) = 1).
     """
-    s = _spectrum(s_or_matrix)
+    s = _spectrum(s_or_matrix, "effective_rank input")
     h = entropy_of_singular_values(s)
     return torch.where(s.sum() > 0, torch.exp(h), torch.zeros_like(h))
 
 
 def stable_rank(a: Tensor | np.ndarray) -> Tensor:
     """Stable rank ``||A||_F^2 / ||A||_2^2 = sum s^2 / max(s)^2``; accepts a matrix or singular values; 0 if zero."""
-    s = _spectrum(a)
+    s = _spectrum(a, "stable_rank input")
     if s.numel() == 0:
         return s.new_zeros(())
     top = s.max()
@@ -628,7 +649,7 @@ def condition_number(s_or_a: Tensor | np.ndarray, *, rtol: float | None = None) 
     tolerance), so a rank-deficient matrix gives the condition number of its range.  All-zero or empty
     input -> 0 (no usable spectrum).
     """
-    s = _spectrum(s_or_a)
+    s = _spectrum(s_or_a, "condition_number input")
     if s.numel() == 0:
         return s.new_zeros(())
     top = s.max()
@@ -718,6 +739,7 @@ def evbmf(
     t = torch.as_tensor(y).detach().to(torch.float64)
     if t.ndim != 2 or t.numel() == 0:
         raise ValueError(f"evbmf expects a non-empty 2-D matrix, got shape {tuple(t.shape)}")
+    _check_finite(t, "evbmf input")
     transposed = t.shape[0] > t.shape[1]
     if transposed:
         t = t.T
@@ -815,6 +837,7 @@ def layer_metric(weight: Tensor, metric: str = "erank", denoise: str | None = "e
     if denoise not in ("evbmf", None):
         raise ValueError(f"denoise must be 'evbmf' or None, got {denoise!r}")
     w = weight.detach().to(torch.float64)
+    _check_finite(w, "layer weight")
     if w.ndim == 4:
         mats = [unfold_conv(w, "input"), unfold_conv(w, "output")]
     elif w.ndim == 2:

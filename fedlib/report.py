@@ -9,6 +9,9 @@ In a notebook::
 
 ``claim`` asserts (so a failing claim fails the notebook) unless ``applies`` is False, in which case it is
 recorded as "not checked at this scale" — a smoke run proves the code runs, not the paper.
+
+Every notebook calls :func:`check_params` right after its parameters cell, so a bad ``papermill -p`` value fails
+at once instead of producing outputs labelled with it.
 """
 
 from __future__ import annotations
@@ -17,17 +20,47 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 import pandas as pd
 
+from .config import SCALES, device_problem, field_problem
 from .results import DEFAULT_ROOT, atomic_write_text, git_commit
 
 
+def _n_eval(v: Any) -> str | None:
+    ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 2)
+    return None if ok else "must be None (the scale's default) or a whole number of test images >= 2"
+
+
+_PARAM_RULES = {
+    "scale": lambda v: None if v in SCALES else f"not one of the valid scales: {', '.join(map(repr, SCALES))}",
+    "dataset": lambda v: field_problem("dataset", v),
+    "device": lambda v: field_problem("device", v) or device_problem(v),
+    "seed": lambda v: field_problem("seed", v),
+    "executor": lambda v: field_problem("executor", v),
+    "n_eval": _n_eval,
+}
+
+
+def check_params(**params: Any) -> None:
+    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed``, ``executor``, ``n_eval``);
+    raise one ``ValueError`` naming each bad parameter, its value and the valid values."""
+    unknown = sorted(set(params) - set(_PARAM_RULES))
+    if unknown:
+        raise ValueError(f"check_params: unknown parameter(s) {unknown}; known: {sorted(_PARAM_RULES)}.")
+    bad = [f"{k}={v!r}: {why}." for k, v in params.items() if (why := _PARAM_RULES[k](v)) is not None]
+    if bad:
+        raise ValueError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - " + "\n  - ".join(bad))
+
+
 def compare(paper: Mapping[str, float], ours: Mapping[str, float], unit: str = "%") -> pd.DataFrame:
-    """The paper's numbers beside ours with the difference (ours − paper)."""
+    """The paper's numbers beside ours with the difference (ours − paper). Every paper setting needs ours."""
+    missing = [k for k in paper if k not in ours]
+    if missing:
+        raise ValueError(f"compare: no value of ours for {missing}; ours has {sorted(ours)}. Use the paper's "
+                         f"setting names as keys.")
     rows = []
     for k in paper:
-        p, o = float(paper[k]), float(ours.get(k, np.nan))
+        p, o = float(paper[k]), float(ours[k])
         rows.append({"setting": k, f"paper ({unit})": p, f"ours ({unit})": round(o, 2), "diff": round(o - p, 2)})
     return pd.DataFrame(rows).set_index("setting")
 

@@ -4,6 +4,12 @@
 that changes the numbers); running a stored config again returns the stored record unless ``recompute=True``.
 A run with ``checkpoint_every > 0`` resumes from its last checkpoint after an interruption and ends with the same
 record as an uninterrupted run (the wall-clock fields aside).
+
+Nothing is lost when a run fails: ``run`` checks that the store is writable before it trains; a run that raises
+(e.g. a non-finite loss in round k) leaves ``failed/<key>.json`` with its finished rounds and the error, and the
+next ``run`` of that config warns what happened before it retries. A run that ends at chance accuracy is flagged
+(a warning and ``provenance["warnings"]``). Unreadable records are named; listing skips them with a warning.
+Temporary files of writes killed midway are removed by the next ``run``.
 """
 
 from __future__ import annotations
@@ -11,19 +17,22 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import platform
+import re
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 import torch
 
 from . import __version__
-from .config import Config
+from .config import Config, device_problem
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parent.parent / "results"))
 
@@ -89,7 +98,7 @@ class Record:
 
     @property
     def cfg(self) -> Config:
-        return Config.from_dict(self.config)
+        return Config.from_dict(self.config, migrate=True)
 
     @property
     def scale(self) -> str:
@@ -119,11 +128,55 @@ class Record:
         return cls(**d)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+class StoreNotWritableError(PermissionError):
+    """The results store cannot be written; raised before any training."""
+
+
+class CorruptRecordError(ValueError):
+    """A stored record that cannot be read; the message names the file and the fix."""
+
+
+_TMP = re.compile(r"^\.?(?P<name>.+)\.tmp(?P<pid>\d+)$")  # ".<name>.tmp<pid>" (here) and "<name>.tmp<pid>"
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` to ``.<name>.tmp<pid>`` beside ``path``, then rename it over ``path``: readers see the old or
+    the new file, never half of one. The temporary file is removed if ``write`` raises; one left by a killed
+    process is removed by :meth:`Store.clean_temp`."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda p: p.write_text(text))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists but is not ours, or cannot tell
+        return True
+    return True
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        d = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptRecordError(f"{path} is not valid JSON ({e}): cut short by a crash or a bad merge? Delete it "
+                                 f"(run() then recomputes that config) or restore it with git.") from e
+    if not isinstance(d, dict):
+        raise CorruptRecordError(f"{path} holds a JSON {type(d).__name__}, not a record; delete it.")
+    return d
 
 
 class Store:
@@ -141,6 +194,10 @@ class Store:
     def record_path(self, key: str) -> Path:
         return self.root / "records" / f"{key}.json"
 
+    def failed_path(self, key: str) -> Path:
+        """The last failed run of ``key``: its finished rounds and the error (never a finished record)."""
+        return self.root / "failed" / f"{key}.json"
+
     def checkpoint_path(self, key: str) -> Path:
         return self.root / "checkpoints" / f"{key}.pt"
 
@@ -152,18 +209,79 @@ class Store:
         return torch.load(self.artifact_path(key), map_location=device, weights_only=True)
 
     def get(self, cfg_or_key: Config | str) -> Record | None:
+        """The finished record of a config or key, or None. An unreadable file raises :class:`CorruptRecordError`."""
         key = cfg_or_key if isinstance(cfg_or_key, str) else cfg_or_key.key()
         p = self.record_path(key)
-        return Record.from_json(json.loads(p.read_text())) if p.exists() else None
+        return self._load(p) if p.exists() else None
+
+    @staticmethod
+    def _load(p: Path) -> Record | None:
+        d = _read_json(p)
+        if d.get("status", "finished") != "finished":  # a failed run is never a result
+            return None
+        try:
+            return Record.from_json(d)
+        except TypeError as e:
+            raise CorruptRecordError(f"{p} is not a record of this fedlib version ({e}); delete it or read it "
+                                     f"with json.load.") from e
 
     def put(self, record: Record) -> Path:
         p = self.record_path(record.key)
         atomic_write_text(p, json.dumps(record.to_json(), indent=1, default=str))
         return p
 
+    def last_failure(self, cfg_or_key: Config | str) -> dict[str, Any] | None:
+        """What the last failed run of a config left (see :func:`run`), or None."""
+        key = cfg_or_key if isinstance(cfg_or_key, str) else cfg_or_key.key()
+        p = self.failed_path(key)
+        try:
+            return _read_json(p) if p.exists() else None
+        except CorruptRecordError as e:
+            warnings.warn(str(e), RuntimeWarning, stacklevel=2)
+            return None
+
     def records(self) -> Iterable[Record]:
+        """Every finished record; unreadable files are skipped with a warning that names them."""
         for p in sorted((self.root / "records").glob("*.json")):
-            yield Record.from_json(json.loads(p.read_text()))
+            try:
+                r = self._load(p)
+            except CorruptRecordError as e:
+                warnings.warn(f"Skipping {p.name}: {e}", RuntimeWarning, stacklevel=2)
+                continue
+            if r is not None:
+                yield r
+
+    def check_writable(self, *subdirs: str) -> None:
+        """Create ``root/<subdir>`` and write a probe file in each, or raise :class:`StoreNotWritableError`."""
+        for sub in subdirs or ("records",):
+            d = self.root / sub
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                probe = d / f".probe.tmp{os.getpid()}"
+                probe.write_text("")
+                probe.unlink()
+            except OSError as e:
+                raise StoreNotWritableError(
+                    f"Cannot write results to {d} ({type(e).__name__}: {e.strerror or e}); nothing was trained. "
+                    f"Make it writable, pass store=Store(<writable folder>) or set FEDLIB_RESULTS=<folder>, "
+                    f"or run(..., save=False) to keep the record in memory only.") from e
+
+    def clean_temp(self, min_age_s: float = 60.0) -> list[Path]:
+        """Remove temporary files of writes whose process died (older than ``min_age_s``); returns them."""
+        removed = []
+        now = time.time()
+        for sub in ("records", "failed", "checkpoints", "artifacts", "summary"):
+            for p in (self.root / sub).glob("*.tmp*"):
+                m = _TMP.match(p.name)
+                if m is None or int(m["pid"]) == os.getpid() or _pid_alive(int(m["pid"])):
+                    continue
+                try:
+                    if now - p.stat().st_mtime >= min_age_s:
+                        p.unlink()
+                        removed.append(p)
+                except OSError:
+                    pass
+        return removed
 
     def frame(self, records: Iterable[Record] | None = None) -> pd.DataFrame:
         """All records' per-round metrics with their config fields as columns."""
@@ -181,39 +299,104 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     """Run ``cfg`` (or return its stored record). Resumes from a checkpoint when one exists.
 
     With ``artifacts=True`` the final global model and every client's latest local model are saved too
-    (``Store.artifacts(key)``; not committed), and a stored record without them is recomputed."""
+    (``Store.artifacts(key)``; not committed), and a stored record without them is recomputed.
+    The store must be writable (checked before training). If training raises, the finished rounds and the error
+    are written to ``Store.failed_path(key)`` and the error is re-raised; the next run of the config warns about
+    it and retries."""
     from .engine import Engine
 
     store = store or Store()
+    cfg = cfg.validate()
+    key = cfg.key()
+    if (why := device_problem(cfg.device)) is not None:
+        raise ValueError(f"Config device {cfg.device!r}: {why}.")
+    if save:
+        store.clean_temp()
     if not recompute and save:
-        found = store.get(cfg)
+        try:
+            found = store.get(cfg)
+        except CorruptRecordError as e:
+            warnings.warn(f"{e} Recomputing it.", RuntimeWarning, stacklevel=2)
+            found = None
         if found is not None and (not artifacts or store.artifact_path(found.key).exists()):
+            for w in found.provenance.get("warnings", []):
+                warnings.warn(f"Stored record {found.key}: {w}", RuntimeWarning, stacklevel=2)
             return found
+    if save:
+        failure = store.last_failure(key)
+        if failure is not None:
+            err = failure.get("error", {})
+            warnings.warn(f"The last run of this config ({key}) failed in round {failure.get('failed_round')} with "
+                          f"{err.get('type')}: {err.get('message')}. Its finished rounds are in "
+                          f"{store.failed_path(key)}. Running it again.", RuntimeWarning, stacklevel=2)
+        store.check_writable("records", "failed", *(["checkpoints"] if cfg.checkpoint_every else []),
+                             *(["artifacts"] if artifacts else []))
     t0 = time.perf_counter()
     engine = Engine(cfg, data=data, progress=progress, keep_client_models=artifacts)
-    ckpt = store.checkpoint_path(cfg.key()) if (save and cfg.checkpoint_every) else None
+    ckpt = store.checkpoint_path(key) if (save and cfg.checkpoint_every) else None
     if ckpt is not None and ckpt.exists() and not recompute:
         engine.load_checkpoint(ckpt)
     start_round = engine.round
-    engine.run(checkpoint=ckpt, callback=callback)
+    try:
+        engine.run(checkpoint=ckpt, callback=callback)
+    except (Exception, KeyboardInterrupt) as e:
+        if save:
+            _save_failure(store, cfg, engine, e, time.perf_counter() - t0)
+        raise
     prov = provenance(cfg)
     prov["executor"] = engine.executor_name  # what "auto" resolved to
     prov["wall_time_s"] = round(time.perf_counter() - t0, 3)
     prov["resumed_from_round"] = start_round
-    record = Record(key=cfg.key(), config=cfg.to_dict(), history=engine.history, provenance=prov,
+    notes = learning_warnings(cfg, engine.history, engine.data.num_classes)
+    for w in notes:
+        warnings.warn(f"{cfg.label or key}: {w}", RuntimeWarning, stacklevel=2)
+    if notes:
+        prov["warnings"] = notes
+    record = Record(key=key, config=cfg.to_dict(), history=engine.history, provenance=prov,
                     partition_hash=engine.partition.hash, final_params_hash=params_hash(engine.global_params),
                     strategy=engine.strategy.describe())
     record.engine = engine  # type: ignore[attr-defined]  # in-memory access to the trained models
     if save and artifacts:
-        path = store.artifact_path(record.key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         cpu = lambda p: {k: v.detach().cpu() for k, v in p.items()}  # noqa: E731
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        torch.save({"global": cpu(engine.global_params),
-                    "clients": {c: cpu(p) for c, p in engine.client_models.items()}}, tmp)
-        os.replace(tmp, path)
+        blob = {"global": cpu(engine.global_params), "clients": {c: cpu(p) for c, p in engine.client_models.items()}}
+        atomic_write(store.artifact_path(key), lambda p: torch.save(blob, p))
     if save:
         store.put(record)
         if ckpt is not None and ckpt.exists():
             ckpt.unlink()
+        store.failed_path(key).unlink(missing_ok=True)
     return record
+
+
+def _save_failure(store: Store, cfg: Config, engine: Any, err: BaseException, wall: float) -> None:
+    """Write the rounds finished before ``err`` to ``store.failed_path``; never masks ``err``."""
+    path = store.failed_path(cfg.key())
+    doc = {"key": cfg.key(), "status": "failed", "config": cfg.to_dict(), "history": list(engine.history),
+           "failed_round": len(engine.history) + 1,
+           "error": {"type": type(err).__name__, "message": str(err)},
+           "provenance": {**provenance(cfg), "wall_time_s": round(wall, 3)},
+           "partition_hash": engine.partition.hash}
+    try:
+        atomic_write_text(path, json.dumps(doc, indent=1, default=str))
+    except OSError as e:
+        warnings.warn(f"Could not save the failed run's {len(engine.history)} rounds to {path}: {e}", RuntimeWarning)
+        return
+    if hasattr(err, "add_note"):
+        err.add_note(f"fedlib: the {len(engine.history)} finished round(s) and this error are saved in {path}.")
+
+
+def learning_warnings(cfg: Config, history: list[dict[str, Any]], num_classes: int) -> list[str]:
+    """Why a finished run's numbers should not be trusted: a final test accuracy that is not finite, or at chance
+    level (<= 1.5 / classes) after at least 5 local epochs in total (rounds x local_epochs), when it should have
+    learned. Empty when nothing is suspicious."""
+    accs = [h["test_acc"] for h in history if "test_acc" in h]
+    if not accs or num_classes < 2:
+        return []
+    final, chance = float(accs[-1]), 1.0 / num_classes
+    if not math.isfinite(final):
+        return [f"the final test accuracy is {final}"]
+    if cfg.rounds * cfg.local_epochs >= 5 and final <= 1.5 * chance:
+        return [f"the final test accuracy {final:.3f} is at chance level (1/{num_classes} = {chance:.3f}) after "
+                f"{cfg.rounds} rounds of {cfg.local_epochs} local epoch(s): the network did not learn. Try a lower "
+                f"learning rate (lr={cfg.lr}) or check the data and the model."]
+    return []

@@ -285,3 +285,96 @@ def test_subset_and_to():
     assert d.subset(None, None, 0).x_train is d.x_train and d.subset(5000, 10**6, 0).x_test is d.x_test
     moved = d.to("cpu")
     assert moved.device.type == "cpu" and moved.in_shape == d.in_shape
+
+
+# ------------------------------------------------------------------------------- damaged files, failed downloads
+
+def _fmnist_folder(folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_idx(folder / "train-images-idx3-ubyte.gz", _images(12, (28, 28), 5), gz=True)
+    _write_idx(folder / "train-labels-idx1-ubyte.gz", np.arange(12) % 10, gz=True)
+    _write_idx(folder / "t10k-images-idx3-ubyte.gz", _images(4, (28, 28), 6), gz=True)
+    _write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.arange(4), gz=True)
+    return folder / "train-images-idx3-ubyte.gz"
+
+
+def _truncate(b):
+    return b[: len(b) // 2]
+
+
+def _flip(b):
+    i = len(b) // 2
+    return b[:i] + bytes([b[i] ^ 0xFF]) + b[i + 1:]
+
+
+def _html(b):
+    return b"<!DOCTYPE html><html><body>404 Not Found</body></html>\n"
+
+
+def _bad_header(b):
+    return gzip.compress(b"\x08\x03\x00\x00" + gzip.decompress(b)[4:])
+
+
+def _short_payload(b):
+    return gzip.compress(_truncate(gzip.decompress(b)))
+
+
+@pytest.mark.parametrize("damage,words", [(_truncate, "cannot be decompressed"), (_flip, "cannot be decompressed"),
+                                          (_html, "HTML page"), (_bad_header, "not a uint8 idx"),
+                                          (_short_payload, "truncated")])
+def test_damaged_fmnist_file_names_the_file_and_the_fix(tmp_path, monkeypatch, damage, words):
+    monkeypatch.setattr(data, "DEBIAN_FMNIST_DIRS", ())
+    path = _fmnist_folder(tmp_path / "fashion-mnist")
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(data.CorruptDataError) as e:
+        load_dataset("fmnist", root=tmp_path, download=False)
+    msg = str(e.value)
+    assert str(path) in msg and words in msg and "delete it" in msg
+    assert isinstance(e.value, ValueError)
+
+
+def test_damaged_cifar_and_svhn_files_name_the_file(tmp_path):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    for fn in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        (folder / fn).write_bytes(b"<html>Service unavailable</html>")
+    with pytest.raises(data.CorruptDataError, match=r"data_batch_1.*HTML page"):
+        load_dataset("cifar10", root=tmp_path, download=False)
+    for split in ("train", "test"):
+        (tmp_path / f"{split}_32x32.mat").write_bytes(b"MATLAB 5.0 MAT-file, truncated")
+    with pytest.raises(data.CorruptDataError, match=r"train_32x32\.mat.*delete it"):
+        load_dataset("svhn", root=tmp_path, download=False)
+
+
+def _offline_fmnist(monkeypatch):
+    import os
+
+    import torchvision.datasets as tvd
+
+    class Offline:  # what torchvision does: create its raw folder, then fail to fetch
+        def __init__(self, root, *a, **k):
+            os.makedirs(os.path.join(root, "FashionMNIST", "raw"), exist_ok=True)
+            raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(data, "DEBIAN_FMNIST_DIRS", ())
+    monkeypatch.setattr(tvd, "FashionMNIST", Offline)
+
+
+def test_failed_download_leaves_no_empty_data_folder(tmp_path, monkeypatch):
+    _offline_fmnist(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DatasetNotFoundError, match="no network"):
+        load_dataset("fmnist")  # the default root, ./data
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(DatasetNotFoundError):
+        load_dataset("fmnist", root=tmp_path / "a" / "b")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_download_keeps_what_was_there(tmp_path, monkeypatch):
+    _offline_fmnist(monkeypatch)
+    (tmp_path / "data" / "mine").mkdir(parents=True)
+    (tmp_path / "data" / "notes.txt").write_text("keep")
+    with pytest.raises(DatasetNotFoundError):
+        load_dataset("fmnist", root=tmp_path / "data")
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["mine", "notes.txt"]

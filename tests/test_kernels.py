@@ -343,3 +343,50 @@ def test_unfold_conv_and_layer_metric():
         K.layer_metric(torch.zeros(5))
     with pytest.raises(ValueError, match="unknown metric"):
         K.layer_metric(w, "qg")
+
+
+# ----------------------------------------------------------------------------------------- non-finite input
+_NONFINITE_CASES = {
+    "linear_cka": lambda x, bad: K.linear_cka(x, bad),
+    "linear_cka_feature": lambda x, bad: K.linear_cka(bad, x, form="feature"),
+    "linear_cka_float32": lambda x, bad: K.linear_cka(x.float(), bad.float(), dtype=None),
+    "rbf_cka": lambda x, bad: K.rbf_cka(x, bad),
+    "debiased_cka": lambda x, bad: K.debiased_cka(bad, x),
+    "debiased_cka_rbf": lambda x, bad: K.debiased_cka(x, bad, kernel="rbf"),
+    "hsic1": lambda x, bad: K.hsic1(x @ x.T, bad @ bad.T),
+    "center_gram": lambda x, bad: K.center_gram(bad @ bad.T),
+    "cka_matrix": lambda x, bad: K.cka_matrix([x, x, bad]),
+    "cka_matrix_b": lambda x, bad: K.cka_matrix([x], [x, bad], kind="debiased"),
+    "minibatch_cka": lambda x, bad: K.MinibatchCKA().update(x, bad),
+    "minibatch_cka_layers": lambda x, bad: K.MinibatchCKA(kernel="rbf").update([x, bad]),
+    "frobenius": lambda x, bad: K.frobenius_sq(x, bad),
+    "cosine": lambda x, bad: K.vec_cosine(bad, x, normalize=True),
+    "effective_rank": lambda x, bad: K.effective_rank(bad),
+    "entropy": lambda x, bad: K.entropy_of_singular_values(bad),
+    "stable_rank": lambda x, bad: K.stable_rank(bad),
+    "condition_number": lambda x, bad: K.condition_number(bad),
+    "evbmf": lambda x, bad: K.evbmf(bad),
+    "layer_metric": lambda x, bad: K.layer_metric(bad, denoise=None),
+}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("case", sorted(_NONFINITE_CASES))
+def test_non_finite_input_raises_instead_of_a_plausible_number(case, value):
+    """One NaN or inf among the activations of a diverged model never reads as "dissimilar" (0) or a rank."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(24, 6, generator=g, dtype=torch.float64)
+    bad = torch.randn(24, 6, generator=g, dtype=torch.float64)
+    bad[5, 2] = value
+    with pytest.raises(ValueError, match="non-finite"):
+        _NONFINITE_CASES[case](x, bad)
+
+
+def test_non_finite_error_names_the_input():
+    x = torch.randn(10, 3, dtype=torch.float64)
+    bad = x.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"reps_a\[1\]"):
+        K.cka_matrix([x, bad])
+    with pytest.raises(ValueError, match="effective_rank"):
+        K.effective_rank(torch.tensor([1.0, float("inf")]))

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedlib.partition import (DIRICHLET_CONVENTIONS, SCHEMES, Partition, dirichlet, iid, label_groups,
                               make_partition, shards)
@@ -210,3 +212,33 @@ def test_impossible_requests_name_the_fix(labels, call, fix):
     with pytest.raises(ValueError) as e:
         call(labels)
     assert fix in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------ property-based
+
+_SCHEME_KW = st.one_of(
+    st.tuples(st.just("iid"), st.just({})),
+    st.tuples(st.just("dirichlet"), st.fixed_dictionaries(
+        {"beta": st.floats(0.01, 100.0)}, optional={"convention": st.sampled_from(["niid-bench", "fedintr",
+                                                                                 "flower"])})),
+    st.tuples(st.just("shards"), st.fixed_dictionaries({"shards_per_user": st.integers(1, 4)})),
+    st.tuples(st.just("label_groups"), st.just({})),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(labels=st.lists(st.integers(0, 9), min_size=1, max_size=300), n_clients=st.integers(1, 20),
+       seed=st.integers(0, 2**32), scheme_kw=_SCHEME_KW)
+def test_random_partitions_assign_every_index_exactly_once(labels, n_clients, seed, scheme_kw):
+    """Any labels, client count and seed: a partition, or one ValueError saying why not (never a silent drop)."""
+    scheme, kw = scheme_kw
+    y = np.array(labels)
+    try:
+        p = make_partition(scheme, y, n_clients, seed, test_labels=y, **kw)
+    except ValueError as e:
+        assert str(e)
+        return
+    assigned = np.concatenate(p.client_indices)
+    expected = np.arange(len(y)) if scheme != "label_groups" else np.flatnonzero(np.isin(y, range(10)))
+    assert np.array_equal(np.sort(assigned), expected)  # every index exactly once
+    assert len(p.client_indices) == n_clients and p.counts.sum() == len(expected)

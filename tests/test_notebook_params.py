@@ -1,0 +1,71 @@
+"""Every notebook checks its parameters first: a bad ``papermill -p`` value fails at once, naming the value."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from fedlib.report import check_params
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _cells(nb_path: Path) -> tuple[str, str]:
+    """The parameters cell's source and the source of the cell after it."""
+    nb = nbformat.read(nb_path, as_version=4)
+    i = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    return nb.cells[i].source, nb.cells[i + 1].source
+
+
+@pytest.mark.parametrize("bad,words", [
+    (dict(scale="huge"), "'smoke', 'quick', 'paper'"),
+    (dict(dataset="mnist"), "valid datasets"),
+    (dict(device="gpu"), "device string"),
+    (dict(seed=-1), ">= 0"),
+    (dict(seed="0"), "whole number"),
+    (dict(executor="parallel"), "valid executors"),
+    (dict(n_eval=0), ">= 2"),
+])
+def test_check_params_names_the_parameter_the_value_and_the_valid_values(bad, words):
+    with pytest.raises(ValueError) as err:
+        check_params(**bad)
+    (name, value), = bad.items()
+    assert f"{name}={value!r}" in str(err.value) and words in str(err.value)
+
+
+def test_check_params_accepts_the_defaults_and_rejects_unknown_names():
+    check_params(scale="smoke", dataset="fmnist", device="cpu", seed=0, executor="auto", n_eval=None)
+    with pytest.raises(ValueError, match="unknown parameter"):
+        check_params(scael="smoke")
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_checks_all_its_parameters_right_after_the_parameters_cell(nb_path):
+    params_src, next_src = _cells(nb_path)
+    names = {t.id for node in ast.parse(params_src).body if isinstance(node, ast.Assign)
+             for t in node.targets if isinstance(t, ast.Name)}
+    call = next(n for n in ast.walk(ast.parse(next_src))
+                if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "check_params")
+    assert {k.arg for k in call.keywords} == names  # every parameter is checked
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_run_with_scale_huge_stops_before_any_work(nb_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_SCALE", "smoke")
+    params_src, next_src = _cells(nb_path)
+    ns: dict = {}
+    exec(params_src, ns)
+    ns["scale"] = "huge"  # what papermill's injected-parameters cell does
+    with pytest.raises(ValueError, match="scale='huge'"):
+        exec(next_src, ns)
+
+
+def test_compare_refuses_a_missing_setting_instead_of_a_nan_row():
+    from fedlib.report import compare
+
+    assert compare({"FedAvg": 88.9}, {"FedAvg": 88.0}).loc["FedAvg", "diff"] == -0.9
+    with pytest.raises(ValueError, match="FedProx"):
+        compare({"FedAvg": 88.9, "FedProx": 88.95}, {"FedAvg": 88.0, "Fedprox": 87.0})

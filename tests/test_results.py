@@ -1,0 +1,173 @@
+"""The record store loses nothing: failed runs keep their rounds, unwritable stores fail before training,
+corrupt records are named and skipped, temporary files of killed writes are cleaned, dead networks are flagged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+import torch
+
+from fedlib.config import Config
+from fedlib.report import check_params
+from fedlib.results import (CorruptRecordError, Record, Store, StoreNotWritableError, atomic_write,
+                            learning_warnings, run)
+
+
+@pytest.fixture(scope="module")
+def mini_data(tiny_data):
+    return tiny_data.subset(120, 60, seed=0)
+
+
+def mini(**kw) -> Config:
+    base = dict(dataset="synthetic", model="intr_cnn", partition="iid", partition_kw={}, num_clients=2, rounds=3,
+                local_epochs=1, batch_size=64, lr=0.05, augment="none", executor="sequential", seed=1)
+    base.update(kw)
+    return Config(**base)
+
+
+def fail_after(n: int):
+    def callback(engine, entry):
+        if entry["round"] == n:
+            raise FloatingPointError("Training loss became nan")
+    return callback
+
+
+def test_a_failed_run_keeps_its_rounds_and_the_next_run_says_so(tmp_path, mini_data):
+    store, cfg = Store(tmp_path), mini()
+    with pytest.raises(FloatingPointError, match="nan"):
+        run(cfg, store=store, data=mini_data, progress=False, callback=fail_after(2))
+    failed = json.loads(store.failed_path(cfg.key()).read_text())
+    assert failed["status"] == "failed" and failed["error"]["type"] == "FloatingPointError"
+    assert [h["round"] for h in failed["history"]] == [1, 2] and "test_acc" in failed["history"][0]
+    assert failed["config"] == cfg.to_dict()
+    # a failed run is never a result
+    assert store.get(cfg) is None and list(store.records()) == [] and store.frame().empty
+    with pytest.warns(RuntimeWarning, match=r"last run of this config .* failed .*FloatingPointError"):
+        rec = run(cfg, store=store, data=mini_data, progress=False)
+    assert len(rec.history) == 3 and store.get(cfg) is not None
+    assert not store.failed_path(cfg.key()).exists()  # the retry succeeded
+
+
+def test_a_failed_record_in_records_is_not_returned(tmp_path):
+    store = Store(tmp_path)
+    store.record_path("abc").parent.mkdir(parents=True)
+    store.record_path("abc").write_text(json.dumps({"key": "abc", "status": "failed", "history": []}))
+    assert store.get("abc") is None and list(store.records()) == []
+
+
+def test_an_unwritable_store_fails_before_training(tmp_path, mini_data):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")  # a file where the results folder should be: unwritable even for root
+    rounds = []
+    with pytest.raises(StoreNotWritableError, match="nothing was trained") as err:
+        run(mini(), store=Store(blocker / "results"), data=mini_data, progress=False,
+            callback=lambda e, entry: rounds.append(entry))
+    assert rounds == [] and "not_a_folder" in str(err.value) and "save=False" in str(err.value)
+    assert isinstance(err.value, PermissionError)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_store_fails_before_training(tmp_path, mini_data):
+    (tmp_path / "records").mkdir()
+    tmp_path.chmod(0o500)
+    (tmp_path / "records").chmod(0o500)
+    try:
+        with pytest.raises(PermissionError, match="nothing was trained"):
+            run(mini(), store=Store(tmp_path), data=mini_data, progress=False)
+    finally:
+        (tmp_path / "records").chmod(0o700)
+        tmp_path.chmod(0o700)
+
+
+def _record(key: str) -> Record:
+    return Record(key=key, config=mini().to_dict(), history=[{"round": 1, "test_acc": 0.5}], provenance={},
+                  partition_hash="p", final_params_hash="f")
+
+
+def test_a_corrupt_record_is_named_and_skipped(tmp_path):
+    store = Store(tmp_path)
+    store.put(_record("good"))
+    store.record_path("bad").write_text('{"key": "bad", "config": {"lr": 0.')  # cut short
+    with pytest.raises(CorruptRecordError, match=r"bad\.json") as err:
+        store.get("bad")
+    assert "Delete it" in str(err.value)
+    with pytest.warns(RuntimeWarning, match=r"bad\.json"):
+        keys = [r.key for r in store.records()]
+    assert keys == ["good"]
+    with pytest.warns(RuntimeWarning):
+        assert list(store.frame()["key"]) == ["good"]
+
+
+def test_run_recomputes_a_corrupt_record_of_its_config(tmp_path, mini_data):
+    store, cfg = Store(tmp_path), mini(rounds=1)
+    store.record_path(cfg.key()).parent.mkdir(parents=True)
+    store.record_path(cfg.key()).write_text("<html>")
+    with pytest.warns(RuntimeWarning, match=r"not valid JSON.*Recomputing"):
+        rec = run(cfg, store=store, data=mini_data, progress=False)
+    assert store.get(cfg).key == rec.key
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_temporary_files_of_killed_writes_are_removed(tmp_path):
+    store = Store(tmp_path)
+    dead, old = _dead_pid(), time.time() - 3600
+    stale = [tmp_path / "records" / f".abc.json.tmp{dead}", tmp_path / "checkpoints" / f"abc.pt.tmp{dead}",
+             tmp_path / "artifacts" / f".abc.pt.tmp{dead}"]
+    live = tmp_path / "records" / f".def.json.tmp{os.getppid()}"  # a writer still running
+    fresh = tmp_path / "records" / f".ghi.json.tmp{dead}"  # too recent to be sure
+    for p in (*stale, live, fresh):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("partial")
+        if p is not fresh:
+            os.utime(p, (old, old))
+    assert sorted(store.clean_temp()) == sorted(stale)
+    assert live.exists() and fresh.exists() and not any(p.exists() for p in stale)
+
+
+def test_atomic_write_leaves_no_temporary_file_when_the_write_fails(tmp_path):
+    def boom(p):
+        p.write_text("half")
+        raise OSError("disk full")
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(tmp_path / "x.json", boom)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_learning_warnings_flag_chance_and_non_finite_accuracy():
+    cfg = mini(rounds=10)
+    assert learning_warnings(cfg, [{"round": 10, "test_acc": 0.10}], 10)
+    assert "chance" in learning_warnings(cfg, [{"round": 10, "test_acc": 0.12}], 10)[0]
+    assert "nan" in learning_warnings(cfg, [{"round": 10, "test_acc": float("nan")}], 10)[0]
+    assert learning_warnings(cfg, [{"round": 10, "test_acc": 0.40}], 10) == []
+    assert learning_warnings(mini(rounds=2), [{"round": 2, "test_acc": 0.10}], 10) == []  # too early to tell
+
+
+def test_a_run_that_never_learns_is_flagged(tmp_path, mini_data):
+    cfg = mini(rounds=1, local_epochs=5, lr=0.0)  # stays at its (chance-level) initialization
+    with pytest.warns(RuntimeWarning, match="chance level"):
+        rec = run(cfg, store=Store(tmp_path), data=mini_data, progress=False)
+    assert "chance level" in rec.provenance["warnings"][0]
+    with pytest.warns(RuntimeWarning, match="chance level"):  # and again when the stored record is reused
+        run(cfg, store=Store(tmp_path), data=mini_data, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(cfg.replace(lr=0.1, batch_size=32), store=Store(tmp_path), data=mini_data, progress=False)  # learns
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_cuda_config_on_a_machine_without_cuda_fails_with_the_fix(tmp_path, mini_data):
+    with pytest.raises(ValueError, match=r"CUDA is not available.*device='cpu'"):
+        run(mini(device="cuda"), store=Store(tmp_path), data=mini_data, progress=False)
+    with pytest.raises(ValueError, match=r"device='cuda'.*CUDA is not available"):
+        check_params(device="cuda")
