@@ -1,7 +1,8 @@
 """Atomic writes: a file is either its old version or its complete new one, never half written.
 
 Each writer writes a hidden temporary file next to the target (``.<name>.tmp<pid>``) and renames it over the
-target (``os.replace`` is atomic on POSIX); a writer that fails removes its temporary file.
+target (``os.replace`` is atomic on POSIX); a writer that fails removes its temporary file, and one left by a killed
+process is removed by :meth:`fedlib.results.Store.clean_temp`.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from typing import Any
 SCALES = ("smoke", "quick", "paper")
 EXECUTORS = ("auto", "sequential", "vectorized")
 PRECISIONS = ("fp32", "bf16")
-OPTIMIZERS = ("sgd", "adam")  # fallback; the engine's optimizer registry is the source of truth
 DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 # Fields that describe where/how a run executes, not what it computes.
@@ -94,7 +93,7 @@ class Config:
     checkpoint_every: int = 0  # rounds; 0 disables checkpoints
     compile: bool = False  # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
     # CUDA only, vectorized executor: fixed-shape steps replayed from one captured CUDA graph (opt-in; the same
-    # training up to float rounding, see fedlib/vectorized.py "Static steps" and benchmarks/RESULTS.md)
+    # training up to float rounding, see fedlib/executors/static.py and benchmarks/RESULTS.md)
     cuda_graph: bool = False
     label: str = ""
 
@@ -262,10 +261,9 @@ def _registry(module: str, name: str):  # noqa: ANN202
 
 
 def _optimizers() -> tuple[str, ...]:
-    from . import engine
+    from .optim import OPTIMIZERS as registry
 
-    reg = getattr(engine, "OPTIMIZERS", None) or getattr(engine, "_OPTIMIZERS", None) or OPTIMIZERS
-    return tuple(reg)
+    return tuple(registry)
 
 
 def _dataset_key(v: str) -> str:
@@ -376,7 +374,7 @@ _PAPER: dict[str, dict[str, Any]] = {
 
 _SCALE: dict[str, dict[str, dict[str, Any]]] = {
     "fedintr": {
-        # ~5 min on a 2-core CPU on Fashion-MNIST (issue #2): 12 rounds of 5 local epochs, all data.
+        # ~5 min on a 2-core CPU on Fashion-MNIST: 12 rounds of 5 local epochs, all data.
         "quick": dict(rounds=12, local_epochs=5),
         "smoke": dict(rounds=2, local_epochs=1, n_train=1200, n_test=400),
     },

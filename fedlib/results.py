@@ -26,12 +26,13 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import pandas as pd
 import torch
 
 from . import __version__
+from .atomic import atomic_save, atomic_write, atomic_write_text  # noqa: F401  (re-exported)
 from .config import Config, device_problem
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parent.parent / "results"))
@@ -139,23 +140,6 @@ class CorruptRecordError(ValueError):
 _TMP = re.compile(r"^\.?(?P<name>.+)\.tmp(?P<pid>\d+)$")  # ".<name>.tmp<pid>" (here) and "<name>.tmp<pid>"
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """``write(tmp)`` to ``.<name>.tmp<pid>`` beside ``path``, then rename it over ``path``: readers see the old or
-    the new file, never half of one. The temporary file is removed if ``write`` raises; one left by a killed
-    process is removed by :meth:`Store.clean_temp`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(path, lambda p: p.write_text(text))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -355,11 +339,10 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     record = Record(key=key, config=cfg.to_dict(), history=engine.history, provenance=prov,
                     partition_hash=engine.partition.hash, final_params_hash=params_hash(engine.global_params),
                     strategy=engine.strategy.describe())
-    record.engine = engine  # type: ignore[attr-defined]  # in-memory access to the trained models
     if save and artifacts:
         cpu = lambda p: {k: v.detach().cpu() for k, v in p.items()}  # noqa: E731
         blob = {"global": cpu(engine.global_params), "clients": {c: cpu(p) for c, p in engine.client_models.items()}}
-        atomic_write(store.artifact_path(key), lambda p: torch.save(blob, p))
+        atomic_save(store.artifact_path(key), blob)
     if save:
         store.put(record)
         if ckpt is not None and ckpt.exists():

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from ..crsm import crsm, group_crsm, mix, row_weights
