@@ -136,7 +136,8 @@ class Engine:
         n = len(self.client_idx[cid])
         steps = self.cfg.local_epochs * num_batches(n, self.cfg.batch_size, self.cfg.drop_last)
         return ClientContext(cid=cid, round=rnd, n_samples=n, steps=steps, lr=round_lr(self.cfg, rnd),
-                             first_visit=cid not in self.visited, state=self.client_state[cid])
+                             first_visit=cid not in self.visited, state=self.client_state[cid],
+                             trainable=self.trainable)
 
     def train(self, ctxs: list[ClientContext], starts: list[Params]) -> list[ClientResult]:
         """Local training of the clients ``ctxs`` from ``starts`` (what a round runs), checked for NaN/inf."""

@@ -48,6 +48,7 @@ class ClientContext:
     lr: float
     first_visit: bool  # True the first time this client is sampled (no previous local model yet)
     state: dict[str, Any] = field(default_factory=dict)  # persistent per-client state, owned by the strategy
+    trainable: tuple[str, ...] = ()  # the parameters this client trains (e.g. what SCAFFOLD's c_i covers)
 
 
 @dataclass(frozen=True)
