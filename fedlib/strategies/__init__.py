@@ -7,11 +7,19 @@ from typing import Any
 from .base import ClientContext, FineTune, LocalBatch, Needs, Params, Strategy, weighted_average
 from .centralized import Centralized
 from .fedavg import FedAvg
+from .fedcka import FedCKA
+from .fedintr import FedIntR
 from .fedprox import FedProx
+from .moon import MOON
+from .scaffold import SCAFFOLD
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "fedavg": FedAvg,
     "fedprox": FedProx,
+    "scaffold": SCAFFOLD,
+    "moon": MOON,
+    "fedcka": FedCKA,
+    "fedintr": FedIntR,
     "centralized": Centralized,
 }
 
