@@ -319,3 +319,34 @@ def test_strategies_by_name_with_clear_errors():
     s = build_strategy("fedcka", on="heads", M=2)
     s.setup(intr, cfg())
     assert s.needs.taps == ("proj:conv1", "proj:conv2")
+
+
+# ------------------------------------------------------------------------------- presets and model options
+def test_presets_follow_the_papers_read_against_their_code():
+    from fedlib.config import preset
+
+    cka = preset("fedcka")
+    assert (cka.lr, cka.drop_last, cka.model) == (0.01, True, "simple_cnn")  # MOON's lr; MOON's loader
+    assert preset("fedcka", variant="lr0.1").lr == 0.1  # the printed value, kept by name
+    assert preset("fedcka", dataset="cifar100").model_kw == {"projection": True}  # ResNet-50 "as per MOON"
+    assert preset("fedcka", dataset="tinyimagenet").model == "resnet50"
+    intr = preset("fedintr")
+    assert intr.partition_kw == {"beta": 0.5, "convention": "fedintr"}  # no balance cap, no minimum size
+    assert preset("fedintr", variant="moon_split").partition_kw["convention"] == "niid-bench"
+    assert preset("fedintr", dataset="cifar100").model_kw == {"intr_heads": True}
+    assert preset("fedintr", variant="code_input").model_kw == {"code_input": True}
+    with pytest.raises(ValueError, match="valid: \\['lr0.1'\\]"):
+        preset("fedcka", variant="lr1")
+    for name in ("scaffold", "moon", "fedcka", "fedintr"):  # every strategy selectable by name in a preset
+        assert preset("fedintr", "smoke", strategy=name).strategy == name
+
+
+def test_fedintr_cnn_takes_fashion_mnist_as_its_code_does(data):
+    m = build_model("intr_cnn", (1, 20, 20), 10, code_input=True)
+    _, taps = m(torch.randn(2, 1, 20, 20), taps=("conv1", "conv2", "conv3"))
+    assert [tuple(t.shape[1:]) for t in taps] == [(8, 15, 15), (16, 6, 6), (32, 2, 2)]  # 3 × 32 × 32, padding 0
+    assert m.conv1.in_channels == 3 and m.conv1.padding == (0, 0) and m.flat_dim == 128
+    c = cfg(model="intr_cnn", model_kw={"code_input": True}, strategy="fedintr", rounds=1)
+    seq, vec = trained(c, data), trained(c.replace(executor="vectorized"), data)
+    for k in seq.global_params:
+        torch.testing.assert_close(vec.global_params[k], seq.global_params[k], atol=1e-5, rtol=1e-4)
