@@ -49,36 +49,54 @@ def moon_loss(z: Tensor, z_g: Tensor, z_p: Tensor, tau: float = 0.5) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------------ FedCKA
-def _safe_div(num: Tensor, den2: Tensor) -> Tensor:
-    """``num / sqrt(den2)``, 0 where ``den2`` is 0 (a zero-variance representation); NaN-free gradients."""
-    ok = den2 > 0
+def rows(t: Tensor) -> Tensor:
+    """``t`` as ``(n, features)``. A conv map ``(n, C, H, W)`` is flattened in channels-last order (a view for the
+    channels-last maps the CPU path produces, a copy otherwise): every metric here is either invariant to the order
+    of features (CKA) or compares two maps flattened the same way."""
+    if t.dim() == 4:
+        return t.permute(0, 2, 3, 1).reshape(t.shape[0], -1)
+    return t.reshape(t.shape[0], -1)
+
+
+def _safe_div(num: Tensor, den2: Tensor, ok: Tensor) -> Tensor:
+    """``num / sqrt(den2)`` where ``ok``, else 0 (a zero-variance representation); NaN-free gradients."""
+    ok = ok & (den2 > 0)
     return torch.where(ok, num / torch.sqrt(torch.where(ok, den2, torch.ones_like(den2))), torch.zeros_like(num))
 
 
+def _centered_gram(k: Tensor) -> tuple[Tensor, Tensor]:
+    """``HKH`` (``K_ij − r_i − r_j + m``) and whether it is non-degenerate (``‖HKH‖ > 100 ε ‖K‖``)."""
+    r = k.mean(1, keepdim=True)
+    kc = k - r - r.T + r.mean()
+    tol = 100 * torch.finfo(k.dtype).eps
+    return kc, kc.square().sum() > tol * tol * k.square().sum()
+
+
 def linear_cka_to(x: Tensor, refs: Sequence[Tensor]) -> list[Tensor]:
-    """Linear CKA (Kornblith et al. 2019; FedCKA Eq. 3) of ``x`` against each of ``refs``, all ``(n, ...)``,
-    sharing the work on ``x``: its centered Gram (or feature covariance) is formed once. Same values as
-    :func:`fedlib.kernels.linear_cka` in the input dtype (float32 for training), 0 for a zero-variance input. The
-    form (n×n Grams or d×d covariances) is the cheaper of the two, as in :func:`fedlib.kernels.choose_cka_form`."""
-    x = x.flatten(1)
-    xc = x - x.mean(0, keepdim=True)
-    n, d = xc.shape
-    rcs = [r.flatten(1).to(x.dtype) for r in refs]
-    rcs = [r - r.mean(0, keepdim=True) for r in rcs]
-    if all(d * r.shape[1] + d * d + r.shape[1] ** 2 <= n * (d + r.shape[1]) for r in rcs):  # feature form
-        ss_x = (xc.T @ xc).square().sum()
-        return [_safe_div((r.T @ xc).square().sum(), ss_x * (r.T @ r).square().sum()) for r in rcs]
-    k = xc @ xc.T
-    ss_x = k.square().sum()
-    out = []
-    for r in rcs:
-        kr = r @ r.T
-        out.append(_safe_div((k * kr).sum(), ss_x * kr.square().sum()))
+    """Linear CKA (Kornblith et al. 2019; FedCKA Eq. 3) of ``x`` against each of ``refs``, all ``(n, ...)``:
+    ``⟨HKH, HRH⟩ / (‖HKH‖ ‖HRH‖)`` with ``K = xxᵀ``, ``R = rrᵀ``, the local Gram formed once. Centering the n×n Grams
+    instead of the n×d features keeps the cost at the Gram products (four per reference pair of the widest
+    layer: three Grams and one for the gradient, which uses the symmetry of ``K``). Same values as
+    :func:`fedlib.kernels.linear_cka` up to float rounding (in the input dtype: float32 for training); 0 for a
+    zero-variance input."""
+    x = rows(x)
+    xd = x.detach()
+    half = x @ xd.T  # K = x xᵀ with the gradient through one factor; doubled below (K is symmetric)
+    kc, ok_x = _centered_gram(half + (half - half.detach()))
+    ss_x = kc.square().sum()
+    out: list[Tensor] = []
+    done: dict[int, Tensor] = {}
+    for r in refs:
+        if id(r) not in done:  # the same tensor twice (previous model = global model): one Gram
+            rr = rows(r).to(x.dtype)
+            rc, ok_r = _centered_gram(rr @ rr.T)
+            done[id(r)] = _safe_div((kc * rc).sum(), ss_x * rc.square().sum(), ok_x & ok_r)
+        out.append(done[id(r)])
     return out
 
 
 def _pairwise(f: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Tensor, Sequence[Tensor]], list[Tensor]]:
-    return lambda x, refs: [f(x.flatten(1), r.flatten(1).to(x.dtype)) for r in refs]
+    return lambda x, refs: [f(rows(x), rows(r).to(x.dtype)) for r in refs]
 
 
 def _cosine(x: Tensor, y: Tensor) -> Tensor:

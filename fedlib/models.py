@@ -91,10 +91,14 @@ class SimpleCNN(FedModel):
     classifier. With ``projection`` (default, as FedCKA and MOON) the classifier ``l3`` sits on the projection
     output ``l2`` (no ReLU after l2, as MOON); without it this is MOON's plain SimpleCNN with classifier ``fc3``.
     Flatten size is 32·5·5 = 800 on 32×32 and 32·4·4 = 512 on 28×28.
+
+    ``intr_heads=True`` adds FedIntR-style side projection heads (Linear→ReLU→Linear, 256-d) on the flattened
+    outputs of conv1, conv2, fc1 and fc2 (taps ``"proj:<layer>"``), so FedIntR runs in FedCKA's setup.
     """
 
     def __init__(self, in_shape: tuple[int, int, int], num_classes: int, projection: bool = True,
-                 out_dim: int = 256) -> None:
+                 out_dim: int = 256, intr_heads: bool = False, proj_dim: int = 256,
+                 proj_hidden: int | None = 256) -> None:
         super().__init__()
         c, h, w = in_shape
         self.flat_dim = 32 * (((h - 4) // 2 - 4) // 2) * (((w - 4) // 2 - 4) // 2)
@@ -113,6 +117,11 @@ class SimpleCNN(FedModel):
             self.fc3 = nn.Linear(84, num_classes)
             self.layer_taps = ("conv1", "conv2", "fc1", "fc2", "fc3")
             self.moon_tap, self.head = "fc2", "fc3"
+        if intr_heads:
+            h1, w1 = (h - 4) // 2, (w - 4) // 2
+            dims = {"conv1": 16 * h1 * w1, "conv2": self.flat_dim, "fc1": 120, "fc2": 84}
+            self.proj = nn.ModuleDict({k: _proj_head(d, proj_hidden, proj_dim) for k, d in dims.items()})
+            self.side_taps = self.intr_taps = tuple(f"proj:{k}" for k in dims)
 
     def _run(self, x: Tensor, want: frozenset[str]) -> dict[str, Tensor]:
         o: dict[str, Tensor] = {}
@@ -126,6 +135,9 @@ class SimpleCNN(FedModel):
             o["l3"] = self.l3(h)
         else:
             o["fc3"] = self.fc3(h)
+        for k in self.intr_taps:
+            if k in want:
+                o[k] = self.proj[k[5:]](o[k[5:]].flatten(1))
         return o
 
 

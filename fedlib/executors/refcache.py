@@ -34,11 +34,14 @@ _CHUNK = 1024  # samples per reference forward pass while the tables are built
 
 class RefTaps:
     """Every reference model's taps on every sample of the clients of one call: rows ``offset[i] + position``
-    for client ``i``'s sample at ``position`` in its index list; ``flipped`` holds the taps of the flipped samples."""
+    for client ``i``'s sample at ``position`` in its index list; ``flipped`` holds the taps of the flipped samples.
+
+    Tables are ``(samples, features)`` in the taps' memory order (a channels-last map as ``(n, H·W·C)``), so a
+    lookup is a row gather and comes back in the layout the model produced."""
 
     def __init__(self, tables: dict[str, list[Tensor]], flipped: dict[str, list[Tensor]] | None,
-                 offsets: list[int]) -> None:
-        self.tables, self.flipped, self.offsets = tables, flipped, offsets
+                 offsets: list[int], shapes: list[tuple[torch.Size, bool]]) -> None:
+        self.tables, self.flipped, self.offsets, self.shapes = tables, flipped, offsets, shapes
 
     def lookup(self, rows: Tensor, flip: Tensor | None) -> dict[str, list[Tensor]]:
         """Taps at ``rows`` (any shape; the taps come back with that leading shape); ``flip`` (same shape, bool)
@@ -50,11 +53,18 @@ class RefTaps:
             for k, t in enumerate(taps):
                 v = t.index_select(0, flat)
                 if flip is not None and self.flipped is not None:
-                    f = flip.reshape(-1).view(-1, *([1] * (t.dim() - 1)))
-                    v = torch.where(f, self.flipped[r][k].index_select(0, flat), v)
-                got.append(v.view(*rows.shape, *t.shape[1:]))
+                    v = torch.where(flip.reshape(-1, 1), self.flipped[r][k].index_select(0, flat), v)
+                shape, nhwc = self.shapes[k]
+                if nhwc:  # (m, H·W·C) -> (m, C, H, W) with channels-last strides
+                    v = v.view(-1, shape[1], shape[2], shape[0]).permute(0, 3, 1, 2)
+                got.append(v.reshape(*rows.shape, *shape))
             out[r] = got
         return out
+
+
+def _pack(t: Tensor, nhwc: bool) -> Tensor:
+    """A tap table ``(n, ...)`` as ``(n, features)``, channels-last order for a channels-last map."""
+    return (t.permute(0, 2, 3, 1) if nhwc else t).reshape(t.shape[0], -1)
 
 
 def _budget_bytes() -> int:
@@ -80,8 +90,10 @@ def build_ref_taps(task: LocalTask, refs: list[dict[str, Params]], indices: list
             if i not in entry[1]:
                 entry[1].append(i)
     n_total = sum(len(ix) for ix in indices)
-    probe = forward(task.ref_model, refs[0][needs.references[0]], data.x_train[indices[0][:1]], needs.taps, False)[1]
+    probe = forward(task.ref_model, refs[0][needs.references[0]], data.x_train[indices[0][:2]], needs.taps, False)[1]
     per_sample = sum(t[0].numel() * t.element_size() for t in probe)
+    shapes = [(t.shape[1:], t.dim() == 4 and not t.is_contiguous()
+               and t.is_contiguous(memory_format=torch.channels_last)) for t in probe]
     tables_bytes = per_sample * n_total * len(needs.references) * (2 if flips else 1)
     if tables_bytes > _budget_bytes():
         return None
@@ -94,8 +106,8 @@ def build_ref_taps(task: LocalTask, refs: list[dict[str, Params]], indices: list
         for lo in range(0, len(ix), _CHUNK):
             x = data.x_train[ix[lo:lo + _CHUNK]]
             out = forward(task.ref_model, p, x.flip(-1) if flip else x, needs.taps, False)[1]
-            for acc, t in zip(parts, out):
-                acc.append(t)
+            for acc, t, (_, nhwc) in zip(parts, out, shapes):
+                acc.append(_pack(t, nhwc))
         return [torch.cat(a) if len(a) > 1 else a[0] for a in parts]
 
     def table(flip: bool) -> dict[str, list[Tensor]]:
@@ -119,4 +131,4 @@ def build_ref_taps(task: LocalTask, refs: list[dict[str, Params]], indices: list
             out[r] = built[column]
         return out
 
-    return RefTaps(table(False), table(True) if flips else None, offsets)
+    return RefTaps(table(False), table(True) if flips else None, offsets, shapes)

@@ -32,7 +32,7 @@ strategy        needs  needs  needs    client  penalty  correc-  client_end  agg
 FedAvg
 FedProx                       (global)          ✓ μ/2‖w−w_g‖²
 SCAFFOLD                      c, c_i                     ✓ c−c_i  ✓ c_i⁺, Δc_i  ✓ c +=
-MOON            proj   g, prev                  ✓ Eq.              ✓ saves prev
+MOON            proj   g, prev has_prev         ✓ Eq.3             ✓ saves prev
 FedCKA          M lay. g, prev                  ✓ Eq.1-3           ✓ saves prev
 FedIntR         heads  g, prev                  ✓ Eq.2-6           ✓ saves prev
 FedER                                                                       ✓ er-weighted  persistent_optimizer
