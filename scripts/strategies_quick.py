@@ -2,7 +2,7 @@
 
     python scripts/strategies_quick.py [--scale quick|smoke] [--executor auto|sequential|vectorized]
 
-Runs FedAvg, FedProx, SCAFFOLD, MOON, FedCKA and FedIntR with ``preset("fedintr", scale)`` and, for the methods
+Runs FedAvg, SCAFFOLD, MOON, FedCKA and FedIntR with ``preset("fedintr", scale)`` and, for the methods
 with a μ, the value FedIntR Table I found best on Fashion-MNIST; each run is a record in ``results/records/``
 (reused when it exists, like every ``fedlib.results.run``), and the table goes to
 ``results/strategies-<scale>.md`` (``results/smoke/`` for smoke). Quick scale is 12 rounds of 5 local epochs: the
@@ -25,7 +25,6 @@ from fedlib.results import Store, run  # noqa: E402
 # name: (strategy, strategy_kw, FedIntR Table I on Fashion-MNIST, 100 rounds × 10 epochs; None: not in the table)
 METHODS = {
     "FedAvg": ("fedavg", {}, 88.90),
-    "FedProx (μ=0.001)": ("fedprox", {"mu": 0.001}, 88.95),
     "SCAFFOLD": ("scaffold", {}, None),
     "MOON (μ=1)": ("moon", {"mu": 1.0}, 89.15),
     "FedCKA (μ=3)": ("fedcka", {"mu": 3.0}, 88.85),
