@@ -48,6 +48,7 @@ class ClientContext:
     lr: float
     first_visit: bool  # True the first time this client is sampled (no previous local model yet)
     state: dict[str, Any] = field(default_factory=dict)  # persistent per-client state, owned by the strategy
+    trainable: tuple[str, ...] = ()  # the parameters this client trains (e.g. what SCAFFOLD's c_i covers)
     # features(params, taps, n, shared=False): the flattened taps of a model with ``params`` (eval mode) on n of
     # this client's own training samples (``shared=True``: on n samples of the whole training set, the same for
     # every client of the round), drawn by a key of (seed, round, client); set by the engine outside vmap

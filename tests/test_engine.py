@@ -156,7 +156,7 @@ def test_fedintr_paper_preset_matches_the_paper():
         "fmnist", "intr_cnn", 10, 100, 10, 512)
     assert (cfg.lr, cfg.momentum, cfg.weight_decay, cfg.partition_kw["beta"]) == (0.01, 0.9, 1e-5, 0.5)
     assert preset("fedintr", "paper", dataset="cifar100").model == "resnet20"
-    assert preset("fedcka", "paper").batch_size == 128 and math.isclose(preset("fedcka", "paper").lr, 0.1)
+    assert preset("fedcka", "paper").batch_size == 128 and math.isclose(preset("fedcka", "paper").lr, 0.01)
 
 
 def test_bf16_precision_is_part_of_the_identity_and_trains(tiny_data):

@@ -19,16 +19,25 @@ from ..data import apply_augment
 from ..local import ClientJob, ClientResult, LocalTask, forward, local_loss
 from ..params import clone_params, load_params_
 from ..schedule import epoch_plan, non_finite_loss, num_batches
+from .refcache import build_ref_taps
 
 __all__ = ["SequentialExecutor", "batches"]
 
 
 def batches(task: LocalTask, cid: int, rnd: int, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
     """Client ``cid``'s mini-batches for one epoch: index lookups into the on-device tensors."""
+    for x, y, _, _ in _batches(task, cid, rnd, epoch):
+        yield x, y
+
+
+def _batches(task: LocalTask, cid: int, rnd: int, epoch: int
+             ) -> Iterator[tuple[Tensor, Tensor, Tensor, Tensor | None]]:
+    """:func:`batches`, with each sample's position in the client's index list and its flip draw."""
     idx = task.client_indices[cid]
     data, dev = task.data, idx.device
-    order, aug = epoch_plan(len(idx), task.augment, task.seed, rnd, cid, epoch, task.stream)
-    order = idx[order.to(dev)]
+    pos, aug = epoch_plan(len(idx), task.augment, task.seed, rnd, cid, epoch, task.stream)
+    pos = pos.to(dev)
+    order = idx[pos]
     aug = {k: v.to(dev) for k, v in aug.items()}
     B = task.batch_size
     for b in range(num_batches(len(idx), B, task.drop_last)):
@@ -36,7 +45,7 @@ def batches(task: LocalTask, cid: int, rnd: int, epoch: int) -> Iterator[tuple[T
         x = data.x_train[order[sl]]
         if aug:
             x = apply_augment(x, task.augment, {k: v[sl] for k, v in aug.items()}, fill=data.pad_fill)
-        yield x, data.y_train[order[sl]]
+        yield x, data.y_train[order[sl]], pos[sl], aug["flip"][sl] if "flip" in aug else None
 
 
 class SequentialExecutor:
@@ -76,12 +85,16 @@ class SequentialExecutor:
         full = model.state_dict(keep_vars=True)  # the live tensors: gradients and BatchNorm updates land in them
         live = {n: full[n] for n in task.trainable}
         corr = task.correction(ctx, job.tensors) if task.correction is not None else None
+        corr = {k: c for k, c in corr.items() if k in live} if corr else None
+        cached = build_ref_taps(task, [job.refs], [task.client_indices[ctx.cid]]) if needs.references else None
         loss_sum = torch.zeros((), device=next(iter(full.values())).device)
         seen = 0
         for epoch in range(task.epochs):
-            for x, y in batches(task, ctx.cid, ctx.round, epoch):
+            for x, y, pos, flip in _batches(task, ctx.cid, ctx.round, epoch):
                 refs = {}
-                if needs.references:
+                if cached is not None:
+                    refs = cached.lookup(pos, flip)
+                elif needs.references:
                     with torch.no_grad():
                         refs = {r: forward(task.ref_model, job.refs[r], x, needs.taps, False)[1]
                                 for r in needs.references}

@@ -69,6 +69,7 @@ from ..params import Params
 from ..schedule import epoch_plan, non_finite_loss, num_batches
 from .cpu_conv import keep_freed_memory, per_client_convs
 from .layout import gather, stack_as, write
+from .refcache import RefTaps, build_ref_taps
 
 __all__ = ["VectorizedExecutor"]
 
@@ -86,6 +87,7 @@ class Chunk:
     pos: list[int]  # position of each (sorted) client in the caller's list
     steps: list[int]  # K_i
     idx: Tensor  # (N, Kmax, B) data indices per step; padding repeats a valid index
+    pos_in_client: Tensor  # (N, Kmax, B) the same samples' positions in each client's index list
     cnt: Tensor  # (N, Kmax) real batch sizes (0 once a client is done), on the CPU
     aug: dict[str, Tensor]  # augmentation draws (N, Kmax, B)
     train: dict[str, Tensor]  # stacked trainable parameters (N, ...)
@@ -99,6 +101,8 @@ class Chunk:
     corr: dict[str, Tensor]  # per-client update corrections (N, ...) by trainable name
     lr: float | Tensor
     opt: dict[str, list[Any]] = field(default_factory=dict)
+    ref_taps: RefTaps | None = None  # reference taps computed once for the chunk (fedlib.executors.refcache)
+    offsets: Tensor | None = None  # (N,) each client's first row in ``ref_taps``
 
 
 def _split_shared(items: list[Any]) -> bool:
@@ -209,6 +213,7 @@ class VectorizedExecutor:
         jobs, steps = [jobs[i] for i in order], [steps[i] for i in order]
         N, Kmax = len(jobs), max(steps)
         idx = torch.zeros((N, Kmax, B), dtype=torch.long)
+        pos = torch.zeros((N, Kmax, B), dtype=torch.long)
         cnt = torch.zeros((N, Kmax), dtype=torch.long)
         aug: dict[str, Tensor] = {}
         for i, j in enumerate(jobs):
@@ -227,6 +232,7 @@ class VectorizedExecutor:
                 o = o[:used]
                 rows = slice(e * nb, (e + 1) * nb)
                 idx[i, rows] = torch.cat([ix[o], ix[o[:1]].expand(pad)]).view(nb, B)
+                pos[i, rows] = torch.cat([o, o[:1].expand(pad)]).view(nb, B)
                 cnt[i, rows] = sizes
                 for k, v in draws.items():
                     if k not in aug:
@@ -254,13 +260,18 @@ class VectorizedExecutor:
             else:
                 tensors_stacked[name] = torch.stack(ts)
         lrs = [float(j.ctx.lr) for j in jobs]
-        ch = Chunk(ctxs=[j.ctx for j in jobs], starts=starts, pos=order, steps=steps, idx=idx.to(dev), cnt=cnt,
+        ch = Chunk(ctxs=[j.ctx for j in jobs], starts=starts, pos=order, steps=steps, idx=idx.to(dev),
+                   pos_in_client=pos.to(dev), cnt=cnt,
                    aug={k: v.to(dev) for k, v in aug.items()}, train=train,
                    bufs={k: stack(k, starts) for k in self.buffer_names}, frozen=frozen,
                    shared={k: starts[0][k] for k in self.nontrain if k not in frozen}, refs=refs,
                    refs_stacked=refs_stacked, tensors=tensors, tensors_stacked=tensors_stacked, corr={},
                    lr=lrs[0] if len(set(lrs)) == 1 else torch.tensor(lrs, device=dev))
         ch.corr = self._corrections(ch)
+        if task.needs.references:
+            ch.ref_taps = build_ref_taps(task, [j.refs for j in jobs], [task.client_indices[j.ctx.cid] for j in jobs])
+            if ch.ref_taps is not None:
+                ch.offsets = torch.tensor(ch.ref_taps.offsets, device=dev)
         ch.opt = task.optimizer.init_state(list(train.values()))
         return ch
 
@@ -386,7 +397,12 @@ class VectorizedExecutor:
         bufs = {k: take(v) for k, v in ch.bufs.items()}  # slice views: BatchNorm updates the stack in place
         frozen = {k: take(v) for k, v in ch.frozen.items()}
         tensors = {k: take(v) for k, v in ch.tensors_stacked.items()}
-        refs = self._references(ch, take, x)
+        if ch.ref_taps is not None:
+            rows = take(ch.offsets)[:, None] + take(ch.pos_in_client[:, t])[:, :width]
+            flip = take(ch.aug["flip"][:, t])[:, :width] if "flip" in ch.aug else None
+            refs = ch.ref_taps.lookup(rows, flip)
+        else:
+            refs = self._references(ch, take, x)
         if masked and not self.compile:  # per-client convs skip the padding rows (CPU)
             self._rows[0] = tuple(ch.cnt[:, t][sel if isinstance(sel, slice) else sel.cpu()].tolist())
         try:

@@ -8,12 +8,20 @@ from .base import ClientContext, FineTune, LocalBatch, Needs, Params, Strategy, 
 from .centralized import Centralized
 from .fedavg import FedAvg
 from .fedbabu import FedBABU
+from .fedcka import FedCKA
+from .fedintr import FedIntR
 from .fedprox import FedProx
 from .fedshibu import FedAvgCRSM, FedSHIBU, LocalOnly
+from .moon import MOON
+from .scaffold import SCAFFOLD
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "fedavg": FedAvg,
     "fedprox": FedProx,
+    "scaffold": SCAFFOLD,
+    "moon": MOON,
+    "fedcka": FedCKA,
+    "fedintr": FedIntR,
     "centralized": Centralized,
     "fedbabu": FedBABU,
     "fedshibu": FedSHIBU,

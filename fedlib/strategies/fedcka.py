@@ -1,0 +1,54 @@
+"""FedCKA (Son, Kim and Chung, arXiv 2021 and Appl. Sci. 2022): a contrastive term on the first M layers' activations,
+with CKA as the similarity.
+
+Local objective (Eq. 1-3), per batch, with a_n, a_g,n, a_p,n the n-th layer's activations (flattened maps,
+``(batch, C·H·W)``) of the local, global and previous local models on the same samples:
+
+    ℓ = ℓ_CE + μ · (1/M) Σ_{n=1..M} −log( e^{sim(a_n, a_g,n)} / (e^{sim(a_n, a_g,n)} + e^{sim(a_n, a_p,n)}) )
+
+no temperature, ``sim`` linear CKA (Eq. 3) by default (:data:`fedlib.contrastive.FEDCKA_SIMILARITIES` lists Table
+3's alternatives), computed in log-sum-exp form. M = 2 ("the first two naturally similar layers"); any M up to
+the model's depth (``layer_taps``, logits included: Fig. 5 sweeps M = 1..7 on the 7-layer CNN). A batch of fewer
+than 4 samples contributes no CKA term. At a client's first participation the previous model is the global model:
+the term is exactly log 2 with a zero gradient.
+
+``on="heads"``: the FedIntR repository's FedCKA baseline, CKA of the first M layers' 256-d projection-head outputs
+(``intr_taps``) instead of the activations: a deviation from the paper, kept as a named option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..contrastive import FEDCKA_SIMILARITIES, fedcka_loss
+from .base import ClientContext, LocalBatch, Needs
+from .previous import WithPrevious
+
+
+class FedCKA(WithPrevious):
+    name = "fedcka"
+    needs = Needs(references=("global", "prev"))
+
+    def __init__(self, mu: float = 3.0, M: int = 2, sim: str = "linear_cka", on: str = "activations") -> None:
+        if mu < 0 or M < 1:
+            raise ValueError(f"FedCKA needs mu >= 0 and M >= 1 (got mu={mu}, M={M}).")
+        if sim not in FEDCKA_SIMILARITIES:
+            raise ValueError(f"Unknown FedCKA similarity {sim!r}; valid: {sorted(FEDCKA_SIMILARITIES)}.")
+        if on not in ("activations", "heads"):
+            raise ValueError(f"FedCKA on={on!r}; valid: 'activations' (the paper), 'heads' (FedIntR's baseline).")
+        self.mu, self.M, self.sim, self.on = float(mu), int(M), sim, on
+
+    def setup(self, model: torch.nn.Module, cfg: Any) -> None:
+        layers = tuple(getattr(model, "layer_taps" if self.on == "activations" else "intr_taps", ()))
+        if not 1 <= self.M <= len(layers):
+            raise ValueError(f"FedCKA M={self.M} with on={self.on!r}: {type(model).__name__} has {len(layers)} such "
+                             f"layers {list(layers)}; choose 1 <= M <= {len(layers)}.")
+        self.needs = dataclasses.replace(self.needs, taps=layers[:self.M])
+
+    def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor | None:
+        term = fedcka_loss(b.taps, b.refs["global"], b.refs["prev"], self.sim)
+        return None if term is None else self.mu * term
