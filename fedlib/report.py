@@ -38,11 +38,13 @@ _PARAM_RULES = {
     "seed": lambda v: field_problem("seed", v),
     "executor": lambda v: field_problem("executor", v),
     "n_eval": _n_eval,
+    "variant": lambda v: None if v is None or isinstance(v, str) else "a preset variant's name (str) or None",
 }
 
 
 def check_params(**params: Any) -> None:
-    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed``, ``executor``, ``n_eval``);
+    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed``, ``executor``, ``n_eval``,
+    ``variant``: its validity per preset is checked by :func:`fedlib.config.preset`);
     raise one ``ValueError`` naming each bad parameter, its value and the valid values."""
     unknown = sorted(set(params) - set(_PARAM_RULES))
     if unknown:
