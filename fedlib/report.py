@@ -8,7 +8,8 @@ In a notebook::
     report.save()
 
 ``claim`` asserts (so a failing claim fails the notebook) unless ``applies`` is False, in which case it is
-recorded as "not checked at this scale" — a smoke run proves the code runs, not the paper.
+recorded as "not checked at this scale" — a smoke run proves the code runs, not the paper. ``verdict`` records
+a paper claim as "reproduced" or "not reproduced" with its numbers, without raising.
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ class Report:
         print(f"[{status}] {text}" + (f" — {detail}" if detail else ""))
         if applies and not ok:
             raise ClaimFailed(f"Paper claim not reproduced: {text}. {detail}")
+
+    def verdict(self, text: str, ok: bool, *, applies: bool = True, detail: str = "") -> bool:
+        """Record whether a paper claim was reproduced, with its numbers in ``detail``; never raises (use
+        :meth:`claim` for invariants a notebook must not get past). Returns ``ok``."""
+        status = ("reproduced" if ok else "not reproduced") if applies else "not checked at this scale"
+        self.claims.append({"claim": text, "status": status, "detail": detail})
+        print(f"[{status}] {text}" + (f" — {detail}" if detail else ""))
+        return bool(ok)
 
     def save(self, root: Path | None = None) -> Path:
         root = Path(root or DEFAULT_ROOT) / "summary"

@@ -7,11 +7,13 @@ from typing import Any
 from .base import ClientContext, FineTune, LocalBatch, Needs, Params, Strategy, weighted_average
 from .centralized import Centralized
 from .fedavg import FedAvg
+from .feder import FedER
 from .fedprox import FedProx
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "fedavg": FedAvg,
     "fedprox": FedProx,
+    "feder": FedER,
     "centralized": Centralized,
 }
 
