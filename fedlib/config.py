@@ -120,7 +120,8 @@ class Config:
             (self.executor in ("auto", "sequential", "vectorized"),
              f"executor {self.executor!r} is not one of 'auto', 'sequential', 'vectorized'"),
             (self.precision in ("fp32", "bf16"), f"precision {self.precision!r} is not one of 'fp32', 'bf16'"),
-            (self.optimizer in _optimizers(), f"optimizer {self.optimizer!r} is not one of {_optimizers()}"),
+            (self.optimizer in _optimizers(),
+             f"optimizer {self.optimizer!r} is unknown; valid optimizers: {_optimizers()}"),
             (isinstance(self.optimizer_kw, dict), "optimizer_kw must be a dict"),
             (self.lr_step is None or (len(self.lr_step) == 2 and int(self.lr_step[0]) >= 1
                                       and 0 < float(self.lr_step[1]) <= 1),
@@ -188,7 +189,7 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
         # 16 ResNet-18 runs in ~15 min on a 2-core CPU: a quarter-width ResNet-18 (16-128 channels), 6000
         # training / 2000 test images, 10 rounds x 1 epoch (StepLR's step shrinks with the epochs: feder_grid).
         "quick": dict(rounds=10, local_epochs=1, n_train=6000, n_test=2000, model_kw={"width": 16}),
-        "smoke": dict(rounds=2, local_epochs=1, n_train=512, n_test=256, model_kw={"width": 8}),
+        "smoke": dict(rounds=2, local_epochs=1, n_train=256, n_test=128, model_kw={"width": 4}),
     },
 }
 
