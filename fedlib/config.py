@@ -74,6 +74,9 @@ class Config:
     weight_decay: float = 1e-5
     lr_milestones: tuple[float, ...] = ()  # fractions of `rounds` at which lr *= lr_gamma (FedBABU: 0.5, 0.75)
     lr_gamma: float = 0.1
+    optimizer_kw: dict[str, Any] = field(default_factory=dict)  # options of package optimizers (fedlib.optim)
+    lr_step: tuple[int, float] | None = None  # per-epoch StepLR inside local training: (step_size epochs, gamma)
+    persistent_optimizer: bool = False  # each client keeps its optimizer state across rounds (a long-lived trainer)
     augment: str | None = None  # None: the dataset's default in the papers
     drop_last: bool = False  # MOON's loader drops the last partial batch; a client smaller than a batch keeps one
     # data scale (None: the whole split)
@@ -115,7 +118,8 @@ class Config:
     def identity(self) -> dict[str, Any]:
         """The fields that determine the numbers (everything but execution details)."""
         d = dataclasses.asdict(self)
-        return {k: v for k, v in d.items() if k not in EXECUTION_FIELDS}
+        return {k: v for k, v in d.items() if k not in EXECUTION_FIELDS
+                and not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])}
 
     def key(self) -> str:
         """Stable 16-hex hash of :meth:`identity` (the results store's key)."""
@@ -144,6 +148,8 @@ class Config:
         _reject_unknown(d, "Config.from_dict")
         if isinstance(d.get("lr_milestones"), list):
             d["lr_milestones"] = tuple(d["lr_milestones"])
+        if d.get("lr_step") is not None:
+            d["lr_step"] = tuple(d["lr_step"])
         return cls(**d)
 
     def validate(self) -> "Config":
@@ -272,6 +278,18 @@ def _dataset_key(v: str) -> str:
     return _ALIASES.get(v.lower(), v.lower())
 
 
+def _lr_step_rule(v: Any) -> str | None:
+    if v is None or (isinstance(v, (tuple, list)) and len(v) == 2 and _is_int(v[0]) and v[0] >= 1
+                     and _is_real(v[1]) and 0 < v[1] <= 1):
+        return None
+    return "must be None or (step_size >= 1 epochs, 0 < gamma <= 1), e.g. (25, 0.5)"
+
+
+# Fields added after records were first stored: left out of the identity while at these defaults, so every
+# earlier config keeps its key.
+_LATER_FIELDS: dict[str, Any] = {"optimizer_kw": {}, "lr_step": None, "persistent_optimizer": False}
+
+
 _RULES: dict[str, Any] = {
     "dataset": _choice_rule(_registry("data", "DATASETS"), "datasets", normalize=_dataset_key),
     "model": _choice_rule(_registry("models", "MODELS"), "models"),
@@ -306,6 +324,9 @@ _RULES: dict[str, Any] = {
     "compile": _type_rule(bool, "True or False"),
     "cuda_graph": _type_rule(bool, "True or False"),
     "label": _type_rule(str, "a string"),
+    "optimizer_kw": _kw_rule,
+    "lr_step": _lr_step_rule,
+    "persistent_optimizer": _type_rule(bool, "True or False"),
 }
 
 
@@ -374,6 +395,14 @@ _PAPER: dict[str, dict[str, Any]] = {
                      partition_kw={"shards_per_user": 5}, num_clients=100, sample_fraction=1.0, rounds=500,
                      local_epochs=1, batch_size=50, lr=0.1, momentum=0.9, weight_decay=0.0,
                      lr_milestones=(0.5, 0.75), personal_eval=True, eval_every=10),
+    # FedER thesis §4.2 / Table 4.1: ResNet-18 (CIFAR-style), CIFAR-100 with cutout, 4 clients (one GPU each),
+    # batch 128, lr 1e-3, weight decay 1e-4, StepLR (if applicable) step 25 decay 0.5 per epoch, "250 epochs".
+    # The thesis does not state the split into rounds or the partition: each client returns its model after every
+    # epoch (§1.2.1, curves per epoch with a test point per round), so 250 rounds x 1 local epoch, IID shards.
+    # Each client is one long-lived trainer: its optimizer state persists across rounds (FedAvg's too).
+    "feder": dict(dataset="cifar100", model="resnet18", partition="iid", partition_kw={}, num_clients=4,
+                  rounds=250, local_epochs=1, batch_size=128, optimizer="adam", lr=1e-3, momentum=0.9,
+                  weight_decay=1e-4, augment="crop_flip_cutout", persistent_optimizer=True),
 }
 
 # Named departures from a preset, each a documented reading of the paper or its code: ``preset(..., variant=)``.
@@ -406,7 +435,50 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
                       eval_every=10),
         "smoke": dict(model="intr_cnn", lr=0.01, rounds=2, n_train=400, n_test=200, num_clients=10, eval_every=2),
     },
+    "feder": {
+        # 16 ResNet-18 runs in ~10 min on an unshared 2-core CPU (~0.15 s per batch-128 step; 16 x 313 steps): a
+        # quarter-width ResNet-18 (16-128 channels), 4000 training / 1000 test images, 10 rounds x 1 epoch
+        # (StepLR's step shrinks with the epochs: feder_grid).
+        "quick": dict(rounds=10, local_epochs=1, n_train=4000, n_test=1000, model_kw={"width": 16}),
+        "smoke": dict(rounds=2, local_epochs=1, n_train=256, n_test=128, model_kw={"width": 4}),
+    },
 }
+
+# FedER thesis §4.3 / Table 4.2: the five optimizer configurations and the three ways to train each.
+# RMSGD: Table 4.1's lr and weight decay; momentum 0.9 and beta 0.98 from the RMSGD paper's configurations
+# (the thesis gives none). ``lrs="rmsgd_paper"`` in feder_grid takes those configurations' rates instead.
+FEDER_OPTIMIZERS: dict[str, dict[str, Any]] = {
+    "Adam": dict(optimizer="adam"),
+    "Adam + StepLR": dict(optimizer="adam", lr_step=(25, 0.5)),
+    "AdamP": dict(optimizer="adamp"),
+    "AdamP + StepLR": dict(optimizer="adamp", lr_step=(25, 0.5)),
+    "RMSGD": dict(optimizer="rmsgd", optimizer_kw={"beta": 0.98}),
+}
+FEDER_SETTINGS: dict[str, dict[str, Any]] = {
+    "non-federated": dict(strategy="centralized"),  # the same hyper-parameters, one trainer holding all the data
+    "FedAvg": dict(strategy="fedavg"),
+    "FedER": dict(strategy="feder"),
+}
+_FEDER_RMSGD_PAPER_LR = {"adam": 3e-4, "adamp": 0.01, "rmsgd": 0.03}
+
+
+def feder_grid(scale: str = "paper", lrs: str = "thesis", **overrides: Any) -> dict[tuple[str, str], Config]:
+    """Table 4.2's grid: ``{(optimizer row, setting): Config}`` of the FedER preset at ``scale``.
+
+    StepLR keeps the thesis's shape at smaller scales: its step is 25/250 of the run's epochs (at least 1), so the
+    rate halves ten times over any run, as over the thesis's 250 epochs."""
+    out = {}
+    for row, opt in FEDER_OPTIMIZERS.items():
+        for setting, strat in FEDER_SETTINGS.items():
+            kw = {**opt, **strat, **overrides}
+            if lrs == "rmsgd_paper":
+                kw.setdefault("lr", _FEDER_RMSGD_PAPER_LR[kw["optimizer"]])
+            cfg = preset("feder", scale, **kw)
+            if cfg.lr_step is not None and scale != "paper" and "lr_step" not in overrides:
+                epochs = cfg.rounds * cfg.local_epochs
+                cfg = cfg.replace(lr_step=(max(1, round(cfg.lr_step[0] * epochs / 250)), cfg.lr_step[1]))
+            out[(row, setting)] = cfg
+    return out
 
 # Per-dataset model swaps stated in the papers.
 _DATASET_MODEL = {

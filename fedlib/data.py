@@ -82,7 +82,10 @@ NORMALIZE_MODES = ("paper", "none")
 # "crop_flip" (MOON-style RandomCrop(32, padding=4) + flip) is available but no dataset defaults to it.
 DEFAULT_AUGMENT = {"fmnist": "flip", "svhn": "none", "cifar10": "flip", "cifar100": "flip",
                    "tinyimagenet": "flip", "synthetic": "none"}
-AUGMENTATIONS = ("none", "flip", "crop_flip")
+# "crop_flip_cutout" (FedER thesis §4.2, "CIFAR100 with cutout"): crop_flip, then one square hole of side
+# CUTOUT (DeVries & Taylor 2017's CIFAR-100 setting) centred anywhere in the image, clipped at the borders, set to 0.
+AUGMENTATIONS = ("none", "flip", "crop_flip", "crop_flip_cutout")
+CUTOUT = 8
 
 # Debian's `dataset-fashion-mnist` package installs the four idx .gz files here.
 DEBIAN_FMNIST_DIRS: tuple[Path, ...] = (Path("/usr/share/datasets/fashion-mnist"),)
@@ -592,10 +595,13 @@ def augment_params(kind: str, n: int, generator: torch.Generator | None = None, 
     out: dict[str, Tensor] = {}
     if kind == "none":
         return out
-    if kind == "crop_flip" and pad > 0:
+    if kind in ("crop_flip", "crop_flip_cutout") and pad > 0:
         out["dy"] = torch.randint(0, 2 * pad + 1, (n,), generator=generator, device=dev)
         out["dx"] = torch.randint(0, 2 * pad + 1, (n,), generator=generator, device=dev)
     out["flip"] = torch.rand(n, generator=generator, device=dev) < 0.5
+    if kind == "crop_flip_cutout":  # hole centres as fractions of the image side (any image size)
+        out["cy"] = torch.rand(n, generator=generator, device=dev)
+        out["cx"] = torch.rand(n, generator=generator, device=dev)
     return out
 
 
@@ -621,7 +627,16 @@ def apply_augment(x: Tensor, kind: str, params: dict[str, Tensor], *, pad: int =
         c = torch.arange(C, device=dev)[None, :, None, None]
         x = padded[b, c, rows, cols]
     flip = params["flip"].to(dev)
-    return torch.where(flip[:, None, None, None], x.flip(-1), x)
+    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    if "cy" in params:
+        cy = (params["cy"].to(dev) * H).long()[:, None]
+        cx = (params["cx"].to(dev) * W).long()[:, None]
+        r, c = torch.arange(H, device=dev)[None, :], torch.arange(W, device=dev)[None, :]
+        rows = (r >= cy - CUTOUT // 2) & (r < cy + CUTOUT - CUTOUT // 2)
+        cols = (c >= cx - CUTOUT // 2) & (c < cx + CUTOUT - CUTOUT // 2)
+        hole = rows[:, None, :, None] & cols[:, None, None, :]
+        x = x.masked_fill(hole, 0.0)
+    return x
 
 
 def augment_batch(x: Tensor, kind: str, generator: torch.Generator | None = None, *, pad: int = 4,

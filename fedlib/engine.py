@@ -98,6 +98,8 @@ class Engine:
             self.model.to(memory_format=torch.channels_last)
         self.strategy.setup(self.model, cfg)
         self.needs: Needs = self.strategy.needs
+        if cfg.persistent_optimizer:  # the run's clients are long-lived trainers, whatever the strategy
+            self.needs = dataclasses.replace(self.needs, persistent_optimizer=True)
         self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)  # evaluates any Params
         self.used = used_parameters(self.model, self.needs.taps, self.data.x_train[:2])
         self.trainable = self._trainable(self.strategy.trainable)
@@ -254,6 +256,7 @@ class Engine:
         entry: dict[str, Any] = {
             "round": rnd + 1, "lr": ctxs[0].lr, "clients": [c.cid for c in ctxs],
             "train_loss": float(sum(w * r.loss for w, r in zip(weights.tolist(), results))),
+            "client_loss": [r.loss for r in results],  # per sampled client, in the order of "clients"
             "train_time_s": train_time, **metrics,
         }
         if (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds:

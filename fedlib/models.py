@@ -330,9 +330,10 @@ class ResNet(FedModel):
         return o
 
 
-def resnet18(in_shape: tuple[int, int, int], num_classes: int, **kw) -> ResNet:
-    """CIFAR ResNet-18 (FedER, FedBABU/FedSHIBU): BasicBlock [2, 2, 2, 2], widths 64-512, option-B shortcuts."""
-    return ResNet(BasicBlock, (2, 2, 2, 2), (64, 128, 256, 512), in_shape, num_classes, **kw)
+def resnet18(in_shape: tuple[int, int, int], num_classes: int, width: int = 64, **kw) -> ResNet:
+    """CIFAR ResNet-18 (FedER, FedBABU/FedSHIBU): BasicBlock [2, 2, 2, 2], widths 64-512, option-B shortcuts.
+    ``width`` < 64 narrows every stage in proportion (w, 2w, 4w, 8w): a CPU-sized network, never the paper's."""
+    return ResNet(BasicBlock, (2, 2, 2, 2), (width, 2 * width, 4 * width, 8 * width), in_shape, num_classes, **kw)
 
 
 def resnet50(in_shape: tuple[int, int, int], num_classes: int, **kw) -> ResNet:

@@ -5,17 +5,40 @@
 executor runs the pure functional steps below on parameters stacked over clients (:meth:`OptimizerSpec.step`),
 which follow ``torch.optim``'s update rules exactly for the optimizers in :data:`FUNCTIONAL`. An optimizer with
 no functional step (a package optimizer such as AdamP) runs only in the sequential executor.
+
+Package optimizers (FedER thesis §4.1), used as their packages ship them, never rewritten:
+
+* ``adamp`` — ``adamp.AdamP`` (Heo et al. 2021); options ``delta``, ``wd_ratio``, ``nesterov`` via ``extra``. Its
+  two flattening helpers use ``reshape`` instead of ``view`` (the same numbers; ``view`` fails on the channels_last
+  conv weights fedlib trains on the CPU); the update itself is the package's.
+* ``rmsgd`` — ``rmsgd.RMSGD`` (Hosseini et al. 2022); options ``beta``, ``step_size``, ``gamma``, ``linear`` via
+  ``extra``. Its quirks, and how fedlib handles each: (1) it ignores the param group's ``lr`` and sets every
+  layer's rate itself from its ``lr`` at construction: fedlib builds it with ``spec.lr``, so a StepLR
+  (``lr_step``) or a round schedule changes the group's ``lr`` but not its steps, exactly as with the package and
+  torch's ``StepLR``; its own decay is ``extra={"step_size", "gamma"}``. (2) it wants ``epoch_step()`` after every
+  epoch: :data:`EPOCH_END` holds that call and the executor runs :meth:`OptimizerSpec.end_epoch` after each local
+  epoch. (3) it assumes one param group (its per-layer rates are indexed by position in the group): fedlib always
+  passes one group and the builder refuses more. (4) its state lives in attributes (epoch, knowledge gains,
+  velocities, per-layer rates, metric history), not in ``Optimizer.state``: :data:`ATTRIBUTE_STATE` names them,
+  and :meth:`OptimizerSpec.state_dict` / :meth:`~OptimizerSpec.load_state_dict` / :meth:`~OptimizerSpec.reset`
+  save, restore and reset them with the tensors, so a client's RMSGD survives a round, or a checkpoint, whole.
+
+A per-epoch StepLR (``lr_step = (step_size, gamma)``, FedER thesis Table 4.1: 25, 0.5) sets the group's ``lr`` to
+``lr · gamma^⌊epoch / step_size⌋`` at the start of each local epoch (:meth:`OptimizerSpec.epoch_lr`): the rates
+``torch.optim.lr_scheduler.StepLR`` stepped once per epoch gives (tested against it).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
-__all__ = ["OptimizerSpec", "OPTIMIZERS", "FUNCTIONAL", "sgd_step", "adam_step", "init_optimizer_state"]
+__all__ = ["OptimizerSpec", "OPTIMIZERS", "FUNCTIONAL", "EPOCH_END", "ATTRIBUTE_STATE", "sgd_step", "adam_step",
+           "init_optimizer_state"]
 
 # name -> builder of the torch.optim optimizer for a list of parameters
 OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], "OptimizerSpec"], torch.optim.Optimizer]] = {
@@ -23,6 +46,37 @@ OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], "OptimizerSpec"], torc
     "adam": lambda ps, s: torch.optim.Adam(ps, lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay),
 }
 FUNCTIONAL = ("sgd", "adam")  # optimizers with a functional (vectorizable) step
+
+
+def _adamp(ps: list[torch.nn.Parameter], s: "OptimizerSpec") -> torch.optim.Optimizer:
+    from adamp import AdamP
+
+    class _AdamP(AdamP):  # the package flattens with .view, which channels_last conv weights (CPU) refuse
+        def _channel_view(self, x: Tensor) -> Tensor:
+            return x.reshape(x.size(0), -1)
+
+        def _layer_view(self, x: Tensor) -> Tensor:
+            return x.reshape(1, -1)
+
+    return _AdamP(ps, lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay, **s.extra)
+
+
+def _rmsgd(ps: list[torch.nn.Parameter], s: "OptimizerSpec") -> torch.optim.Optimizer:
+    from rmsgd import RMSGD
+
+    if ps and isinstance(ps[0], dict):
+        raise ValueError("rmsgd assumes one param group (its per-layer rates are indexed within it); pass a list.")
+    return RMSGD(ps, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay, **s.extra)
+
+
+OPTIMIZERS["adamp"] = _adamp
+OPTIMIZERS["rmsgd"] = _rmsgd
+# name -> what runs after every local epoch (rmsgd: its per-epoch metric and rate update)
+EPOCH_END: dict[str, Callable[[torch.optim.Optimizer], None]] = {"rmsgd": lambda opt: opt.epoch_step()}
+# name -> optimizer attributes that hold state outside ``Optimizer.state`` ("a.b": attribute b of attribute a)
+ATTRIBUTE_STATE: dict[str, tuple[str, ...]] = {
+    "rmsgd": ("epoch", "KG", "velocity", "lr_vector", "zeta", "not_ready", "metrics.history"),
+}
 
 
 @dataclass(frozen=True)
@@ -36,10 +90,53 @@ class OptimizerSpec:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     extra: dict[str, Any] = field(default_factory=dict)  # options of registered package optimizers
+    lr_step: tuple[int, float] | None = None  # per-epoch StepLR (step_size in epochs, gamma)
 
     @classmethod
     def from_config(cls, cfg: Any) -> "OptimizerSpec":
-        return cls(name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        step = getattr(cfg, "lr_step", None)
+        return cls(name=cfg.optimizer, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                   extra=dict(getattr(cfg, "optimizer_kw", None) or {}),
+                   lr_step=(int(step[0]), float(step[1])) if step else None)
+
+    def epoch_lr(self, lr: float, epoch: int) -> float:
+        """The group lr of (0-based) local epoch ``epoch`` counted over the whole run, from the round's ``lr``:
+        ``lr · gamma^⌊epoch / step_size⌋`` under ``lr_step`` (torch's StepLR stepped per epoch), else ``lr``."""
+        if self.lr_step is None:
+            return lr
+        return lr * self.lr_step[1] ** (epoch // self.lr_step[0])
+
+    def end_epoch(self, opt: torch.optim.Optimizer) -> None:
+        """What the optimizer wants after each epoch (:data:`EPOCH_END`; nothing for torch's optimizers)."""
+        hook = EPOCH_END.get(self.name)
+        if hook is not None:
+            hook(opt)
+
+    def state_dict(self, opt: torch.optim.Optimizer) -> dict[str, Any]:
+        """A detached copy of ``opt``'s state: tensors, plain group settings and :data:`ATTRIBUTE_STATE`."""
+        sd = opt.state_dict()
+        out: dict[str, Any] = {
+            "state": {k: {n: v.detach().clone() if isinstance(v, Tensor) else copy.deepcopy(v) for n, v in st.items()}
+                      for k, st in sd["state"].items()},
+            "param_groups": [{k: v for k, v in g.items() if _plain_setting(v)} for g in sd["param_groups"]]}
+        attrs = ATTRIBUTE_STATE.get(self.name, ())
+        if attrs:
+            out["attributes"] = {a: _compact(a, copy.deepcopy(_get(opt, a))) for a in attrs}
+        return out
+
+    def load_state_dict(self, opt: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` into ``opt`` (group entries it did not save keep their current values)."""
+        cur = opt.state_dict()["param_groups"]
+        opt.load_state_dict({"state": state["state"],
+                             "param_groups": [{**c, **g} for c, g in zip(cur, state["param_groups"])]})
+        for a, v in state.get("attributes", {}).items():
+            _set(opt, a, copy.deepcopy(v))
+
+    def reset(self, opt: torch.optim.Optimizer) -> None:
+        """Return ``opt`` to the state of a freshly built optimizer (tensors and attributes)."""
+        opt.state.clear()
+        for a, v in getattr(opt, "_fedlib_fresh", {}).items():  # snapshot taken by build()
+            _set(opt, a, copy.deepcopy(v))
 
     def replace(self, **changes: Any) -> "OptimizerSpec":
         return replace(self, **changes)
@@ -51,7 +148,11 @@ class OptimizerSpec:
 
     def build(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
         """The ``torch.optim`` optimizer this spec describes (the sequential executor's)."""
-        return OPTIMIZERS[self.validate().name](params, self)
+        opt = OPTIMIZERS[self.validate().name](params, self)
+        attrs = ATTRIBUTE_STATE.get(self.name, ())
+        if attrs:  # what reset() returns to
+            opt._fedlib_fresh = {a: copy.deepcopy(_get(opt, a)) for a in attrs}  # type: ignore[attr-defined]
+        return opt
 
     def functional(self) -> tuple[bool, str]:
         """(True, "") if :meth:`step` implements this optimizer; else (False, why)."""
@@ -76,6 +177,33 @@ class OptimizerSpec:
                                     weight_decay=self.weight_decay)
             return new_p, {"exp_avg": m, "exp_avg_sq": v}  # type: ignore[dict-item]
         raise ValueError(self.functional()[1])
+
+
+def _get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _set(obj: Any, path: str, value: Any) -> None:
+    *head, last = path.split(".")
+    for part in head:
+        obj = getattr(obj, part)
+    setattr(obj, last, value)
+
+
+def _compact(path: str, value: Any) -> Any:
+    """RMSGD reads only the last entry of its metric history again: keep that one, padded to the length."""
+    if path == "metrics.history" and isinstance(value, list) and value:
+        return [None] * (len(value) - 1) + [value[-1]]
+    return value
+
+
+def _plain_setting(v: Any) -> bool:
+    """Group settings worth saving (numbers, flags, tuples, parameter indices), not objects an optimizer parks
+    there (rmsgd puts its metrics object and numpy arrays in its defaults)."""
+    return v is None or isinstance(v, (int, float, bool, str)) or (
+        isinstance(v, (tuple, list)) and all(isinstance(x, (int, float, bool)) for x in v))
 
 
 def init_optimizer_state(kind: str, params: list[Tensor]) -> dict[str, list[Tensor | None]]:

@@ -8,7 +8,8 @@ In a notebook::
     report.save()
 
 ``claim`` asserts (so a failing claim fails the notebook) unless ``applies`` is False, in which case it is
-recorded as "not checked at this scale" — a smoke run proves the code runs, not the paper.
+recorded as "not checked at this scale" — a smoke run proves the code runs, not the paper. ``verdict`` records
+a paper claim as "reproduced" or "not reproduced" with its numbers, without raising.
 
 Every notebook calls :func:`check_params` right after its parameters cell, so a bad ``papermill -p`` value fails
 at once instead of producing outputs labelled with it.

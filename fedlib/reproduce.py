@@ -49,14 +49,16 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
 
 def summarize(rows: list[dict], scale: str) -> str:
     lines = [f"# fedlib reproduction summary — scale `{scale}`", "",
-             "| notebook | status | minutes | claims passed | failed | not checked at this scale |",
-             "|---|---|---|---|---|---|"]
+             "| notebook | status | minutes | claims passed | failed | reproduced | not reproduced | "
+             "not checked at this scale |",
+             "|---|---|---|---|---|---|---|---|"]
     details = []
     for r in rows:
         claims = r.get("claims", [])
-        n = {s: sum(c["status"] == s for c in claims) for s in ("pass", "FAIL", "not checked at this scale")}
+        n = {s: sum(c["status"] == s for c in claims)
+             for s in ("pass", "FAIL", "reproduced", "not reproduced", "not checked at this scale")}
         lines.append(f"| {r['notebook']} | {r['status']} | {r['seconds'] / 60:.1f} | {n['pass']} | {n['FAIL']} | "
-                     f"{n['not checked at this scale']} |")
+                     f"{n['reproduced']} | {n['not reproduced']} | {n['not checked at this scale']} |")
         for c in claims:
             detail = f" — {c['detail']}" if c.get("detail") else ""
             details.append(f"- {r['notebook']}: [{c['status']}] {c['claim']}{detail}")

@@ -3,8 +3,11 @@
 It is the reference the vectorized executor is tested against, and the executor for everything that cannot be
 vectorized (package optimizers, persistent optimizer state, strategies whose step is not pure tensor code). One
 model (the task's) and one optimizer per trainable set are reused for every client and round: parameters are
-copied in, optimizer state is cleared (or loaded from the job, for persistent state). Losses are checked for
-NaN once per client, not once per step.
+copied in, optimizer state is reset (or loaded from the job, for persistent state; :meth:`OptimizerSpec.reset`,
+``load_state_dict`` and ``state_dict`` also carry state package optimizers keep in attributes). Each local epoch
+starts by setting the group's rate (:meth:`OptimizerSpec.epoch_lr`: a per-epoch StepLR, epochs counted over the
+run as ``round · epochs + epoch``) and ends with :meth:`OptimizerSpec.end_epoch` (e.g. rmsgd's ``epoch_step``).
+Losses are checked for NaN once per client, not once per step.
 """
 
 from __future__ import annotations
@@ -61,8 +64,7 @@ class SequentialExecutor:
 
     def _optimizer(self, task: LocalTask) -> torch.optim.Optimizer:
         """One optimizer per (model, trainable set, optimizer description), reused across clients and rounds."""
-        key = (id(task.model), task.trainable, task.optimizer.name, task.optimizer.momentum,
-               task.optimizer.weight_decay, task.optimizer.betas, task.optimizer.eps)
+        key = (id(task.model), task.trainable, repr(task.optimizer))
         if key not in self._opts:
             named = dict(task.model.named_parameters())
             self._opts[key] = task.optimizer.build([named[n] for n in task.trainable])
@@ -76,11 +78,10 @@ class SequentialExecutor:
             p.requires_grad_(n in trainable)
         opt = self._optimizer(task)
         load_params_(model, job.start)
-        opt.state.clear()
+        spec = task.optimizer
+        spec.reset(opt)
         if job.opt_state is not None:
-            opt.load_state_dict(job.opt_state)
-        for group in opt.param_groups:
-            group["lr"] = ctx.lr
+            spec.load_state_dict(opt, job.opt_state)
         model.train()
         full = model.state_dict(keep_vars=True)  # the live tensors: gradients and BatchNorm updates land in them
         live = {n: full[n] for n in task.trainable}
@@ -90,6 +91,9 @@ class SequentialExecutor:
         loss_sum = torch.zeros((), device=next(iter(full.values())).device)
         seen = 0
         for epoch in range(task.epochs):
+            lr = spec.epoch_lr(ctx.lr, ctx.round * task.epochs + epoch)
+            for group in opt.param_groups:
+                group["lr"] = lr
             for x, y, pos, flip in _batches(task, ctx.cid, ctx.round, epoch):
                 refs = {}
                 if cached is not None:
@@ -105,14 +109,12 @@ class SequentialExecutor:
                 if corr:
                     with torch.no_grad():
                         for k, c in corr.items():
-                            live[k].sub_(c, alpha=ctx.lr)
+                            live[k].sub_(c, alpha=lr)
                 loss_sum += loss.detach() * len(y)
                 seen += len(y)
+            spec.end_epoch(opt)
         mean_loss = float(loss_sum) / max(seen, 1)
         if not math.isfinite(mean_loss):
             raise non_finite_loss(mean_loss, ctx.cid, ctx.round, task.what, ctx.lr)
-        opt_state = opt.state_dict() if needs.persistent_optimizer else None
-        if opt_state is not None:
-            opt_state = {"state": {k: clone_params(v) for k, v in opt_state["state"].items()},
-                         "param_groups": [dict(g) for g in opt_state["param_groups"]]}
+        opt_state = spec.state_dict(opt) if needs.persistent_optimizer else None
         return ClientResult(clone_params(model.state_dict()), mean_loss, opt_state)

@@ -328,7 +328,7 @@ class VectorizedExecutor:
         self._cur.update(task=self.task, ctx=self._chunk_ctx(ch.ctxs), shared=ch.shared,
                          glob=self.task.global_params, tensors=ch.tensors, amp_cache=True)
         self.model.train()
-        if self.steps.enabled and not ch.frozen:
+        if self.steps.enabled and not ch.frozen and self.task.optimizer.lr_step is None:  # static: one rate
             loss_sum = self.steps.run(ch)
         else:
             loss_sum = torch.zeros(N, dtype=torch.float64, device=self.device)
@@ -412,7 +412,8 @@ class VectorizedExecutor:
             self._rows[0] = None
         grads = [torch.zeros_like(leaves[k]) if g is None else g for k, g in zip(names, grads)]
         params = [leaves[k].detach() for k in names]
-        lr = ch.lr if not isinstance(ch.lr, Tensor) else take(ch.lr)
+        lr = self._lr(ch, t)
+        lr = lr if not isinstance(lr, Tensor) else take(lr)
         with torch.no_grad():
             state = {s: [None if b is None else take(b) for b in bs] for s, bs in ch.opt.items()}
             new_p, new_state = task.optimizer.step(params, grads, state, t=t, lr=lr)
@@ -432,6 +433,16 @@ class VectorizedExecutor:
                 for k, b in bufs.items():  # gathered copies: write the running statistics back
                     ch.bufs[k].index_copy_(0, sel, b)
         return losses
+
+    def _lr(self, ch: Chunk, t: int) -> float | Tensor:
+        """The rate of every client of the chunk at global step ``t``: the round's, or under a per-epoch StepLR
+        (``OptimizerSpec.lr_step``) that of client i's epoch ``t // nb_i``, counted over the run as the sequential
+        executor counts it (``round · epochs + epoch``)."""
+        spec, E = self.task.optimizer, self.task.epochs
+        if spec.lr_step is None:
+            return ch.lr
+        lrs = [spec.epoch_lr(c.lr, c.round * E + min(t * E // max(k, 1), E - 1)) for c, k in zip(ch.ctxs, ch.steps)]
+        return lrs[0] if len(set(lrs)) == 1 else torch.tensor(lrs, device=self.device)
 
     @torch.no_grad()
     def _references(self, ch: Chunk, take: Callable[[Tensor], Tensor], x: Tensor) -> dict[str, list[Tensor]]:

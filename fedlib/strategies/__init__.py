@@ -9,6 +9,7 @@ from .centralized import Centralized
 from .fedavg import FedAvg
 from .fedbabu import FedBABU
 from .fedcka import FedCKA
+from .feder import FedER
 from .fedintr import FedIntR
 from .fedprox import FedProx
 from .fedshibu import FedAvgCRSM, FedSHIBU, LocalOnly
@@ -22,6 +23,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "moon": MOON,
     "fedcka": FedCKA,
     "fedintr": FedIntR,
+    "feder": FedER,
     "centralized": Centralized,
     "fedbabu": FedBABU,
     "fedshibu": FedSHIBU,

@@ -17,7 +17,8 @@ Hooks, in the order the engine calls them each round::
     client_end(ctx, start, params)         what the client uploads; saves the strategy's per-client state
     aggregate(rnd, global_params,          the server update (default: the sample-size-weighted mean, McMahan et
               uploads, weights, ctxs)      al. 2017); may keep one model per client in its state
-    round_metrics()                        values recorded in the round's history entry (e.g. a CRSM)
+    round_metrics()                        a JSON-able dict merged into the round's history entry (e.g. FedER's
+                                           per-layer ranks and aggregation weights); default {}
     finetune()                             a FineTune for personalized evaluation, or None
     eval_params(cid, global_params, state) the parameters client ``cid`` starts its personalized evaluation from
 
@@ -101,7 +102,8 @@ class Strategy:
         return weighted_average(uploads, weights)
 
     def round_metrics(self) -> dict[str, Any]:
-        """JSON-able values recorded in the round's history entry after ``aggregate`` (e.g. FedSHIBU's CRSM)."""
+        """What this round's server update did, for the record: a JSON-able dict the engine merges into the round's
+        history entry right after ``aggregate`` (keys must not clash with the engine's: prefix them)."""
         return {}
 
     def finetune(self) -> FineTune | None:
