@@ -437,7 +437,7 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
         "smoke": dict(model="intr_cnn", lr=0.01, rounds=2, n_train=400, n_test=200, num_clients=10, eval_every=2),
     },
     "feder": {
-        # 16 ResNet-18 runs in ~10 min on an unshared 2-core CPU (~0.15 s per batch-128 step; 16 x 313 steps): a
+        # 16 ResNet-18 runs in ~15 min on an unshared 2-core CPU (55-65 s per run, 313 batch-128 steps each): a
         # quarter-width ResNet-18 (16-128 channels), 4000 training / 1000 test images, 10 rounds x 1 epoch
         # (StepLR's step shrinks with the epochs: feder_grid).
         "quick": dict(rounds=10, local_epochs=1, n_train=4000, n_test=1000, model_kw={"width": 16}),
