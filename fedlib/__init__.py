@@ -1,7 +1,8 @@
 """fedlib: a reproducible companion to FedCKA, FedIntR, FedER and FedSHIBU.
 
 Modules, one concept each:
-    config      Config (identity vs execution fields) and the per-paper presets at each scale
+    config      Config: identity vs execution fields, validation
+    presets     each paper's setup at each scale, quoting its sentences; named variants
     data        datasets as device tensors, on-device augmentation
     partition   seeded client partitions (iid, dirichlet, shards, label groups)
     models      CNNs and ResNets that return named representation taps; representations()
@@ -17,6 +18,7 @@ Modules, one concept each:
     atomic      atomic file writes
     similarity  layer-wise CKA between federated models (FedCKA Fig. 2 / Fig. 6)
     plots       figure helpers that stamp provenance
+    plans       the runs each notebook needs at each scale (one module per notebook)
     report      paper-vs-ours tables and claims collected per notebook
     reproduce   the papermill batch runner
 """

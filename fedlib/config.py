@@ -1,4 +1,4 @@
-"""Experiment configuration and the per-paper presets.
+"""Experiment configuration: :class:`Config`, its validation and identity (the presets are in :mod:`fedlib.presets`).
 
 An experiment is a :class:`Config`; ``fedlib.results.run(cfg)`` turns it into a record. Every field that can
 change a number is part of the config's identity (:meth:`Config.key`); fields that only say *where* or *how fast*
@@ -8,11 +8,7 @@ it runs (device, executor, checkpointing) are not, and are recorded as provenanc
 raises one :class:`ConfigError` naming each bad field, its value and the fix; :meth:`Config.from_dict`,
 :meth:`Config.replace` and :func:`preset` reject unknown keys instead of dropping them (docs/bad-inputs.md).
 
-Presets reproduce each paper's setup at three scales:
-
-* ``paper`` — the paper's exact setup (rounds, epochs, batch, optimizer), for a GPU;
-* ``quick`` — meaningful numbers on a 2-core CPU in minutes (fewer rounds / epochs, full data);
-* ``smoke`` — seconds on a CPU, for CI (a few hundred samples, one or two rounds). Never a result.
+The per-paper presets (:func:`fedlib.presets.preset`) are re-exported here for convenience.
 """
 
 from __future__ import annotations
@@ -367,161 +363,12 @@ def _jsonable(o: Any) -> Any:
     return str(o)
 
 
-# --------------------------------------------------------------------------------------------- presets
-# Each paper's setup, with the sentence it comes from. `quick` / `smoke` overrides shrink it for a CPU.
-
-_PAPER: dict[str, dict[str, Any]] = {
-    # FedIntR §IV-A: "SGD ... learning rate of 0.01, weight decay of 0.00001, and momentum of 0.9. batch size
-    # 512, local epochs 10, training rounds 100. random horizontal flip except SVHN", 10 clients, Dirichlet β=0.5.
-    # Its own Dirichlet split (the FedIntR repository) has no balance cap and no minimum client size.
-    "fedintr": dict(dataset="fmnist", model="intr_cnn", partition="dirichlet",
-                    partition_kw={"beta": 0.5, "convention": "fedintr"}, num_clients=10, rounds=100, local_epochs=10,
-                    batch_size=512, lr=0.01, momentum=0.9, weight_decay=1e-5),
-    # FedCKA (arXiv & Appl. Sci.) Experimental Setup: "SGD ... learning rate of 0.1, momentum of 0.9, weight
-    # decay of 0.00001. Local epochs are set to 10 ... batch size 128 ... 100 communication rounds on CIFAR-10
-    # ... These are also the parameters used in MOON"; 10 clients, Dirichlet α = 5.0 by default. MOON's paper and
-    # code use lr 0.01, and at 0.1 the simple CNN diverges (a non-finite loss in round 1 on Fashion-MNIST), so we
-    # read the sentence about MOON as the intended setting: lr 0.01; the literal 0.1 is variant "lr0.1". MOON's
-    # loader drops the last partial batch (a client smaller than a batch keeps one): drop_last.
-    "fedcka": dict(dataset="cifar10", model="simple_cnn", partition="dirichlet", partition_kw={"beta": 5.0},
-                   num_clients=10, rounds=100, local_epochs=10, batch_size=128, lr=0.01, momentum=0.9,
-                   weight_decay=1e-5, augment="none", drop_last=True),
-    # FedSHIBU §3: "ResNet18 ... on CIFAR10 and CIFAR100", "100 clients with full participation" (m = N), shards
-    # per user s, "A learning rate of 0.1 is used and it is decayed as in [FedBABU]" (×0.1 at 1/2 and 3/4 of the
-    # rounds), batch 50 and momentum 0.9 as FedBABU; weight decay and τ are not stated (0 and 1 local epoch here);
-    # "We run both experiments for 500 epochs" (Fig. 1) → 500 rounds of 1 epoch. Personalized evaluation: each
-    # client's own test shards. Fashion-MNIST: the same ResNet-18 on 1×28×28.
-    "fedshibu": dict(dataset="cifar10", model="resnet18", strategy="fedshibu", partition="shards",
-                     partition_kw={"shards_per_user": 5}, num_clients=100, sample_fraction=1.0, rounds=500,
-                     local_epochs=1, batch_size=50, lr=0.1, momentum=0.9, weight_decay=0.0,
-                     lr_milestones=(0.5, 0.75), personal_eval=True, eval_every=10),
-    # FedER thesis §4.2 / Table 4.1: ResNet-18 (CIFAR-style), CIFAR-100 with cutout, 4 clients (one GPU each),
-    # batch 128, lr 1e-3, weight decay 1e-4, StepLR (if applicable) step 25 decay 0.5 per epoch, "250 epochs".
-    # The thesis does not state the split into rounds or the partition: each client returns its model after every
-    # epoch (§1.2.1, curves per epoch with a test point per round), so 250 rounds x 1 local epoch, IID shards.
-    # Each client is one long-lived trainer: its optimizer state persists across rounds (FedAvg's too).
-    "feder": dict(dataset="cifar100", model="resnet18", partition="iid", partition_kw={}, num_clients=4,
-                  rounds=250, local_epochs=1, batch_size=128, optimizer="adam", lr=1e-3, momentum=0.9,
-                  weight_decay=1e-4, augment="crop_flip_cutout", persistent_optimizer=True),
-}
-
-# Named departures from a preset, each a documented reading of the paper or its code: ``preset(..., variant=)``.
-VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
-    "fedcka": {
-        "lr0.1": dict(lr=0.1),  # the papers' literal "learning rate of 0.1" (diverges with the simple CNN)
-    },
-    "fedintr": {
-        # MOON / NIID-Bench's Dirichlet split: balance cap and at least 10 samples per client
-        "moon_split": dict(partition_kw={"beta": 0.5, "convention": "niid-bench"}),
-        # Fashion-MNIST as the FedIntR code feeds it: 3 × 32 × 32 (resized, replicated), convs without padding
-        "code_input": dict(model_kw={"code_input": True}),
-    },
-}
-
-_SCALE: dict[str, dict[str, dict[str, Any]]] = {
-    "fedintr": {
-        # ~5 min on a 2-core CPU on Fashion-MNIST: 12 rounds of 5 local epochs, all data.
-        "quick": dict(rounds=12, local_epochs=5),
-        "smoke": dict(rounds=2, local_epochs=1, n_train=1200, n_test=400),
-    },
-    "fedcka": {
-        "quick": dict(rounds=10, local_epochs=2),
-        "smoke": dict(rounds=2, local_epochs=1, n_train=1200, n_test=400),
-    },
-    "fedshibu": {
-        # a 2-core CPU: the FedIntR CNN instead of ResNet-18 (no BatchNorm: lr 0.1 diverges, 0.01 is FedIntR's lr
-        # for it), 20 clients on 10 % of the data (300 images each), 10 rounds of 5 local epochs (one epoch of 6
-        # steps per round does not leave chance level in 10 rounds), personalized evaluation at the end
-        "quick": dict(model="intr_cnn", lr=0.01, num_clients=20, n_train=6000, n_test=2000, rounds=10,
-                      local_epochs=5, eval_every=10),
-        "smoke": dict(model="intr_cnn", lr=0.01, rounds=2, n_train=400, n_test=200, num_clients=10, eval_every=2),
-    },
-    "feder": {
-        # 16 ResNet-18 runs in ~15 min on an unshared 2-core CPU (55-65 s per run, 313 batch-128 steps each): a
-        # quarter-width ResNet-18 (16-128 channels), 4000 training / 1000 test images, 10 rounds x 1 epoch
-        # (StepLR's step shrinks with the epochs: feder_grid).
-        "quick": dict(rounds=10, local_epochs=1, n_train=4000, n_test=1000, model_kw={"width": 16}),
-        "smoke": dict(rounds=2, local_epochs=1, n_train=256, n_test=128, model_kw={"width": 4}),
-    },
-}
-
-# FedER thesis §4.3 / Table 4.2: the five optimizer configurations and the three ways to train each.
-# RMSGD: Table 4.1's lr and weight decay; momentum 0.9 and beta 0.98 from the RMSGD paper's configurations
-# (the thesis gives none). ``lrs="rmsgd_paper"`` in feder_grid takes those configurations' rates instead.
-FEDER_OPTIMIZERS: dict[str, dict[str, Any]] = {
-    "Adam": dict(optimizer="adam"),
-    "Adam + StepLR": dict(optimizer="adam", lr_step=(25, 0.5)),
-    "AdamP": dict(optimizer="adamp"),
-    "AdamP + StepLR": dict(optimizer="adamp", lr_step=(25, 0.5)),
-    "RMSGD": dict(optimizer="rmsgd", optimizer_kw={"beta": 0.98}),
-}
-FEDER_SETTINGS: dict[str, dict[str, Any]] = {
-    "non-federated": dict(strategy="centralized"),  # the same hyper-parameters, one trainer holding all the data
-    "FedAvg": dict(strategy="fedavg"),
-    "FedER": dict(strategy="feder"),
-}
-_FEDER_RMSGD_PAPER_LR = {"adam": 3e-4, "adamp": 0.01, "rmsgd": 0.03}
+_PRESET_NAMES = ("preset", "VARIANTS", "feder_grid", "FEDER_OPTIMIZERS", "FEDER_SETTINGS")
 
 
-def feder_grid(scale: str = "paper", lrs: str = "thesis", **overrides: Any) -> dict[tuple[str, str], Config]:
-    """Table 4.2's grid: ``{(optimizer row, setting): Config}`` of the FedER preset at ``scale``.
+def __getattr__(name: str) -> Any:  # ``from fedlib.config import preset`` keeps working (lazy: no import cycle)
+    if name in _PRESET_NAMES:
+        from . import presets
 
-    StepLR keeps the thesis's shape at smaller scales: its step is 25/250 of the run's epochs (at least 1), so the
-    rate halves ten times over any run, as over the thesis's 250 epochs."""
-    out = {}
-    for row, opt in FEDER_OPTIMIZERS.items():
-        for setting, strat in FEDER_SETTINGS.items():
-            kw = {**opt, **strat, **overrides}
-            if lrs == "rmsgd_paper":
-                kw.setdefault("lr", _FEDER_RMSGD_PAPER_LR[kw["optimizer"]])
-            cfg = preset("feder", scale, **kw)
-            if cfg.lr_step is not None and scale != "paper" and "lr_step" not in overrides:
-                epochs = cfg.rounds * cfg.local_epochs
-                cfg = cfg.replace(lr_step=(max(1, round(cfg.lr_step[0] * epochs / 250)), cfg.lr_step[1]))
-            out[(row, setting)] = cfg
-    return out
-
-# Per-dataset model swaps stated in the papers.
-_DATASET_MODEL = {
-    "fedintr": {"cifar100": "resnet20"},
-    "fedcka": {"cifar100": "resnet50", "tinyimagenet": "resnet50"},
-}
-# FedIntR: ResNet-20 with a projection head on the stem and each stage; FedCKA: ResNet-50 with MOON's projection
-# head ("as per MOON": l1, l2, classifier l3 on the 256-d projection).
-_DATASET_MODEL_KW = {
-    "fedintr": {"cifar100": {"intr_heads": True}},
-    "fedcka": {"cifar100": {"projection": True}, "tinyimagenet": {"projection": True}},
-}
-_DATASET_ROUNDS = {"fedcka": {"cifar100": 40, "tinyimagenet": 20}}
-
-
-def preset(paper: str, scale: str = "paper", variant: str | None = None, **overrides: Any) -> Config:
-    """The setup of ``paper`` at ``scale``, then the named ``variant`` (:data:`VARIANTS`), then ``overrides``.
-
-    >>> preset("fedintr", "quick", strategy="fedprox", strategy_kw={"mu": 0.01}).rounds
-    12
-    >>> preset("fedcka", variant="lr0.1").lr
-    0.1
-    """
-    if paper not in _PAPER:
-        raise ValueError(f"Unknown preset {paper!r}; valid presets: {sorted(_PAPER)}.")
-    if scale not in SCALES:
-        raise ValueError(f"Unknown scale {scale!r}; valid scales: {SCALES}.")
-    if variant is not None and variant not in VARIANTS.get(paper, {}):
-        raise ValueError(f"Unknown variant {variant!r} of preset {paper!r}; valid: {sorted(VARIANTS.get(paper, {}))}.")
-    base = dict(_PAPER[paper])
-    dataset = overrides.get("dataset", base["dataset"])
-    base["model"] = _DATASET_MODEL.get(paper, {}).get(dataset, base["model"])
-    base["model_kw"] = dict(_DATASET_MODEL_KW.get(paper, {}).get(dataset, {}))
-    if dataset in _DATASET_ROUNDS.get(paper, {}):
-        base["rounds"] = _DATASET_ROUNDS[paper][dataset]
-    if paper == "fedintr" and dataset == "svhn":
-        base["augment"] = "none"
-    if scale != "paper":
-        base.update(_SCALE[paper][scale])
-    if variant is not None:
-        base.update(VARIANTS[paper][variant])
-    base["label"] = f"{paper}/{scale}" + (f"/{variant}" if variant else "")
-    _reject_unknown(overrides, f"preset({paper!r})")
-    base.update(overrides)
-    return Config(**base).validate()
+        return getattr(presets, name)
+    raise AttributeError(f"module 'fedlib.config' has no attribute {name!r}")

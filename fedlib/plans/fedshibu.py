@@ -1,18 +1,13 @@
-"""The runs each notebook needs at each scale, declared in one place that the notebooks themselves use.
-
-``plan(notebook, scale, ...)`` returns ``{artifact: {run name: Config}}``; a notebook trains (or loads from the
-results store) exactly these runs, so a batch tool can list, cost and schedule them without executing notebooks.
-"""
+"""Notebook 08 (FedSHIBU): the shard sweep, the label groups, the CRSM and FedAvg+CRSM."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from .config import SCALES, Config, preset
+from ..presets import preset
+from ._base import Plan
 
-__all__ = ["plan", "PLANS", "fedshibu_plan"]
-
-Plan = dict[str, dict[str, Config]]
+__all__ = ["fedshibu_plan", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
 
 FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 20), "smoke": (2,)}
 FEDSHIBU_METHODS: dict[str, dict[str, Any]] = {
@@ -45,14 +40,3 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
     every = base.replace(partition_kw={"shards_per_user": 5}, eval_every=1)
     fig5 = {"FedAvg": every.replace(strategy="fedavg"), "FedAvg+CRSM": every.replace(strategy="fedavg_crsm")}
     return {"table1": table, "fig1": fig1, "fig3": fig3, "fig5": fig5}
-
-
-PLANS: dict[str, Callable[..., Plan]] = {"08_fedshibu_shards": fedshibu_plan}
-
-
-def plan(notebook: str, scale: str, **kw: Any) -> Plan:
-    if notebook not in PLANS:
-        raise ValueError(f"No plan for notebook {notebook!r}; valid: {sorted(PLANS)}.")
-    if scale not in SCALES:
-        raise ValueError(f"Unknown scale {scale!r}; valid scales: {SCALES}.")
-    return PLANS[notebook](scale, **kw)

@@ -1,0 +1,30 @@
+"""The runs each notebook needs at each scale, declared in one place that the notebooks themselves use.
+
+``plan(notebook, scale, ...)`` returns ``{artifact: {run name: Config}}``; a notebook trains (or loads from the
+results store) exactly these runs, so a batch tool can list, cost and schedule them without executing notebooks.
+One module per notebook; :data:`PLANS` maps a notebook's name to its plan function, which takes ``scale`` and the
+notebook's parameters (``dataset``, ``device``, ``seed``, ``executor``) as keywords.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..config import SCALES
+from ._base import Plan
+from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_plan
+
+__all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
+
+PLANS: dict[str, Callable[..., Plan]] = {
+    "08_fedshibu_shards": fedshibu_plan,
+}
+
+
+def plan(notebook: str, scale: str, **kw: Any) -> Plan:
+    """The runs of ``notebook`` at ``scale``: ``{artifact: {run name: Config}}``."""
+    if notebook not in PLANS:
+        raise ValueError(f"No plan for notebook {notebook!r}; valid: {sorted(PLANS)}.")
+    if scale not in SCALES:
+        raise ValueError(f"Unknown scale {scale!r}; valid scales: {SCALES}.")
+    return PLANS[notebook](scale, **kw)
