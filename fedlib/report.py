@@ -92,10 +92,12 @@ class Report:
         if applies and not ok:
             raise ClaimFailed(f"Paper claim not reproduced: {text}. {detail}")
 
-    def verdict(self, text: str, ok: bool, *, applies: bool = True, detail: str = "") -> bool:
+    def verdict(self, text: str, ok: bool, *, applies: bool = True, detail: str = "", pending: bool = False) -> bool:
         """A paper's claim, recorded as "reproduced" or "not reproduced" with its numbers; never raises (a faithful
-        reimplementation may honestly disagree with a paper). Use :meth:`claim` for invariants of our own code."""
-        status = ("reproduced" if ok else "not reproduced") if applies else "not checked at this scale"
+        reimplementation may honestly disagree with a paper). Use :meth:`claim` for invariants of our own code.
+        ``pending=True``: some of the runs it needs are not in the store yet (``fetch(..., train=False)``)."""
+        status = ("pending" if pending else ("reproduced" if ok else "not reproduced")) if applies \
+            else "not checked at this scale"
         self.claims.append({"claim": text, "status": status, "detail": detail})
         print(f"[{status}] {text}" + (f" — {detail}" if detail else ""))
         return bool(ok)

@@ -50,15 +50,15 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
 def summarize(rows: list[dict], scale: str) -> str:
     lines = [f"# fedlib reproduction summary — scale `{scale}`", "",
              "| notebook | status | minutes | claims passed | failed | reproduced | not reproduced | "
-             "not checked at this scale |",
-             "|---|---|---|---|---|---|---|---|"]
+             "not checked at this scale | pending |",
+             "|---|---|---|---|---|---|---|---|---|"]
     details = []
     for r in rows:
         claims = r.get("claims", [])
         n = {s: sum(c["status"] == s for c in claims)
-             for s in ("pass", "FAIL", "reproduced", "not reproduced", "not checked at this scale")}
+             for s in ("pass", "FAIL", "reproduced", "not reproduced", "not checked at this scale", "pending")}
         lines.append(f"| {r['notebook']} | {r['status']} | {r['seconds'] / 60:.1f} | {n['pass']} | {n['FAIL']} | "
-                     f"{n['reproduced']} | {n['not reproduced']} | {n['not checked at this scale']} |")
+                     f"{n['reproduced']} | {n['not reproduced']} | {n['not checked at this scale']} | {n['pending']} |")
         for c in claims:
             detail = f" — {c['detail']}" if c.get("detail") else ""
             details.append(f"- {r['notebook']}: [{c['status']}] {c['claim']}{detail}")

@@ -278,6 +278,44 @@ class Store:
         return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A planned run whose record is not in the store yet: what :func:`fetch` returns with ``train=False``, so a
+    notebook can render the records that exist and mark the others "pending" instead of training them."""
+
+    key: str
+    config: dict[str, Any]
+
+    @property
+    def cfg(self) -> Config:
+        return Config.from_dict(self.config, migrate=True)
+
+    def __repr__(self) -> str:
+        return f"Pending({self.config.get('label', '')}, {self.config.get('strategy')}, key={self.key})"
+
+
+def fetch(cfg: Config, *, store: Store | None = None, train: bool = True, **run_kw: Any) -> Record | Pending:
+    """The stored record of ``cfg``; if there is none, train it (``train=True``, i.e. :func:`run`) or return a
+    :class:`Pending` placeholder (``train=False``: render what a batch job such as the campaign has produced)."""
+    store = store or Store()
+    cfg = cfg.validate()
+    if train:
+        return run(cfg, store=store, **run_kw)
+    rec = store.get(cfg)
+    return rec if rec is not None else Pending(cfg.key(), cfg.to_dict())
+
+
+def is_pending(x: Any) -> bool:
+    """True for a :class:`Pending` placeholder (or a collection containing one)."""
+    if isinstance(x, Pending):
+        return True
+    if isinstance(x, dict):
+        return any(is_pending(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return any(is_pending(v) for v in x)
+    return False
+
+
 def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, progress: bool = True,
         save: bool = True, data: Any = None, callback: Any = None, artifacts: bool = False) -> Record:
     """Run ``cfg`` (or return its stored record). Resumes from a checkpoint when one exists.

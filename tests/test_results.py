@@ -171,3 +171,19 @@ def test_a_cuda_config_on_a_machine_without_cuda_fails_with_the_fix(tmp_path, mi
         run(mini(device="cuda"), store=Store(tmp_path), data=mini_data, progress=False)
     with pytest.raises(ValueError, match=r"device='cuda'.*CUDA is not available"):
         check_params(device="cuda")
+
+
+def test_fetch_without_training_returns_pending_until_the_record_exists(tmp_path, mini_data):
+    from fedlib.report import Report
+    from fedlib.results import Pending, fetch, is_pending
+
+    store, cfg = Store(tmp_path), mini(rounds=1)
+    p = fetch(cfg, store=store, train=False)
+    assert isinstance(p, Pending) and p.key == cfg.key() and p.cfg == cfg.validate()
+    assert is_pending({"a": [p]}) and not list(store.records())
+    rec = fetch(cfg, store=store, data=mini_data, progress=False)
+    assert isinstance(rec, Record) and not is_pending({"a": [rec]})
+    assert fetch(cfg, store=store, train=False).key == rec.key
+    r = Report("x", scale="smoke", dataset="synthetic")
+    r.verdict("something", ok=False, pending=True)
+    assert r.claims[-1]["status"] == "pending"
