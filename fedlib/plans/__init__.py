@@ -12,9 +12,9 @@ from typing import Any, Callable
 
 from ..config import SCALES
 from ._base import Plan
-from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_plan
+from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_methods, fedshibu_plan
 
-__all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
+__all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
 
 PLANS: dict[str, Callable[..., Plan]] = {
     "08_fedshibu_shards": fedshibu_plan,
