@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
-from .results import DEFAULT_ROOT, atomic_write_text, git_commit
+from .results import DEFAULT_ROOT, atomic_write_text, git_commit, is_pending
 
 
 def _n_eval(v: Any) -> str | None:
@@ -59,13 +59,17 @@ def check_params(**params: Any) -> None:
 
 
 def compare(paper: Mapping[str, float], ours: Mapping[str, float], unit: str = "%") -> pd.DataFrame:
-    """The paper's numbers beside ours with the difference (ours − paper). Every paper setting needs ours."""
+    """The paper's numbers beside ours with the difference (ours − paper). Every paper setting needs ours; a value
+    of ``None`` (or a :class:`~fedlib.results.Pending` run) is shown as "pending"."""
     missing = [k for k in paper if k not in ours]
     if missing:
         raise ValueError(f"compare: no value of ours for {missing}; ours has {sorted(ours)}. Use the paper's "
                          f"setting names as keys.")
     rows = []
     for k in paper:
+        if ours[k] is None or is_pending(ours[k]):
+            rows.append({"setting": k, f"paper ({unit})": float(paper[k]), f"ours ({unit})": "pending", "diff": ""})
+            continue
         p, o = float(paper[k]), float(ours[k])
         rows.append({"setting": k, f"paper ({unit})": p, f"ours ({unit})": round(o, 2), "diff": round(o - p, 2)})
     return pd.DataFrame(rows).set_index("setting")
