@@ -1,7 +1,7 @@
 """Cost of the local-regularization strategies: seconds per round of local training, as a ratio to FedAvg's.
 
     python benchmarks/strategies.py [--frac 0.1] [--epochs 10] [--reps 2] [--device cpu|cuda]
-                                    [--executors sequential,vectorized]
+                                    [--executors sequential,vectorized] [--flops]
 
 FedCKA's setup (a) of ``benchmarks/engine.py`` (simple CNN, 10 clients, Dirichlet β = 5, batch 128, SGD lr 0.01,
 no augmentation, synthetic CIFAR-shaped data) with FedCKA's 10 local epochs per round, on ``--frac`` of the 50,000
@@ -16,6 +16,10 @@ Targets (the FedCKA paper, Table 4, measured 1.04 / 1.04 / 1.78 / 1.90 for FedPr
 a Titan V): FedProx, SCAFFOLD ≤ 1.05; MOON ≤ 1.6; FedCKA (M = 2, linear CKA) ≤ 1.15; FedIntR ≤ 1.6. The reference
 models' taps are computed once per client and round (``fedlib/executors/refcache.py``), so the ratios of MOON,
 FedCKA and FedIntR fall as the number of local epochs grows.
+
+``--flops`` also counts the floating-point operations of one client's round (``torch.utils.flop_counter``:
+matmuls and convolutions, forward and backward, reference taps included) in the sequential executor, as a ratio to
+FedAvg's: the cost each method's equations imply, independent of the machine and of background load.
 """
 
 from __future__ import annotations
@@ -63,6 +67,20 @@ def prepared(cfg: Config, data) -> tuple[Engine, list, list]:
     return eng, ctxs, [eng.strategy.client_start(c, eng.global_params) for c in ctxs]
 
 
+def flop_ratios(base: Config, data) -> dict[str, float]:
+    """FLOPs of client 0's round-2 local training per strategy (sequential executor), divided by FedAvg's."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    flops = {}
+    for label, (name, kw, model_kw, _) in STRATEGIES.items():
+        cfg = base.replace(strategy=name, strategy_kw=kw, model_kw=model_kw, executor="sequential")
+        eng, ctxs, starts = prepared(cfg, data)
+        with FlopCounterMode(display=False) as counter:
+            eng.train(ctxs[:1], starts[:1])
+        flops[label] = counter.get_total_flops()
+    return {label: f / flops["FedAvg"] for label, f in flops.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frac", type=float, default=0.1, help="fraction of setup (a)'s 50,000 images (default 0.1)")
@@ -70,6 +88,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2, help="timed repeats (default 2)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--executors", default="sequential,vectorized")
+    ap.add_argument("--flops", action="store_true", help="also count each method's FLOPs relative to FedAvg's")
     args = ap.parse_args()
     dev = torch.device(args.device)
     executors = [e.strip() for e in args.executors.split(",")]
@@ -95,14 +114,16 @@ def main() -> None:
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             times[key].append(time.perf_counter() - t0)
-    print("| strategy | executor | s / round | × FedAvg | target | runs (s) |")
-    print("|:--|:--|--:|--:|--:|:--|")
+    fl = flop_ratios(base, data) if args.flops else {}
+    print("| strategy | executor | s / round | × FedAvg | target | FLOPs × FedAvg | runs (s) |")
+    print("|:--|:--|--:|--:|--:|--:|:--|")
     for (label, ex), ts in times.items():
         base_ts = times["FedAvg", ex]
         ratio = statistics.median(t / b for t, b in zip(ts, base_ts))
         target = STRATEGIES[label][3]
         mark = "" if target is None else (f"≤ {target:.2f} " + ("✓" if ratio <= target else "✗"))
-        print(f"| {label} | {ex} | {statistics.median(ts):.2f} | {ratio:.2f} | {mark} | "
+        flops = f"{fl[label]:.2f}" if label in fl else "—"
+        print(f"| {label} | {ex} | {statistics.median(ts):.2f} | {ratio:.2f} | {mark} | {flops} | "
               f"{' / '.join(f'{t:.2f}' for t in ts)} |", flush=True)
     print(f"\ntotal benchmark time {time.perf_counter() - t_all:.0f} s")
 
