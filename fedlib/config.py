@@ -305,7 +305,7 @@ _RULES: dict[str, Any] = {
     "weight_decay": _real_rule(0, math.inf, False, True, 1e-5),
     "lr_milestones": _milestones_rule,
     "lr_gamma": _real_rule(0, math.inf, True, True, 0.1),
-    "augment": _choice_rule(_registry("data", "AUGMENTATIONS"), "augmentations", optional=True),
+    "augment": _choice_rule(_registry("augment", "AUGMENTATIONS"), "augmentations", optional=True),
     "drop_last": _type_rule(bool, "True or False"),
     "n_train": _int_rule(1, 1200, optional=True),
     "n_test": _int_rule(1, 400, optional=True),  # 0 test samples would make every accuracy NaN
