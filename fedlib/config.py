@@ -352,6 +352,10 @@ def _problems(cfg: Config) -> list[tuple[str, str]]:
     for name in Config.field_names():
         v = getattr(cfg, name)
         why = _RULES[name](v)
+        if why is None and name == "model_kw":  # the model's own keyword arguments (any model's if it is unknown)
+            from .models import MODELS, unknown_model_kw
+
+            why = unknown_model_kw(cfg.model if isinstance(cfg.model, str) and cfg.model in MODELS else None, v)
         if why is not None:
             out.append((name, f"{name} {v!r}: {why}."))
     return out
