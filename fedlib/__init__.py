@@ -3,7 +3,9 @@
 Modules, one concept each:
     config      Config: identity vs execution fields, validation
     presets     each paper's setup at each scale, quoting its sentences; named variants
-    data        datasets as device tensors, on-device augmentation
+    data        datasets as device tensors (load_dataset, FedDataset), synthetic data
+    loaders     readers of each dataset's on-disk format (idx, CIFAR pickles, SVHN .mat, Tiny ImageNet)
+    augment     on-device augmentation (flip, crop, cutout): random draws, then one batched op
     partition   seeded client partitions (iid, dirichlet, shards, label groups)
     models      CNNs and ResNets that return named representation taps; representations()
     kernels     CKA family, effective rank, stable rank, EVBMF
@@ -11,7 +13,8 @@ Modules, one concept each:
     schedule    client sampling, lr schedule, batch plans and their randomness; the non-finite error
     optim       OptimizerSpec: torch.optim for the sequential executor, functional steps for the vectorized one
     local       the one local step: Needs, LocalTask, ClientJob, local_loss
-    executors   sequential and vectorized executors (static steps / CUDA graphs, per-client CPU convolutions)
+    executors   sequential and vectorized executors (chunks of stacked clients, static steps / CUDA graphs,
+                per-client CPU convolutions, reference taps once per round)
     strategies  one file per algorithm (FedAvg, FedProx, centralized, ...) over the Strategy hooks
     engine      the federated loop (rounds, sampling, aggregation, evaluation, checkpoints)
     results     the record store (atomic writes, provenance) and run(cfg)

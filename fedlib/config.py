@@ -305,7 +305,7 @@ _RULES: dict[str, Any] = {
     "weight_decay": _real_rule(0, math.inf, False, True, 1e-5),
     "lr_milestones": _milestones_rule,
     "lr_gamma": _real_rule(0, math.inf, True, True, 0.1),
-    "augment": _choice_rule(_registry("data", "AUGMENTATIONS"), "augmentations", optional=True),
+    "augment": _choice_rule(_registry("augment", "AUGMENTATIONS"), "augmentations", optional=True),
     "drop_last": _type_rule(bool, "True or False"),
     "n_train": _int_rule(1, 1200, optional=True),
     "n_test": _int_rule(1, 400, optional=True),  # 0 test samples would make every accuracy NaN
@@ -352,6 +352,10 @@ def _problems(cfg: Config) -> list[tuple[str, str]]:
     for name in Config.field_names():
         v = getattr(cfg, name)
         why = _RULES[name](v)
+        if why is None and name == "model_kw":  # the model's own keyword arguments (any model's if it is unknown)
+            from .models import MODELS, unknown_model_kw
+
+            why = unknown_model_kw(cfg.model if isinstance(cfg.model, str) and cfg.model in MODELS else None, v)
         if why is not None:
             out.append((name, f"{name} {v!r}: {why}."))
     return out

@@ -27,14 +27,14 @@ from torch import Tensor
 from torch.func import functional_call
 
 from .atomic import atomic_save
-from .config import Config
+from .config import Config, ConfigError
 from .data import FedDataset, load_dataset
 from .executors import Executor, make_executor
 from .local import ClientContext, ClientJob, ClientResult, LocalTask, Needs
 from .models import build_model
 from .optim import OptimizerSpec
 from .params import Params, clone_params, first_non_finite, tree_to
-from .partition import Partition, make_partition
+from .partition import PERSONAL_SCHEMES, Partition, make_partition
 from .schedule import NonFiniteLossError, epoch_plan, num_batches, rng_key, round_lr, sample_clients
 from .strategies import Strategy, build_strategy
 
@@ -74,6 +74,14 @@ def build_partition(cfg: Config, data: FedDataset, strategy: Strategy) -> Partit
                           **cfg.partition_kw)
 
 
+def no_personal_tests(cfg: Config, centralized: bool) -> str:
+    """The error for a personalized evaluation on a partition without per-client test splits."""
+    what = "the centralized strategy's one client" if centralized else f"partition {cfg.partition!r}"
+    return (f"personal_eval=True needs per-client test splits, and {what} has none. Use a partition that makes "
+            f"them ({', '.join(repr(s) for s in PERSONAL_SCHEMES)}; or pass Engine(partition=...) a Partition "
+            f"with test_indices), or set personal_eval=False.")
+
+
 class Engine:
     """One federated experiment in memory. ``Engine(cfg).run()`` returns the per-round history."""
 
@@ -87,6 +95,8 @@ class Engine:
         self.data = data.to(self.device) if data is not None else load_data(cfg)
         self.strategy = build_strategy(cfg.strategy, **cfg.strategy_kw)
         self.partition = partition or build_partition(cfg, self.data, self.strategy)
+        if cfg.personal_eval and self.partition.test_indices is None:
+            raise ConfigError(no_personal_tests(cfg, self.strategy.centralized), ["personal_eval"])
         self.n_clients = len(self.partition.client_indices)
         self.augment = cfg.augment if cfg.augment is not None else self.data.augment
 
@@ -216,7 +226,9 @@ class Engine:
     def personal_evaluation(self) -> dict[str, float]:
         """Each client's personalized model on its own test split: unweighted mean and std over clients (after the
         strategy's fine-tuning; ``personal_noft_*``: before it, when the strategy fine-tunes)."""
-        tests = self.partition.test_indices or []
+        if self.partition.test_indices is None:
+            raise ConfigError(no_personal_tests(self.cfg, self.strategy.centralized), ["personal_eval"])
+        tests = self.partition.test_indices
         cids = [cid for cid, t in enumerate(tests) if len(t)]
         out: dict[str, float] = {}
         variants = [("personal_acc", True)] + ([("personal_noft_acc", False)] if self.strategy.finetune() else [])

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["Partition", "SCHEMES", "DIRICHLET_CONVENTIONS", "iid", "dirichlet", "shards", "label_groups",
+__all__ = ["Partition", "SCHEMES", "PERSONAL_SCHEMES", "DIRICHLET_CONVENTIONS", "iid", "dirichlet", "shards", "label_groups",
            "make_partition"]
 
 
@@ -423,6 +423,7 @@ SCHEMES: dict[str, Callable[..., Partition]] = {
     "shards": _make_shards,
     "label_groups": _make_label_groups,
 }
+PERSONAL_SCHEMES = ("shards", "label_groups")  # schemes whose partition carries per-client test splits
 
 
 def make_partition(scheme: str, labels: Any, n_clients: int, seed: int, *, test_labels: Any = None,

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from .config import Config
-from .data import augment_params
+from .augment import augment_params
 
 __all__ = ["NonFiniteLossError", "rng_key", "sample_clients", "round_lr", "num_batches", "epoch_plan",
            "non_finite_loss"]

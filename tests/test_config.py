@@ -186,3 +186,15 @@ def test_random_configs_validate_or_raise_one_error_naming_each_bad_field(change
 ])
 def test_unusual_but_meaningful_values_are_accepted(field, value):
     Config(**{field: value}).validate()
+
+
+def test_unknown_model_keyword_names_the_models_keyword_arguments():
+    with pytest.raises(ConfigError) as e:
+        Config(model="simple_cnn", model_kw={"foo": 1}).validate()
+    assert e.value.fields == ["model_kw"]
+    assert "'foo'" in str(e.value) and "'projection'" in str(e.value) and "'out_dim'" in str(e.value)
+    Config(model="resnet18", model_kw={"width": 8}).validate()  # forwarded to ResNet: accepted
+    from fedlib.models import build_model
+
+    with pytest.raises(ValueError, match=r"'resnet20' takes no keyword argument 'option_a'.*'projection'"):
+        build_model("resnet20", (3, 32, 32), 10, option_a=False)  # fixed by the builder (He et al.'s option A)

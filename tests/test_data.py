@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib import data
+from fedlib import data, loaders
 from fedlib.data import (DATASETS, NORMALIZATION, DatasetNotFoundError, FedDataset, augment_batch, load_dataset,
                          synthetic)
 
@@ -143,7 +143,7 @@ def test_tinyimagenet_folder(tmp_path):
 # --------------------------------------------------------------------------------------------- Fashion-MNIST
 
 def test_fmnist_from_debian_package(tmp_path):
-    if not all((data.DEBIAN_FMNIST_DIRS[0] / f"{s}.gz").is_file() for s in data._IDX_FILES.values()):
+    if not all((loaders.DEBIAN_FMNIST_DIRS[0] / f"{s}.gz").is_file() for s in loaders._IDX_FILES.values()):
         pytest.skip("Debian's dataset-fashion-mnist is not installed")
     t = time.perf_counter()
     d = load_dataset("fmnist", root=tmp_path, download=False)
@@ -153,7 +153,7 @@ def test_fmnist_from_debian_package(tmp_path):
     assert d.y_train.bincount().tolist() == [6000] * 10 and d.y_test.bincount().tolist() == [1000] * 10
     assert d.x_train.min().item() == -1.0 and d.x_train.max().item() == 1.0
     assert -1.0 < d.x_train.mean().item() < 0.0
-    assert d.source == str(data.DEBIAN_FMNIST_DIRS[0])
+    assert d.source == str(loaders.DEBIAN_FMNIST_DIRS[0])
     assert elapsed < 5.0, f"Fashion-MNIST took {elapsed:.2f}s to load (target < 2 s)"
     # cached: the second call is instant and shares the CPU tensors
     again = load_dataset("fmnist", root=tmp_path, download=False)
@@ -167,7 +167,7 @@ def _write_idx(path, arr, gz):
 
 
 def test_fmnist_idx_files_in_root(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "DEBIAN_FMNIST_DIRS", ())
+    monkeypatch.setattr(loaders, "DEBIAN_FMNIST_DIRS", ())
     x, xt = _images(12, (28, 28), 5), _images(4, (28, 28), 6)
     y, yt = np.arange(12) % 10, np.array([9, 8, 0, 1])
     raw = tmp_path / "FashionMNIST" / "raw"  # torchvision's layout; one file gzipped, the rest not
@@ -184,7 +184,7 @@ def test_fmnist_idx_files_in_root(tmp_path, monkeypatch):
 
 
 def test_missing_dataset_names_the_fix(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "DEBIAN_FMNIST_DIRS", ())
+    monkeypatch.setattr(loaders, "DEBIAN_FMNIST_DIRS", ())
     with pytest.raises(DatasetNotFoundError) as e:
         load_dataset("fmnist", root=tmp_path, download=False)
     msg = str(e.value)
@@ -323,7 +323,7 @@ def _short_payload(b):
                                           (_html, "HTML page"), (_bad_header, "not a uint8 idx"),
                                           (_short_payload, "truncated")])
 def test_damaged_fmnist_file_names_the_file_and_the_fix(tmp_path, monkeypatch, damage, words):
-    monkeypatch.setattr(data, "DEBIAN_FMNIST_DIRS", ())
+    monkeypatch.setattr(loaders, "DEBIAN_FMNIST_DIRS", ())
     path = _fmnist_folder(tmp_path / "fashion-mnist")
     path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(data.CorruptDataError) as e:
@@ -356,7 +356,7 @@ def _offline_fmnist(monkeypatch):
             os.makedirs(os.path.join(root, "FashionMNIST", "raw"), exist_ok=True)
             raise urllib.error.URLError("no network")
 
-    monkeypatch.setattr(data, "DEBIAN_FMNIST_DIRS", ())
+    monkeypatch.setattr(loaders, "DEBIAN_FMNIST_DIRS", ())
     monkeypatch.setattr(tvd, "FashionMNIST", Offline)
 
 

@@ -269,7 +269,7 @@ def test_new_fields_at_their_defaults_keep_earlier_keys():
 
 
 def test_cutout_cuts_one_square_hole():
-    from fedlib.data import CUTOUT, apply_augment
+    from fedlib.augment import CUTOUT, apply_augment
 
     x = torch.ones(1, 1, 28, 28)
     params = {"flip": torch.tensor([False]), "cy": torch.tensor([0.5]), "cx": torch.tensor([0.5])}

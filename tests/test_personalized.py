@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib.config import Config
+from fedlib.config import Config, ConfigError
 from fedlib.crsm import crsm, mix, row_weights
 from fedlib.engine import Engine
 
@@ -110,3 +110,11 @@ def test_paired_crsm_finds_two_planted_groups(tiny_data):
 def test_crsm_rejects_unknown_similarities():
     with pytest.raises(ValueError, match="valid"):
         crsm([torch.zeros(3, 2)] * 2, sim="cosine")
+
+
+@pytest.mark.parametrize("changes", [dict(partition="iid"), dict(partition="dirichlet", partition_kw={"beta": 0.5}),
+                                     dict(strategy="centralized", partition="shards",
+                                          partition_kw={"shards_per_user": 2})])
+def test_personal_eval_without_per_client_test_splits_names_the_partitions_that_have_them(tiny_data, changes):
+    with pytest.raises(ConfigError, match=r"per-client test splits.*'shards', 'label_groups'.*personal_eval=False"):
+        Engine(cfg(personal_eval=True, **changes), data=tiny_data, progress=False)

@@ -18,7 +18,7 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-from ..data import apply_augment
+from ..augment import apply_augment
 from ..local import ClientJob, ClientResult, LocalTask, forward, local_loss
 from ..params import clone_params, load_params_
 from ..schedule import epoch_plan, non_finite_loss, num_batches

@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch import Tensor
 
-from ..data import apply_augment
+from ..augment import apply_augment
 from ..params import Params
+from .chunk import chunk_ctx
 
 if TYPE_CHECKING:
-    from .vectorized import Chunk, VectorizedExecutor
+    from .chunk import Chunk
+    from .vectorized import VectorizedExecutor
 
 __all__ = ["StaticSteps"]
 
@@ -168,7 +170,7 @@ class StaticSteps:
         client's summed training loss (the eager loop's ``loss_sum``)."""
         exe = self.exe
         # the context the penalty sees (a captured graph keeps the one of its capture: no per-round values)
-        exe._cur["ctx"] = exe._chunk_ctx(ch.ctxs, rnd=-1, lr=math.nan)
+        exe._cur["ctx"] = chunk_ctx(ch.ctxs, rnd=-1, lr=math.nan)
         S = self._static_for(ch)
         self._load(S, ch)
         cnt = ch.cnt.to(exe.device)
