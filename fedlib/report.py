@@ -40,12 +40,15 @@ _PARAM_RULES = {
     "executor": lambda v: field_problem("executor", v),
     "n_eval": _n_eval,
     "variant": lambda v: None if v is None or isinstance(v, str) else "a preset variant's name (str) or None",
+    "train": lambda v: None if isinstance(v, bool) else "True (train missing runs) or False (render stored records)",
+    "seeds": lambda v: None if v is None or (isinstance(v, (list, tuple)) and v and all(
+        field_problem("seed", s) is None for s in v)) else "None (the plan's seeds) or a list of seeds >= 0",
 }
 
 
 def check_params(**params: Any) -> None:
-    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed``, ``executor``, ``n_eval``,
-    ``variant``: its validity per preset is checked by :func:`fedlib.config.preset`);
+    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed``, ``seeds``, ``executor``,
+    ``n_eval``, ``train``, ``variant``: its validity per preset is checked by :func:`fedlib.config.preset`);
     raise one ``ValueError`` naming each bad parameter, its value and the valid values."""
     unknown = sorted(set(params) - set(_PARAM_RULES))
     if unknown:
