@@ -2,7 +2,7 @@
 SCALE ?= quick
 DEVICE ?= cpu
 
-.PHONY: reproduce test setup lab
+.PHONY: reproduce test setup lab campaign bundle
 reproduce: setup   ## run every notebook headlessly at $(SCALE) on Fashion-MNIST; figures/ + results/summary.md
 	.venv/bin/python -m fedlib.reproduce --scale $(SCALE) --device $(DEVICE)
 
@@ -14,3 +14,9 @@ setup:
 
 lab: setup
 	.venv/bin/jupyter lab notebooks/
+
+campaign: setup    ## the paper-scale campaign within a budget: make campaign DEVICE=cuda BUDGET=25m (docs/campaign.md)
+	.venv/bin/python -m fedlib.campaign run --scale $(or $(CAMPAIGN_SCALE),paper) --device $(DEVICE) --budget $(or $(BUDGET),25m)
+
+bundle:            ## an offline bundle (wheels, Fashion-MNIST, source, install.sh) in bundle/: docs/campaign.md
+	bash scripts/offline-bundle.sh --out bundle
