@@ -1,6 +1,7 @@
 # The two commands of the README. Both set up .venv first (idempotent).
 SCALE ?= quick
 DEVICE ?= cpu
+BUDGET ?= 25m
 
 .PHONY: reproduce test setup lab campaign bundle
 reproduce: setup   ## run every notebook headlessly at $(SCALE) on Fashion-MNIST; figures/ + results/summary.md
@@ -15,8 +16,8 @@ setup:
 lab: setup
 	.venv/bin/jupyter lab notebooks/
 
-campaign: setup    ## the paper-scale campaign within a budget: make campaign DEVICE=cuda BUDGET=25m (docs/campaign.md)
-	.venv/bin/python -m fedlib.campaign run --scale $(or $(CAMPAIGN_SCALE),paper) --device $(DEVICE) --budget $(or $(BUDGET),25m)
+campaign: setup    ## the planned runs within a budget: make campaign SCALE=paper DEVICE=cuda BUDGET=25m (docs/campaign.md)
+	.venv/bin/python -m fedlib.campaign run --scale $(SCALE) --device $(DEVICE) --budget $(BUDGET)
 
 bundle:            ## an offline bundle (wheels, Fashion-MNIST, source, install.sh) in bundle/: docs/campaign.md
 	bash scripts/offline-bundle.sh --out bundle
