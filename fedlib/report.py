@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
-from .results import DEFAULT_ROOT, atomic_write_text, git_commit
+from .results import DEFAULT_ROOT, atomic_write_text, git_commit, is_pending
 
 
 def _n_eval(v: Any) -> str | None:
@@ -41,14 +41,14 @@ _PARAM_RULES = {
     "n_eval": _n_eval,
     "variant": lambda v: None if v is None or isinstance(v, str) else "a preset variant's name (str) or None",
     "train": lambda v: None if isinstance(v, bool) else "True (train missing runs) or False (render stored records)",
-    "seeds": lambda v: None if v is None or (isinstance(v, (list, tuple)) and v and all(
-        field_problem("seed", s) is None for s in v)) else "None (the plan's seeds) or a list of seeds >= 0",
+    "seeds": lambda v: None if isinstance(v, (list, tuple)) and v and all(field_problem("seed", s) is None for s in v)
+    else "a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]",
 }
 
 
 def check_params(**params: Any) -> None:
-    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed``, ``seeds``, ``executor``,
-    ``n_eval``, ``train``, ``variant``: its validity per preset is checked by :func:`fedlib.config.preset`);
+    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed`` / ``seeds``, ``executor``,
+    ``n_eval``, ``variant`` — its validity per preset is checked by :func:`fedlib.presets.preset` — and ``train``);
     raise one ``ValueError`` naming each bad parameter, its value and the valid values."""
     unknown = sorted(set(params) - set(_PARAM_RULES))
     if unknown:
@@ -59,13 +59,17 @@ def check_params(**params: Any) -> None:
 
 
 def compare(paper: Mapping[str, float], ours: Mapping[str, float], unit: str = "%") -> pd.DataFrame:
-    """The paper's numbers beside ours with the difference (ours − paper). Every paper setting needs ours."""
+    """The paper's numbers beside ours with the difference (ours − paper). Every paper setting needs ours; a value
+    of ``None`` (or a :class:`~fedlib.results.Pending` run) is shown as "pending"."""
     missing = [k for k in paper if k not in ours]
     if missing:
         raise ValueError(f"compare: no value of ours for {missing}; ours has {sorted(ours)}. Use the paper's "
                          f"setting names as keys.")
     rows = []
     for k in paper:
+        if ours[k] is None or is_pending(ours[k]):
+            rows.append({"setting": k, f"paper ({unit})": float(paper[k]), f"ours ({unit})": "pending", "diff": ""})
+            continue
         p, o = float(paper[k]), float(ours[k])
         rows.append({"setting": k, f"paper ({unit})": p, f"ours ({unit})": round(o, 2), "diff": round(o - p, 2)})
     return pd.DataFrame(rows).set_index("setting")

@@ -4,6 +4,7 @@
     python -m fedlib.reproduce --scale paper --device cuda  # the papers' setups, on a GPU
     python -m fedlib.reproduce --only 01 --scale smoke
     python -m fedlib.reproduce --scale paper --no-train    # render the campaign's stored records (docs/campaign.md)
+    python -m fedlib.reproduce --collect --scale quick      # rebuild the summary from the stored notebook summaries
 
 Executed copies go to ``notebooks/executed/<scale>/``; figures to ``figures/``; each notebook's tables and
 claims to ``results/summary/``; the combined summary to ``results/summary-<scale>.md`` (and stdout), with the
@@ -66,7 +67,8 @@ def summarize(rows: list[dict], scale: str) -> str:
         claims = r.get("claims", [])
         n = {s: sum(c["status"] == s for c in claims)
              for s in ("pass", "FAIL", "reproduced", "not reproduced", "not checked at this scale", "pending")}
-        lines.append(f"| {r['notebook']} | {r['status']} | {r['seconds'] / 60:.1f} | {n['pass']} | {n['FAIL']} | "
+        minutes = "—" if r["seconds"] != r["seconds"] else f"{r['seconds'] / 60:.1f}"
+        lines.append(f"| {r['notebook']} | {r['status']} | {minutes} | {n['pass']} | {n['FAIL']} | "
                      f"{n['reproduced']} | {n['not reproduced']} | {n['not checked at this scale']} | {n['pending']} |")
         for c in claims:
             detail = f" — {c['detail']}" if c.get("detail") else ""
@@ -106,23 +108,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. 00 01")
     ap.add_argument("--no-train", dest="train", action="store_false",
                     help="render stored records only (train=False); missing runs are shown as pending")
+    ap.add_argument("--collect", action="store_true",
+                    help="execute nothing: rebuild summary-<scale>.md from results/summary/<notebook>.<scale>.json")
     args = ap.parse_args(argv)
 
     from .results import DEFAULT_ROOT, atomic_write_text
 
     rows = []
     for nb in notebooks(args.only):
+        summary = DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
+        if args.collect:
+            info = json.loads(summary.read_text()) if summary.exists() else {}
+            status = f"stored (commit {info.get('commit', '?')[:7]})" if info else "no stored summary"
+            rows.append({"notebook": nb.stem, "status": status, "seconds": info.pop("seconds", float("nan")),
+                         **info})
+            continue
         print(f"[reproduce] {nb.name} at scale={args.scale} device={args.device} ...", flush=True)
         status, secs = execute(nb, args.scale, args.device, args.dataset, NOTEBOOKS / "executed" / args.scale,
                                train=args.train)
-        summary = DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
+        if info:  # the notebook's own summary keeps how long it took
+            atomic_write_text(summary, json.dumps({**info, "seconds": round(secs, 1)}, indent=1))
+        info.pop("seconds", None)
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
         print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
     text = summarize(rows, args.scale) + _ledger(args.scale, args.only)
     atomic_write_text(DEFAULT_ROOT / f"summary-{args.scale}.md", text)
     print("\n" + text)
-    return 0 if all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows) else 1
+    return 0 if args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ def _cells(nb_path: Path) -> tuple[str, str]:
     (dict(seed="0"), "whole number"),
     (dict(executor="parallel"), "valid executors"),
     (dict(n_eval=0), ">= 2"),
+    (dict(train="no"), "True (train missing runs)"),
+    (dict(seeds=[0, -1]), "non-empty list"),
+    (dict(seeds=[]), "non-empty list"),
 ])
 def test_check_params_names_the_parameter_the_value_and_the_valid_values(bad, words):
     with pytest.raises(ValueError) as err:
@@ -38,6 +41,7 @@ def test_check_params_names_the_parameter_the_value_and_the_valid_values(bad, wo
 
 def test_check_params_accepts_the_defaults_and_rejects_unknown_names():
     check_params(scale="smoke", dataset="fmnist", device="cpu", seed=0, executor="auto", n_eval=None)
+    check_params(seeds=[0, 1, 2], train=False)
     with pytest.raises(ValueError, match="unknown parameter"):
         check_params(scael="smoke")
 

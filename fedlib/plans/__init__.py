@@ -14,9 +14,9 @@ from ..config import SCALES
 from ._base import Plan
 from .baseline import BASELINE_SEEDS, baseline_plan
 from .feder import feder_plan
-from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_plan
+from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_methods, fedshibu_plan
 
-__all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
+__all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
 __all__ += ["baseline_plan", "BASELINE_SEEDS", "feder_plan"]
 
 PLANS: dict[str, Callable[..., Plan]] = {
