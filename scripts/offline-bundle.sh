@@ -90,7 +90,10 @@ with open(out / "SHA256SUMS", "w") as s:
 print(f"[bundle] Fashion-MNIST from {next(iter(found.values())).parent}")
 EOF
 fi
-if git rev-parse --git-dir >/dev/null 2>&1; then git archive --format=tar.gz -o "$OUT/fedlib-src.tar.gz" HEAD; fi
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  git archive --format=tar.gz -o "$OUT/fedlib-src.tar.gz" HEAD
+  git rev-parse --short=12 HEAD > "$OUT/COMMIT"  # the records' provenance on the node (no .git there)
+fi
 
 # 5. the one-line install
 cat > "$OUT/install.sh" <<'EOF'
@@ -107,9 +110,10 @@ else
   REPO=${1:-$B/fedlib}
   if [ ! -f "$REPO/pyproject.toml" ]; then mkdir -p "$REPO" && tar -xzf "$B/fedlib-src.tar.gz" -C "$REPO"; fi
   (cd "$REPO" && FEDLIB_WHEELS="$B/wheels" FEDLIB_DATA="$B/data" PYTHON="$PY" bash scripts/setup.sh)
-  echo "[install] done: cd $REPO && export FEDLIB_DATA=$B/data && make reproduce SCALE=paper DEVICE=cuda"
+  echo "[install] done: cd $REPO, export the variables below, then make campaign SCALE=paper DEVICE=cuda BUDGET=25m"
 fi
 if [ -d "$B/data" ]; then echo "export FEDLIB_DATA=$B/data"; fi
+if [ -f "$B/COMMIT" ]; then echo "export FEDLIB_COMMIT=$(cat "$B/COMMIT")"; fi
 EOF
 chmod +x "$OUT/install.sh"
 echo "[bundle] $OUT: $(ls "$W" | wc -l) wheels ($(du -sh "$W" | cut -f1)) for CPython $PYV on ${PLATFORMS[*]}; install: bash $OUT/install.sh"

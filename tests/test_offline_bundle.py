@@ -52,7 +52,7 @@ def test_offline_bundle_installs_into_a_fresh_venv_without_an_index(tmp_path):
     r = subprocess.run(["bash", str(b / "install.sh"), "--venv", str(venv)], env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"export FEDLIB_DATA={b}/data" in r.stdout
+    assert f"export FEDLIB_DATA={b}/data" in r.stdout and "export FEDLIB_COMMIT=" in r.stdout
     py = venv / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(b / "wheels"),
                     "--no-deps", "fedlib"], env=env, check=True, timeout=300)
