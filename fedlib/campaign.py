@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--only", nargs="*", help="notebook names or number prefixes, e.g. 05 01")
         p.add_argument("--dataset", default=None, help="pass this dataset to every plan that takes one")
         p.add_argument("--store", default=None, help="results folder (default: results/, results/smoke/ at smoke)")
-        p.add_argument("--costs", default=str(DEFAULT_COSTS), help="the cost table (JSON)")
+        p.add_argument("--costs", default=str(DEFAULT_COSTS),
+                       help="the cost table (JSON; at smoke scale the default one is read, not written)")
         if name == "run":
             p.add_argument("--budget", required=True, help="wall-clock budget, e.g. 25m, 1h30m, 90s")
             p.add_argument("--backend", default="local", choices=["local", "ray"])
@@ -309,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     if (why := field_problem("device", a.device)) or (a.cmd == "run" and (why := device_problem(a.device))):
         ap.error(f"--device {a.device!r}: {why}")
     store = Store(a.store) if a.store else Store.for_scale(a.scale)
+    # smoke runs are all set-up: they would spoil the committed table's estimates (an explicit --costs file learns)
     costs = CostTable(a.costs)
+    if a.scale == "smoke" and a.costs == str(DEFAULT_COSTS):
+        costs.path = None
     if a.cmd == "costs":
         if a.learn:
             print(f"[campaign] learnt {costs.learn_all(store.records())} record(s) into {costs.path}")
