@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             run_local(items, store, budget, costs, progress=a.progress)
     from .ledger import write_ledger
 
-    path = write_ledger(a.scale, store=store, only=a.only, dataset=a.dataset)
+    path = write_ledger(a.scale, store=store, dataset=a.dataset)  # every plan, whatever --only ran
     print(f"[campaign] ledger: {path}")
     return 0
 
