@@ -1,8 +1,9 @@
 # The two commands of the README. Both set up .venv first (idempotent).
 SCALE ?= quick
 DEVICE ?= cpu
+BUDGET ?= 25m
 
-.PHONY: reproduce test setup lab
+.PHONY: reproduce test setup lab campaign bundle
 reproduce: setup   ## run every notebook headlessly at $(SCALE) on Fashion-MNIST; figures/ + results/summary.md
 	.venv/bin/python -m fedlib.reproduce --scale $(SCALE) --device $(DEVICE)
 
@@ -14,3 +15,9 @@ setup:
 
 lab: setup
 	.venv/bin/jupyter lab notebooks/
+
+campaign: setup    ## the planned runs within a budget: make campaign SCALE=paper DEVICE=cuda BUDGET=25m (docs/campaign.md)
+	.venv/bin/python -m fedlib.campaign run --scale $(SCALE) --device $(DEVICE) --budget $(BUDGET)
+
+bundle:            ## an offline bundle (wheels, Fashion-MNIST, source, install.sh) in bundle/: docs/campaign.md
+	bash scripts/offline-bundle.sh --out bundle

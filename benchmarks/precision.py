@@ -8,8 +8,9 @@
 FedAvg in the FedIntR setup (Fashion-MNIST, FedIntR CNN, 10 clients, Dirichlet β=0.5, batch 512, SGD lr 0.01,
 momentum 0.9, wd 1e-5) is trained once per variant with the same seed:
 
-* ``fp32``        — the reference (executor ``auto``: sequential on the CPU, vectorized on a GPU);
-* ``bf16``        — ``Config(precision="bf16")``: forward pass under bf16 autocast;
+* ``fp32``        — the reference (executor ``auto``: sequential on the CPU, vectorized on a GPU; eager steps,
+  ``cuda_graph=False``);
+* ``bf16``        — ``Config(precision="bf16")``: forward pass under bf16 autocast (eager);
 * ``graph``       — ``Config(cuda_graph=True)``: the vectorized executor's fixed-shape steps replayed from a CUDA
   graph (same training up to float rounding);
 * ``bf16+graph``  — both;
@@ -50,9 +51,9 @@ VARIANTS = ("fp32", "bf16", "graph", "bf16+graph", "compile", "other")
 
 def variant_config(name: str, base: Config) -> Config:
     if name == "fp32":
-        return base
+        return base.replace(cuda_graph=False)
     if name == "bf16":
-        return base.replace(precision="bf16")
+        return base.replace(precision="bf16", cuda_graph=False)
     if name == "graph":
         return base.replace(executor="vectorized", cuda_graph=True)
     if name == "bf16+graph":

@@ -24,6 +24,7 @@ Modules, one concept each:
     plans       the runs each notebook needs at each scale (one module per notebook)
     report      paper-vs-ours tables and claims collected per notebook
     reproduce   the papermill batch runner
+    campaign    every plan's runs costed, prioritized and trained within a budget (costs, ledger, ray_backend)
 """
 
 __version__ = "0.1.0"

@@ -91,9 +91,10 @@ class Config:
     chunk_size: int | None = None  # clients per vectorized chunk (None: all sampled clients)
     checkpoint_every: int = 0  # rounds; 0 disables checkpoints
     compile: bool = False  # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
-    # CUDA only, vectorized executor: fixed-shape steps replayed from one captured CUDA graph (opt-in; the same
-    # training up to float rounding, see fedlib/executors/static.py and benchmarks/RESULTS.md)
-    cuda_graph: bool = False
+    # vectorized executor on CUDA: fixed-shape steps replayed from one captured CUDA graph (the same training up to
+    # float rounding: fedlib/executors/static.py, benchmarks/RESULTS.md). None (auto): whenever they apply on CUDA;
+    # True: also say why when they do not; False: never (the eager vectorized steps)
+    cuda_graph: bool | None = None
     label: str = ""
 
     def __post_init__(self) -> None:
@@ -318,7 +319,7 @@ _RULES: dict[str, Any] = {
     "chunk_size": _int_rule(1, 8, optional=True),  # clients per vectorized chunk
     "checkpoint_every": _int_rule(0, 10),
     "compile": _type_rule(bool, "True or False"),
-    "cuda_graph": _type_rule(bool, "True or False"),
+    "cuda_graph": lambda v: None if v is None or isinstance(v, bool) else "None (auto), True or False",
     "label": _type_rule(str, "a string"),
     "optimizer_kw": _kw_rule,
     "lr_step": _lr_step_rule,

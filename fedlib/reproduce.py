@@ -3,10 +3,14 @@
     python -m fedlib.reproduce --scale quick                # the README's main job (CPU, minutes)
     python -m fedlib.reproduce --scale paper --device cuda  # the papers' setups, on a GPU
     python -m fedlib.reproduce --only 01 --scale smoke
+    python -m fedlib.reproduce --scale paper --no-train    # render the campaign's stored records (docs/campaign.md)
     python -m fedlib.reproduce --collect --scale quick      # rebuild the summary from the stored notebook summaries
 
 Executed copies go to ``notebooks/executed/<scale>/``; figures to ``figures/``; each notebook's tables and
-claims to ``results/summary/``; the combined summary to ``results/summary-<scale>.md`` (and stdout).
+claims to ``results/summary/``; the combined summary to ``results/summary-<scale>.md`` (and stdout), with the
+ledger's runs-by-artifact and seed sections (:mod:`fedlib.ledger`). ``--no-train`` passes ``train=False``: the
+notebooks render the stored records and show missing runs as pending (a notebook without a ``train`` parameter is
+skipped then, not trained).
 """
 
 from __future__ import annotations
@@ -30,12 +34,17 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
     return found
 
 
-def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path) -> tuple[str, float]:
+def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path,
+            train: bool = True) -> tuple[str, float]:
     import papermill as pm
 
-    params = {"scale": scale, "device": device}
+    params: dict = {"scale": scale, "device": device}
     if dataset:
         params["dataset"] = dataset
+    if not train:
+        if "train" not in pm.inspect_notebook(str(nb)):
+            return "skipped (no train parameter: it would train)", 0.0
+        params["train"] = False
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
@@ -76,12 +85,29 @@ def summarize(rows: list[dict], scale: str) -> str:
     return "\n".join(lines + ["", "## Claims and tables", *details, ""])
 
 
+def _ledger(scale: str, only: list[str] | None) -> str:
+    """The ledger's runs-by-artifact and seed sections for the summary (empty if the plans cannot be listed)."""
+    from .campaign import collect
+    from .costs import CostTable
+    from .ledger import runs_section, seeds_section
+    from .results import Store
+
+    store = Store.for_scale(scale)
+    try:
+        items = collect(scale, "cpu", store=store, costs=CostTable(None), only=only)
+    except Exception as e:  # noqa: BLE001 — the notebooks' summary stands without it
+        return f"\n_(ledger unavailable: {type(e).__name__}: {e})_\n"
+    return "\n" + "\n".join(runs_section(items) + seeds_section(items, store, scale))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", default="quick", choices=["smoke", "quick", "paper"])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dataset", default=None, help="override every notebook's dataset (default: each one's own)")
     ap.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. 00 01")
+    ap.add_argument("--no-train", dest="train", action="store_false",
+                    help="render stored records only (train=False); missing runs are shown as pending")
     ap.add_argument("--collect", action="store_true",
                     help="execute nothing: rebuild summary-<scale>.md from results/summary/<notebook>.<scale>.json")
     args = ap.parse_args(argv)
@@ -98,17 +124,18 @@ def main(argv: list[str] | None = None) -> int:
                          **info})
             continue
         print(f"[reproduce] {nb.name} at scale={args.scale} device={args.device} ...", flush=True)
-        status, secs = execute(nb, args.scale, args.device, args.dataset, NOTEBOOKS / "executed" / args.scale)
+        status, secs = execute(nb, args.scale, args.device, args.dataset, NOTEBOOKS / "executed" / args.scale,
+                               train=args.train)
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
         if info:  # the notebook's own summary keeps how long it took
             atomic_write_text(summary, json.dumps({**info, "seconds": round(secs, 1)}, indent=1))
         info.pop("seconds", None)
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
         print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
-    text = summarize(rows, args.scale)
+    text = summarize(rows, args.scale) + _ledger(args.scale, args.only)
     atomic_write_text(DEFAULT_ROOT / f"summary-{args.scale}.md", text)
     print("\n" + text)
-    return 0 if args.collect or all(r["status"] == "ok" for r in rows) else 1
+    return 0 if args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows) else 1
 
 
 if __name__ == "__main__":

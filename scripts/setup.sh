@@ -12,10 +12,14 @@ fi
 
 stamp=.venv/.fedlib-install-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  echo "[setup] creating .venv with $($PY --version) and installing fedlib[dev] (first run: several minutes)"
+  echo "[setup] creating .venv with $($PY --version) and installing fedlib[dev,ray] (first run: several minutes)"
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  if [ -n "${FEDLIB_WHEELS:-}" ]; then  # an offline bundle (scripts/offline-bundle.sh): no package index
+    .venv/bin/python -m pip install -q --no-index --find-links "$FEDLIB_WHEELS" -e ".[dev,ray]"
+  else
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e ".[dev,ray]"
+  fi
   rm -f .venv/.fedlib-install-*
   touch "$stamp"
 fi

@@ -55,7 +55,7 @@ BAD_FIELDS = [
     ("drop_last", "yes", "True or False"),
     ("personal_eval", 1, "True or False"),
     ("compile", "false", "True or False"),
-    ("cuda_graph", None, "True or False"),
+    ("cuda_graph", "yes", "None (auto), True or False"),
     ("label", 3, "string"),
 ]
 

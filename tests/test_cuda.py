@@ -55,13 +55,23 @@ def close(a: Engine, b: Engine, atol=1e-5, rtol=1e-4) -> None:
 def test_eager_and_graph_match_sequential_on_cuda(strategy, kw, data):
     c = cfg(strategy=strategy, strategy_kw=kw)
     seq = run(c, data)
-    eager = run(c.replace(executor="vectorized"), data)
+    eager = run(c.replace(executor="vectorized", cuda_graph=False), data)
     assert isinstance(eager.executor, VectorizedExecutor) and not eager.executor.static
     graph = run(c.replace(executor="vectorized", cuda_graph=True), data)
     ex = graph.executor
     assert ex.static and ex.capture and all(S.graph is not None for S in ex._statics.values())
     close(seq, eager)
     close(seq, graph)
+
+
+def test_the_default_config_replays_a_cuda_graph(data):
+    """cuda_graph=None (the default) with executor auto: vectorized and captured on CUDA, no flag needed; the
+    same training as the sequential loop."""
+    c = cfg(strategy="fedprox", strategy_kw={"mu": 0.5})
+    eng = run(c.replace(executor="auto"), data)
+    assert eng.cfg.cuda_graph is None and eng.executor_name == "vectorized"
+    assert eng.executor.static and eng.executor.capture
+    close(run(c, data), eng)
 
 
 def test_auto_picks_vectorized_on_cuda_and_bf16_graph_trains_like_fp32(data):
@@ -71,7 +81,7 @@ def test_auto_picks_vectorized_on_cuda_and_bf16_graph_trains_like_fp32(data):
     first rounds are compared closely and the rest only for learning."""
     c = cfg(sample_fraction=1.0, rounds=5, lr=0.05, augment="none")
     ref = run(c, data)
-    eng = run(c.replace(executor="auto", precision="bf16", cuda_graph=True), data)
+    eng = run(c.replace(executor="auto", precision="bf16"), data)  # the graph by default
     assert eng.executor_name == "vectorized" and eng.executor.capture
     assert all(torch.isfinite(v).all() for v in eng.global_params.values())
     loss = [h["train_loss"] for h in eng.history]

@@ -15,10 +15,18 @@ def _norm(req: str) -> str:
 
 def test_environment_yml_agrees_with_pyproject():
     py = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    want = {_norm(r) for r in py["dependencies"] + py["optional-dependencies"]["dev"]}
+    want = {_norm(r) for r in py["dependencies"] + sum(py["optional-dependencies"].values(), [])}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
     assert {_norm(r) for r in pip} == want
+
+
+def test_the_ray_extra_is_pinned_and_installed_by_setup():
+    from fedlib.ray_backend import RAY_VERSION
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["ray"] == [f"ray=={RAY_VERSION}"]
+    assert '.[dev,ray]' in (ROOT / "scripts" / "setup.sh").read_text()
 
 
 def test_torch_pins_are_exact():

@@ -446,4 +446,45 @@ def test_cuda_graph_unavailable_runs_eagerly_with_a_notice(tiny_data, capsys):
     eng = Engine(cfg(executor="vectorized", optimizer="adam", lr=1e-3, rounds=1), data=tiny_data, progress=False)
     assert "only SGD" in eng.executor.steps.unsupported()
     # the graph switch is an execution detail: it does not change the run's identity
-    assert cfg(cuda_graph=True).key() == cfg().key()
+    assert cfg(cuda_graph=True).key() == cfg().key() == cfg(cuda_graph=False).key()
+
+
+@pytest.mark.parametrize("cuda_graph,device,why_not,expected,notice", [
+    (None, "cuda", "", True, False),  # the default: static steps (captured) on CUDA whenever they apply
+    (None, "cuda:1", "", True, False),
+    (None, "cuda", "only SGD is captured", False, False),  # silently eager where they do not
+    (None, "cpu", "", False, False),  # never on the CPU by default (sequential is what auto picks there)
+    (True, "cuda", "", True, False),
+    (True, "cuda", "only SGD is captured", False, True),  # asked for: say why not
+    (False, "cuda", "", False, False),  # never
+])
+def test_static_steps_decision(cuda_graph, device, why_not, expected, notice):
+    from fedlib.executors import use_static
+
+    on, msg = use_static(cuda_graph, device, why_not)
+    assert on is expected and bool(msg) is notice and (not notice or why_not in msg)
+
+
+def test_default_config_takes_the_graph_path_on_cuda_where_it_applies(tiny_data, capsys):
+    """What auto decides for a task, read on the CPU: FedAvg/FedProx in padded mode would run the static steps on
+    CUDA; Adam would not (silently); on the CPU the default stays eager with no notice."""
+    from fedlib.executors import use_static
+
+    for strategy, kw, optim, on_cuda in [("fedavg", {}, "sgd", True), ("fedprox", {"mu": 0.01}, "sgd", True),
+                                         ("fedavg", {}, "adam", False)]:
+        eng = Engine(cfg(executor="vectorized", strategy=strategy, strategy_kw=kw, optimizer=optim, rounds=1),
+                     data=tiny_data, progress=False)
+        assert eng.cfg.cuda_graph is None and not eng.executor.static  # CPU: eager, nothing printed
+        why = eng.executor.steps.unsupported(capture=False)
+        assert use_static(None, "cuda", why)[0] is on_cuda, (strategy, optim, why)
+    assert "CUDA graphs" not in capsys.readouterr().out
+
+
+def test_old_records_with_cuda_graph_false_still_load():
+    from fedlib.results import Record
+
+    c = cfg()
+    d = {**c.to_dict(), "cuda_graph": False}
+    assert Config.from_dict(d, migrate=True).key() == c.key()
+    rec = Record(key=c.key(), config=d, history=[], provenance={}, partition_hash="", final_params_hash="")
+    assert rec.cfg.cuda_graph is False and rec.cfg.key() == c.key()

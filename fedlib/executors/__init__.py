@@ -18,12 +18,13 @@ import torch
 
 from ..local import LocalTask
 from .sequential import SequentialExecutor
+from .static import use_static
 from .vectorized import VectorizedExecutor
 
 Executor = Union[SequentialExecutor, VectorizedExecutor]
 Notice = Callable[[str], None]
 
-__all__ = ["Executor", "SequentialExecutor", "VectorizedExecutor", "make_executor", "supports"]
+__all__ = ["Executor", "SequentialExecutor", "VectorizedExecutor", "make_executor", "supports", "use_static"]
 
 
 def supports(task: LocalTask, device: torch.device | str, mode: str) -> tuple[bool, str]:
@@ -35,9 +36,11 @@ def supports(task: LocalTask, device: torch.device | str, mode: str) -> tuple[bo
 
 
 def make_executor(task: LocalTask, device: torch.device | str, mode: str = "auto", *, chunk_size: int | None = None,
-                  compile: bool = False, cuda_graph: bool = False, notice: Notice = print) -> Executor:
+                  compile: bool = False, cuda_graph: bool | None = None, notice: Notice = print) -> Executor:
     """The executor ``mode`` ("auto" | "sequential" | "vectorized") asks for, or the sequential one with a one-line
-    notice when the vectorized one cannot run ``task`` (on the CPU, ``auto`` prefers sequential silently)."""
+    notice when the vectorized one cannot run ``task`` (on the CPU, ``auto`` prefers sequential silently). On CUDA
+    the vectorized executor replays its steps from a CUDA graph whenever they apply (``cuda_graph=None``, see
+    :func:`fedlib.executors.static.use_static`)."""
     if mode not in ("auto", "sequential", "vectorized"):
         raise ValueError(f"Unknown executor {mode!r}; valid executors: 'auto', 'sequential', 'vectorized'.")
     if mode != "sequential":

@@ -15,7 +15,10 @@ indices and batch sizes in and launches the graph. The numbers are the eager pat
 The price is compute spent on finished clients' masked rows (all clients run ``max K_i`` steps), which a
 launch-bound GPU does not notice.
 
-Requirements (otherwise a one-line notice and the eager path): padded mode (no buffers, taps or reference
+When (:func:`use_static`): ``cuda_graph=None`` (the default) on CUDA whenever the requirements below hold, silently
+eager otherwise; ``cuda_graph=True`` the same, with a one-line notice when they do not hold; ``False`` never.
+
+Requirements (otherwise the eager path): padded mode (no buffers, taps or reference
 models), SGD, no ``compile``, and a penalty that does not read ``ctx`` (the graph replays the Python-level values
 of its capture; the static path passes a context whose ``round`` is -1 and ``lr`` NaN). A failed capture also
 falls back to the eager path with a notice; a chunk whose clients start from different frozen parameters runs
@@ -39,7 +42,23 @@ if TYPE_CHECKING:
     from .chunk import Chunk
     from .vectorized import VectorizedExecutor
 
-__all__ = ["StaticSteps"]
+__all__ = ["StaticSteps", "use_static"]
+
+
+def use_static(cuda_graph: bool | None, device: torch.device | str, why_not: str) -> tuple[bool, str]:
+    """Whether the vectorized executor runs the static steps, and the notice to print ("" for none).
+
+    ``cuda_graph``: ``None`` (auto) — on CUDA whenever they apply (``why_not == ""``), silently eager otherwise;
+    ``True`` — whenever they apply, with a notice naming ``why_not`` when they do not; ``False`` — never.
+    ``why_not``: what :meth:`StaticSteps.unsupported` says about the task ("" when it can run them)."""
+    if cuda_graph is False:
+        return False, ""
+    if why_not:
+        return False, (f"fedlib: CUDA graphs unavailable ({why_not}); running the vectorized executor eagerly."
+                       if cuda_graph else "")
+    if cuda_graph is None and torch.device(device).type != "cuda":
+        return False, ""
+    return True, ""
 
 
 @dataclass
@@ -79,16 +98,16 @@ def capture(step: Callable[[], None], device: torch.device, warmup: int = 3) -> 
 
 
 class StaticSteps:
-    """The static path of one :class:`~fedlib.executors.vectorized.VectorizedExecutor`. ``want``: the user asked
-    for it; ``require_cuda=False`` also allows the static steps, uncaptured, off CUDA (tests on the CPU). On CUDA
-    the steps are always captured."""
+    """The static path of one :class:`~fedlib.executors.vectorized.VectorizedExecutor`. ``want``: the config's
+    ``cuda_graph`` (:func:`use_static`); ``require_cuda=False`` also allows the static steps, uncaptured, off CUDA
+    (tests on the CPU). On CUDA the steps are always captured."""
 
-    def __init__(self, exe: "VectorizedExecutor", want: bool, require_cuda: bool = True) -> None:
+    def __init__(self, exe: "VectorizedExecutor", want: bool | None, require_cuda: bool = True) -> None:
         self.exe = exe
-        why = self.unsupported(require_cuda)
-        if want and why:
-            print(f"fedlib: CUDA graphs unavailable ({why}); running the vectorized executor eagerly.")
-        self.enabled = want and not why
+        self.enabled, notice = use_static(want, exe.device if require_cuda else "cuda",
+                                          self.unsupported(require_cuda))
+        if notice:
+            print(notice)
         self.capture = self.enabled and exe.device.type == "cuda"
         self._statics: dict[int, Static] = {}
 

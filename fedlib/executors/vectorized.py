@@ -42,7 +42,7 @@ Chunks
     memory estimate (one probe step's peak memory per client against the free memory). A chunk's batches and
     stacked state are built by :mod:`fedlib.executors.chunk`.
 
-Static steps and CUDA graphs (``cuda_graph=True``): :mod:`fedlib.executors.static`. CPU convolutions:
+Static steps and CUDA graphs (on CUDA by default; ``Config.cuda_graph``): :mod:`fedlib.executors.static`. CPU convolutions:
 :mod:`fedlib.executors.cpu_conv`. On a 2-core CPU the two executors run at parity (``benchmarks/RESULTS.md``).
 
 Opt-in options: ``precision="bf16"`` (forward under autocast; task field), ``compile=True`` (torch.compile of the
@@ -110,7 +110,7 @@ class VectorizedExecutor:
         return True, ""
 
     def __init__(self, task: LocalTask, device: torch.device | str, *, chunk_size: int | None = None,
-                 compile: bool = False, cuda_graph: bool = False, static: bool | None = None) -> None:
+                 compile: bool = False, cuda_graph: bool | None = None, static: bool | None = None) -> None:
         ok, why = self.can_run(task)
         if not ok:
             raise ValueError(f"VectorizedExecutor cannot run this task: {why}")
@@ -142,7 +142,7 @@ class VectorizedExecutor:
         self._loss_fns: dict[bool, Callable] = {}
         self._cur: dict[str, Any] = {}  # the chunk being trained: task, ctx, shared params/tensors, global params
         self._cpu_idx: dict[int, Tensor] = {}
-        self.steps = StaticSteps(self, want=bool(cuda_graph) if static is None else bool(static),
+        self.steps = StaticSteps(self, want=cuda_graph if static is None else bool(static),
                                  require_cuda=static is None)
 
     @property

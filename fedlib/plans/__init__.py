@@ -12,11 +12,16 @@ from typing import Any, Callable
 
 from ..config import SCALES
 from ._base import Plan
+from .baseline import BASELINE_SEEDS, baseline_plan
+from .feder import feder_plan
 from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_methods, fedshibu_plan
 
 __all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
+__all__ += ["baseline_plan", "BASELINE_SEEDS", "feder_plan"]
 
 PLANS: dict[str, Callable[..., Plan]] = {
+    "01_fedavg_baseline": baseline_plan,
+    "07_feder_optimizer_grid": feder_plan,
     "08_fedshibu_shards": fedshibu_plan,
 }
 

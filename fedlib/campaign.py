@@ -1,0 +1,356 @@
+"""The campaign: every run every notebook plans, costed, prioritized and trained within a time budget.
+
+    python -m fedlib.campaign plan --scale paper --device cuda        # every run: cost, priority, status
+    python -m fedlib.campaign run --scale paper --device cuda --budget 25m [--backend local|ray]
+    python -m fedlib.campaign ledger --scale paper                    # results/summary-paper.md
+
+The runs come from :data:`fedlib.plans.PLANS` (the notebooks load the same runs with ``fetch(cfg, train=False)``);
+a run that several artifacts share (same :meth:`Config.key`) is one run. Its **priority** comes from
+:data:`PRIORITIES`, keyed by (notebook number, artifact): the Fashion-MNIST tables with paper numbers first
+(FedIntR Table I, II, V), then FedCKA Table 2, and so on; an artifact the table does not know gets
+:data:`DEFAULT_PRIORITY`. Its **status** is ``done`` (a record is in the store), ``pending`` (``partial`` when a
+checkpoint holds some of its rounds) or ``blocked`` (its dataset's files are not on this machine: named, never
+attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
+
+``run`` trains the pending runs in priority order and never starts one whose estimate exceeds the remaining budget
+(it goes on with the next one that fits). Every run checkpoints (``checkpoint_every``), so a job killed at the end
+of its slice resumes there next time; records are written atomically by :func:`fedlib.results.run`; a finished
+run's time updates the cost table. Run again, it continues; with everything done it does nothing. After a ``run``
+the ledger ``results/summary-<scale>.md`` lists artifact × runs done / needed, the claims' verdicts (from the
+notebooks' ``results/summary/*.<scale>.json``) and mean ± std over seeds where a plan has several.
+
+Batching runs that share a model and shapes (seeds, μ values) into one computation was measured on the CPU and
+gains at most 4 %, within noise (``benchmarks/batching.py``, ``docs/campaign.md``): runs are trained one after
+another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .config import SCALES, Config
+from .costs import DEFAULT_COSTS, CostTable
+from .results import CorruptRecordError, Record, Store, device_name
+
+__all__ = ["Item", "PRIORITIES", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
+           "run_local", "format_plan", "main"]
+
+# (notebook number, artifact id) -> priority (lower runs first). Artifact ids are normalized: lower case, letters
+# and digits only, Roman table numbers as digits ("Table II" -> "table2"); "*" matches any artifact.
+PRIORITIES: dict[tuple[str, str], int] = {
+    ("05", "table1"): 10, ("05", "table2"): 11, ("05", "table5"): 12,  # FedIntR, Fashion-MNIST column
+    ("01", "table1"): 13,  # FedIntR Table I's FedAvg / FedProx rows (the same runs as notebook 05's)
+    ("03", "table2"): 20,  # FedCKA Table 2 (CIFAR-10)
+    ("03", "table1"): 21, ("05", "*"): 25, ("03", "*"): 26, ("01", "*"): 27,
+    ("08", "table1"): 30,  # FedSHIBU Table 1 / Fig. 4
+    ("07", "table42"): 31,  # FedER Table 4.2
+    ("02", "*"): 40, ("04", "*"): 40, ("06", "*"): 40, ("07", "*"): 45, ("08", "*"): 45,
+}
+DEFAULT_PRIORITY = 50
+DATASET_FIRST = "fmnist"  # within one priority, Fashion-MNIST runs first (the papers' numbers we can check here)
+_ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8, "ix": 9, "x": 10}
+
+
+def _norm(artifact: str) -> str:
+    a = re.sub(r"[^a-z0-9 ]", "", artifact.lower().replace("_", " ").replace(".", ""))
+    a = re.sub(r"\b(table|fig|figure)\s*(x|ix|viii|vii|vi|v|iv|iii|ii|i)\b", lambda m: f"{m[1]}{_ROMAN[m[2]]}", a)
+    return a.replace(" ", "")
+
+
+def priority(notebook: str, artifact: str) -> int:
+    """The priority of ``artifact`` of ``notebook`` (:data:`PRIORITIES`; :data:`DEFAULT_PRIORITY` if unknown)."""
+    num, art = notebook[:2], _norm(artifact)
+    for (nb, pat), p in PRIORITIES.items():
+        if nb == num and pat != "*" and re.match(rf"{pat}(?!\d)", art):
+            return p
+    return PRIORITIES.get((num, "*"), DEFAULT_PRIORITY)
+
+
+def dataset_missing(name: str) -> str | None:
+    """Why ``name``'s files are not on this machine (None when they are); looks where ``load_dataset`` looks."""
+    from . import data as D
+
+    root = D.data_root()
+    if name == "synthetic":
+        return None
+    if name == "fmnist":
+        folders = [root, root / "fashion-mnist", root / "FashionMNIST" / "raw", *D.DEBIAN_FMNIST_DIRS]
+        ok = any(D._find_idx(f) is not None for f in folders)
+    elif name in D._CIFAR:
+        spec = D._CIFAR[name]
+        ok = all((root / spec["folder"] / f).is_file() for f in spec["train"] + spec["test"])
+    elif name == "svhn":
+        ok = all((root / f"{s}_32x32.mat").is_file() for s in ("train", "test"))
+    elif name == "tinyimagenet":
+        ok = (root / "tiny-imagenet-200" / "wnids.txt").is_file()
+    else:
+        return f"unknown dataset {name!r}"
+    return None if ok else f"{name} not found under {root} (README, Data: where to put it; FEDLIB_DATA)"
+
+
+@dataclass
+class Item:
+    """One planned run, however many artifacts need it."""
+
+    key: str
+    cfg: Config
+    uses: list[tuple[str, str, str]] = field(default_factory=list)  # (notebook, artifact, run name)
+    priority: int = DEFAULT_PRIORITY
+    order: int = 0  # declaration order (ties)
+    status: str = "pending"  # done | pending | partial | blocked
+    why: str = ""
+    rounds_done: int = 0
+    estimate_s: float = 0.0
+    source: str = ""
+
+    @property
+    def sort_key(self) -> tuple:
+        return self.priority, self.cfg.dataset != DATASET_FIRST, self.order
+
+
+def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> dict[str, dict[str, Config]]:
+    kw = {"dataset": dataset} if dataset and "dataset" in inspect.signature(fn).parameters else {}
+    return fn(scale, **kw)
+
+
+def collect(scale: str, device: str = "cpu", *, store: Store | None = None, costs: CostTable | None = None,
+            only: list[str] | None = None, dataset: str | None = None,
+            plans: dict[str, Callable[..., Any]] | None = None, errors: list[str] | None = None) -> list[Item]:
+    """Every run of every plan (``only``: notebook names or number prefixes), deduplicated by key, with its
+    priority, status and estimated cost on ``device``, in the order ``run`` takes them. A plan that fails to
+    build is skipped and its error appended to ``errors``."""
+    from .plans import PLANS
+
+    store = store or Store.for_scale(scale)
+    costs = costs if costs is not None else CostTable()
+    items: dict[str, Item] = {}
+    for nb, fn in sorted((plans if plans is not None else PLANS).items()):
+        if only and not any(nb == o or nb.startswith(o) for o in only):
+            continue
+        try:
+            arts = _call_plan(fn, scale, dataset)
+        except Exception as e:  # noqa: BLE001 — one broken plan must not hide the others
+            (errors if errors is not None else []).append(f"{nb}: {type(e).__name__}: {e}")
+            continue
+        for art, runs in arts.items():
+            for name, cfg in runs.items():
+                k = cfg.key()
+                it = items.get(k)
+                if it is None:
+                    every = cfg.checkpoint_every or max(1, math.ceil(cfg.rounds / 20))
+                    it = items[k] = Item(k, cfg.replace(device=device, checkpoint_every=every),
+                                         priority=priority(nb, art), order=len(items))
+                it.uses.append((nb, art, name))
+                it.priority = min(it.priority, priority(nb, art))
+    missing: dict[str, str | None] = {}
+    dev_name = device_name(device) if device.startswith("cuda") else None
+    for it in items.values():
+        refresh(it, store, costs, missing, dev_name)
+    return sorted(items.values(), key=lambda i: i.sort_key)
+
+
+def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | None] | None = None,
+            dev_name: str | None = None) -> Item:
+    """Update ``it``'s status and remaining cost from the store and the cost table."""
+    missing = {} if missing is None else missing
+    ds = it.cfg.dataset
+    if ds not in missing:
+        missing[ds] = dataset_missing(ds)
+    try:
+        done = store.get(it.key) is not None
+    except CorruptRecordError as e:
+        done, it.why = False, str(e)
+    it.rounds_done = 0
+    if done:
+        it.status, it.estimate_s, it.source = "done", 0.0, ""
+        return it
+    if missing[ds]:
+        it.status, it.why = "blocked", missing[ds]
+    else:
+        it.status = "pending"
+        it.rounds_done = _checkpoint_round(store.checkpoint_path(it.key))
+        if it.rounds_done:
+            it.status = "partial"
+    est = costs.estimate(it.cfg, it.cfg.device, rounds_left=it.cfg.rounds - it.rounds_done, device_name=dev_name)
+    it.estimate_s, it.source = est.seconds, est.source
+    return it
+
+
+def _checkpoint_round(path: Path) -> int:
+    if not path.exists():
+        return 0
+    try:
+        import torch
+
+        return int(torch.load(path, map_location="cpu", weights_only=False)["round"])
+    except Exception:  # noqa: BLE001 — an unreadable checkpoint: the run starts over (results.run decides)
+        return 0
+
+
+def parse_budget(text: str) -> float:
+    """Seconds in a budget such as ``25m``, ``1h30m``, ``90s`` or ``1.5h`` (a bare number is seconds)."""
+    t = str(text).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", t)
+    if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([hms])", "", t).strip():
+        raise ValueError(f"Budget {text!r} is not a duration; write e.g. 25m, 1h30m, 90s or 1.5h.")
+    return sum(float(v) * {"h": 3600, "m": 60, "s": 1}[u] for v, u in parts)
+
+
+def _fmt_s(s: float) -> str:
+    if not math.isfinite(s):
+        return "inf"
+    return f"{s / 3600:.1f} h" if s >= 5400 else (f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s")
+
+
+def format_plan(items: list[Item], scale: str, device: str) -> str:
+    """The plan as a table: one row per run, highest priority first, with totals."""
+    rows = [f"# Campaign plan — scale `{scale}`, device `{device}` ({len(items)} runs)", "",
+            "| # | priority | status | est. | dataset | strategy | run (notebook · artifact · name) | key |",
+            "|--:|--:|:--|--:|:--|:--|:--|:--|"]
+    for i, it in enumerate(items, 1):
+        nb, art, name = it.uses[0]
+        more = f" (+{len(it.uses) - 1} more)" if len(it.uses) > 1 else ""
+        status = it.status + (f" {it.rounds_done}/{it.cfg.rounds}" if it.status == "partial" else "")
+        rows.append(f"| {i} | {it.priority} | {status} | {_fmt_s(it.estimate_s) if it.status != 'done' else ''} | "
+                    f"{it.cfg.dataset} | {it.cfg.strategy} | {_cell(f'{nb} · {art} · {name}')}{more} | {it.key} |")
+    by = {s: [i for i in items if i.status.startswith(s)] for s in ("done", "pending", "partial", "blocked")}
+    todo = by["pending"] + by["partial"]
+    rows += ["", f"done {len(by['done'])}, pending {len(todo)} ({_fmt_s(sum(i.estimate_s for i in todo))} "
+                 f"estimated on {device}), blocked {len(by['blocked'])} "
+                 f"({_fmt_s(sum(i.estimate_s for i in by['blocked']))} once their data is present)."]
+    blocked = sorted({i.why for i in by["blocked"]})
+    rows += [f"blocked: {w}" for w in blocked]
+    sources = sorted({i.source for i in todo + by["blocked"]})
+    rows += ["", "Estimates: " + "; ".join(sources) if sources else ""]
+    return "\n".join(rows)
+
+
+def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, progress: bool = False,
+              log: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """Train the pending items in order within ``budget_s`` seconds; returns the keys done, skipped and failed."""
+    from .results import run
+
+    t0 = time.monotonic()
+    out: dict[str, list[str]] = {"done": [], "skipped": [], "failed": []}
+    for it in items:
+        if it.status not in ("pending", "partial"):
+            continue
+        refresh(it, store, costs)  # finished meanwhile, a checkpoint, a newer measurement
+        if it.status not in ("pending", "partial"):
+            continue
+        left = budget_s - (time.monotonic() - t0)
+        if it.estimate_s > left:
+            out["skipped"].append(it.key)
+            log(f"[campaign] skip {_what(it)}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
+            continue
+        log(f"[campaign] run  {_what(it)}: estimated {_fmt_s(it.estimate_s)} ({it.source}); {_fmt_s(left)} left")
+        t = time.monotonic()
+        try:
+            rec = run(it.cfg, store=store, progress=progress)
+        except Exception as e:  # noqa: BLE001 — the failure is in results/failed/<key>.json; go on with the rest
+            out["failed"].append(it.key)
+            log(f"[campaign] FAILED {_what(it)}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            continue
+        finish(rec, it, costs, out, time.monotonic() - t, log)
+    return out
+
+
+def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], secs: float,
+           log: Callable[[str], None]) -> None:
+    """Book a finished run: the cost table learns its time."""
+    if costs.learn(rec):
+        costs.save()
+    out["done"].append(it.key)
+    acc = rec.final("test_acc")
+    log(f"[campaign] done {_what(it)} in {_fmt_s(secs)}" + (f": test acc {100 * acc:.2f} %" if acc == acc else ""))
+
+
+def _cell(text: str) -> str:
+    """Text for a markdown table cell (no column separators)."""
+    return text.replace("|", "/")
+
+
+def _what(it: Item) -> str:
+    nb, art, name = it.uses[0]
+    return f"{nb} · {art} · {name} [{it.key}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fedlib.campaign", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("plan", "run", "ledger", "costs"):
+        p = sub.add_parser(name)
+        p.add_argument("--scale", default="paper", choices=SCALES)
+        p.add_argument("--device", default="cpu")
+        p.add_argument("--only", nargs="*", help="notebook names or number prefixes, e.g. 05 01")
+        p.add_argument("--dataset", default=None, help="pass this dataset to every plan that takes one")
+        p.add_argument("--store", default=None, help="results folder (default: results/, results/smoke/ at smoke)")
+        p.add_argument("--costs", default=str(DEFAULT_COSTS),
+                       help="the cost table (JSON; at smoke scale the default one is read, not written)")
+        if name == "run":
+            p.add_argument("--budget", required=True, help="wall-clock budget, e.g. 25m, 1h30m, 90s")
+            p.add_argument("--backend", default="local", choices=["local", "ray"])
+            p.add_argument("--ray-address", default=None, help="a Ray cluster (default: $RAY_ADDRESS or local)")
+            p.add_argument("--progress", action="store_true", help="a progress bar per run")
+        if name == "costs":
+            p.add_argument("--learn", action="store_true", help="add the store's records' times to the table")
+    a = ap.parse_args(argv)
+    from .config import device_problem, field_problem
+
+    if (why := field_problem("device", a.device)) or (a.cmd == "run" and (why := device_problem(a.device))):
+        ap.error(f"--device {a.device!r}: {why}")
+    store = Store(a.store) if a.store else Store.for_scale(a.scale)
+    # smoke runs are all set-up: they would spoil the committed table's estimates (an explicit --costs file learns)
+    costs = CostTable(a.costs)
+    if a.scale == "smoke" and a.costs == str(DEFAULT_COSTS):
+        costs.path = None
+    if a.cmd == "costs":
+        if a.learn:
+            print(f"[campaign] learnt {costs.learn_all(store.records())} record(s) into {costs.path}")
+            costs.save()
+        for dev, entries in sorted(costs.table.items()):
+            for k, e in sorted(entries.items()):
+                print(f"{dev} | {k} | {1e6 * e['s_per_pass']:.2f} µs per sample-pass | {e['runs']} run(s)")
+        return 0
+    errors: list[str] = []
+    items = collect(a.scale, a.device, store=store, costs=costs, only=a.only, dataset=a.dataset, errors=errors)
+    for e in errors:
+        print(f"[campaign] plan error (skipped): {e}", file=sys.stderr)
+    if a.cmd == "plan":
+        print(format_plan(items, a.scale, a.device))
+        return 0
+    if a.cmd == "run":
+        try:
+            budget = parse_budget(a.budget)
+        except ValueError as e:
+            ap.error(str(e))
+        todo = [i for i in items if i.status in ("pending", "partial")]
+        if not todo:
+            n_blocked = sum(i.status == "blocked" for i in items)
+            print(f"[campaign] nothing to do: {sum(i.status == 'done' for i in items)} done, {n_blocked} blocked.")
+        elif a.backend == "ray":
+            from .ray_backend import run_ray
+
+            run_ray(items, store, budget, costs, address=a.ray_address)
+        else:
+            run_local(items, store, budget, costs, progress=a.progress)
+    from .ledger import write_ledger
+
+    path = write_ledger(a.scale, store=store, dataset=a.dataset)  # every plan, whatever --only ran
+    print(f"[campaign] ledger: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

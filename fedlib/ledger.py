@@ -1,0 +1,146 @@
+"""The ledger of a scale: artifact × runs done / needed, the claims' verdicts, and statistics over seeds.
+
+``results/summary-<scale>.md`` — written by ``python -m fedlib.campaign run|ledger`` (and its run and seed
+sections by ``python -m fedlib.reproduce``). The runs are the plans' (:data:`fedlib.plans.PLANS`); a run is done
+when its record is in the store. Verdicts come from the notebooks' own summaries (``results/summary/<notebook>.
+<scale>.json``, written when a notebook renders, e.g. ``papermill ... -p train False``); a summary written before
+the newest record of its notebook is flagged as stale. Where a plan runs the same configuration with several
+seeds, the final test accuracy is given as mean ± std over the seeds done (n).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+import statistics
+from pathlib import Path
+from typing import Any, Callable
+
+from .results import DEFAULT_ROOT, Record, Store, atomic_write_text, git_commit
+
+__all__ = ["ledger", "write_ledger", "runs_section", "claims_section", "seeds_section", "ledger_path"]
+
+
+def ledger_path(scale: str, store: Store) -> Path:
+    root = DEFAULT_ROOT if store.root in (DEFAULT_ROOT, DEFAULT_ROOT / "smoke") else store.root
+    return root / f"summary-{scale}.md"
+
+
+def _items(scale: str, store: Store, only: list[str] | None, dataset: str | None,
+           plans: dict[str, Callable[..., Any]] | None) -> list[Any]:
+    from .campaign import collect
+    from .costs import CostTable
+
+    return collect(scale, "cpu", store=store, costs=CostTable(None), only=only,
+                   dataset=dataset, plans=plans)
+
+
+def _final(rec: Record, scale: str) -> float:
+    """Final accuracy in %: the median of the last 10 evaluated rounds at paper scale (FedIntR's convention), the
+    last one otherwise; personalized runs: the mean client accuracy."""
+    name = "test_acc" if rec.metric("test_acc").size else "personal_acc_mean"
+    return 100 * rec.final(name, last=10 if scale == "paper" else 1)
+
+
+def runs_section(items: list[Any]) -> list[str]:
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for it in items:
+        for nb, art, _ in it.uses:
+            r = rows.setdefault((nb, art), {"n": 0, "done": 0, "blocked": set(), "left": 0.0, "prio": it.priority})
+            r["n"] += 1
+            r["done"] += it.status == "done"
+            if it.status == "blocked":
+                r["blocked"].add(it.cfg.dataset)
+            r["prio"] = min(r["prio"], it.priority)
+    out = ["## Runs by artifact", "", "| notebook | artifact | done / needed | blocked (dataset absent) | priority |",
+           "|:--|:--|--:|:--|--:|"]
+    for (nb, art), r in sorted(rows.items(), key=lambda kv: (kv[1]["prio"], kv[0])):
+        blocked = ", ".join(sorted(r["blocked"]))
+        out.append(f"| {nb} | {art} | {r['done']} / {r['n']} | {blocked} | {r['prio']} |")
+    uniq = len(items)
+    out += ["", f"{sum(i.status == 'done' for i in items)} of {uniq} distinct runs done (a run shared by artifacts "
+                f"counts once); {sum(i.status == 'blocked' for i in items)} blocked.", ""]
+    return out
+
+
+def claims_section(scale: str, items: list[Any], store: Store, summary_root: Path) -> list[str]:
+    out = ["## Claims", "", "| notebook | claim | verdict | detail |", "|:--|:--|:--|:--|"]
+    notebooks = sorted({nb for it in items for nb, _, _ in it.uses})
+    notes = []
+    for nb in notebooks:
+        p = summary_root / f"{nb}.{scale}.json"
+        if not p.exists():
+            notes.append(f"- {nb}: not rendered at scale `{scale}` yet (`papermill notebooks/{nb}.ipynb out.ipynb "
+                         f"-p scale {scale} -p train False`).")
+            continue
+        doc = json.loads(p.read_text())
+        newest = max((store.record_path(i.key).stat().st_mtime for i in items if i.status == "done"
+                      and any(u[0] == nb for u in i.uses)), default=0.0)
+        if newest > p.stat().st_mtime:
+            notes.append(f"- {nb}: its summary predates newer records: render it again to update the verdicts.")
+        for c in doc.get("claims", []):
+            detail = str(c.get("detail", "")).replace("|", "/")
+            out.append(f"| {nb} | {c['claim'].replace('|', '/')} | {c['status']} | {detail} |")
+    return out + [""] + notes + [""]
+
+
+def _strip_seed(name: str) -> str:
+    return re.sub(r"\s*[|·,(]?\s*seed\s*=?\s*\d+\)?", "", name).strip()
+
+
+def seeds_section(items: list[Any], store: Store, scale: str) -> list[str]:
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for it in items:
+        base = it.cfg.replace(seed=0).key()
+        for nb, art, name in it.uses:
+            g = groups.setdefault((nb, art, base), [])
+            if it not in g:
+                g.append(it)
+    out = ["## Statistics over seeds", "",
+           f"Final test accuracy ({'median of the last 10 rounds' if scale == 'paper' else 'last round'}; "
+           "personalized runs: mean client accuracy), mean ± std over the seeds done.", "",
+           "| notebook | artifact | run | n done / seeds | mean ± std (%) | per seed |", "|:--|:--|:--|--:|--:|:--|"]
+    n_rows = 0
+    for (nb, art, _), its in groups.items():
+        if len(its) < 2:
+            continue
+        name = _strip_seed(next(n for it in its for b, a, n in it.uses if (b, a) == (nb, art)))
+        recs = [(it.cfg.seed, store.get(it.key)) for it in its if it.status == "done"]
+        vals = [(s, _final(r, scale)) for s, r in recs if r is not None]
+        if vals:
+            m = statistics.mean(v for _, v in vals)
+            sd = statistics.stdev(v for _, v in vals) if len(vals) > 1 else float("nan")
+            stat = f"{m:.2f} ± {sd:.2f}" if len(vals) > 1 else f"{m:.2f} (n = 1)"
+        else:
+            stat = "pending"
+        per = ", ".join(f"s{s}: {v:.2f}" for s, v in sorted(vals))
+        out.append(f"| {nb} | {art} | {name.replace('|', '/')} | {len(vals)} / {len(its)} | {stat} | {per} |")
+        n_rows += 1
+    if not n_rows:
+        out.append("| | | (no plan at this scale runs one configuration with several seeds) | | | |")
+    return out + [""]
+
+
+def ledger(scale: str, *, store: Store | None = None, only: list[str] | None = None, dataset: str | None = None,
+           plans: dict[str, Callable[..., Any]] | None = None, summary_root: Path | None = None) -> str:
+    store = store or Store.for_scale(scale)
+    items = _items(scale, store, only, dataset, plans)
+    summary_root = summary_root or (DEFAULT_ROOT if ledger_path(scale, store).parent == DEFAULT_ROOT
+                                    else store.root) / "summary"
+    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    head = [f"# fedlib ledger — scale `{scale}`", "",
+            f"_Written by `python -m fedlib.campaign` on {date} at commit {git_commit()}: the runs every notebook's "
+            f"plan needs (`fedlib/plans/`), which are done (records in `{store.root.name}/records/`), and what the "
+            f"notebooks concluded from them._", ""]
+    if scale != "paper":
+        head += [f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results._", ""]
+    return "\n".join(head + runs_section(items) + claims_section(scale, items, store, summary_root)
+                     + seeds_section(items, store, scale))
+
+
+def write_ledger(scale: str, *, store: Store | None = None, **kw: Any) -> Path:
+    store = store or Store.for_scale(scale)
+    path = ledger_path(scale, store)
+    atomic_write_text(path, ledger(scale, store=store, **kw))
+    return path

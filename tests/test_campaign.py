@@ -1,0 +1,231 @@
+"""The campaign: plans listed with costs, priorities and status; runs within a budget; resume after a kill; a
+second invocation does nothing; the ledger; the Ray backend gives the local backend's records."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import fedlib.plans
+from fedlib import campaign
+from fedlib.campaign import collect, dataset_missing, parse_budget, priority
+from fedlib.costs import CostTable, cost_key
+from fedlib.presets import preset
+from fedlib.results import Store, run
+
+REPO = Path(__file__).resolve().parent.parent
+TIMES = ("time_s", "train_time_s")
+
+
+def smoke(**kw):
+    return preset("fedintr", "smoke", **kw)
+
+
+def same_record(a, b) -> None:
+    """Equal but for wall-clock fields."""
+    strip = lambda h: [{k: v for k, v in e.items() if k not in TIMES} for e in h]  # noqa: E731
+    assert strip(a.history) == strip(b.history)
+    assert a.final_params_hash == b.final_params_hash and a.partition_hash == b.partition_hash
+    assert a.key == b.key
+
+
+@pytest.fixture
+def plans(monkeypatch):
+    """Replace the plan registry with the given plans for one test."""
+    def use(**fns):
+        monkeypatch.setattr(fedlib.plans, "PLANS", dict(fns))
+    return use
+
+
+def test_plan_lists_every_notebooks_paper_runs_with_cost_priority_and_status(tmp_path, capsys):
+    store = Store(tmp_path)
+    items = collect("paper", "cuda", store=store, costs=CostTable(None))
+    nbs = {u[0] for it in items for u in it.uses}
+    assert {"01_fedavg_baseline", "07_feder_optimizer_grid", "08_fedshibu_shards"} <= nbs
+    assert len({it.key for it in items}) == len(items)
+    assert all(it.status in ("pending", "blocked") and it.estimate_s > 0 and it.source for it in items)
+    # highest priority first: FedIntR Table I's rows (notebook 01) before FedSHIBU's and FedER's tables
+    assert [it.priority for it in items] == sorted(it.priority for it in items)
+    first = {art: next(i for i, it in enumerate(items) if art in {u[:2] for u in it.uses})
+             for art in [("01_fedavg_baseline", "table1"), ("08_fedshibu_shards", "table1"),
+                         ("07_feder_optimizer_grid", "table4.2")]}
+    assert list(first.values()) == sorted(first.values())
+    assert items[first[("01_fedavg_baseline", "table1")]].priority == 13
+    # paper scale: FedAvg in FedIntR's setup is 100 rounds x 10 epochs x 60,000 samples on the default H100 model
+    fedavg = next(it for it in items if it.cfg.strategy == "fedavg" and it.uses[0][0] == "01_fedavg_baseline")
+    assert fedavg.cfg.rounds == 100 and 60 < fedavg.estimate_s < 200 and "default" in fedavg.source
+    assert fedavg.cfg.checkpoint_every == 5 and fedavg.cfg.device == "cuda"
+    assert campaign.main(["plan", "--scale", "paper", "--device", "cuda", "--store", str(tmp_path),
+                          "--costs", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    n = sum(it.status == "pending" for it in items)
+    assert "01_fedavg_baseline · table1 · FedAvg / seed=0" in out and f"pending {n} (" in out
+
+
+def test_a_run_shared_by_artifacts_counts_once_with_its_best_priority(tmp_path, plans):
+    a = smoke()
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"Table I": {"FedAvg": a}},
+             "09_unknown": lambda scale, **kw: {"fig9": {"same run": a, "other": a.replace(seed=1)}}})
+    items = collect("smoke", "cpu", store=Store(tmp_path), costs=CostTable(None))
+    assert len(items) == 2
+    shared = next(it for it in items if it.key == a.key())
+    assert shared.priority == 10 and len(shared.uses) == 2
+    assert next(it for it in items if it.key != a.key()).priority == campaign.DEFAULT_PRIORITY
+
+
+def test_missing_dataset_is_blocked_and_named(tmp_path, plans, monkeypatch):
+    monkeypatch.setenv("FEDLIB_DATA", str(tmp_path / "nodata"))
+    assert "cifar10" in dataset_missing("cifar10") and dataset_missing("synthetic") is None
+    plans(**{"03_fedcka_heterogeneity": lambda scale, dataset="cifar10", **kw: {
+        "table2": {"FedAvg": preset("fedcka", scale, dataset=dataset)}}})
+    it, = collect("paper", "cuda", store=Store(tmp_path), costs=CostTable(None))
+    assert it.status == "blocked" and "cifar10 not found" in it.why and it.priority == 20
+    out = campaign.run_local([it], Store(tmp_path), 1e9, CostTable(None), log=lambda s: None)
+    assert out == {"done": [], "skipped": [], "failed": []}  # never attempted
+
+
+def test_a_broken_plan_is_reported_and_the_others_still_listed(tmp_path, plans):
+    def broken(scale, **kw):
+        raise KeyError("no such preset")
+    plans(**{"04_broken": broken, "05_ok": lambda scale, **kw: {"table1": {"a": smoke()}}})
+    errors: list[str] = []
+    items = collect("smoke", "cpu", store=Store(tmp_path), costs=CostTable(None), errors=errors)
+    assert len(items) == 1 and errors and "04_broken" in errors[0]
+
+
+@pytest.mark.parametrize("nb,art,p", [("05_fedintr_benchmarks", "Table I", 10), ("05_x", "table1_fmnist", 10),
+                                      ("05_x", "Table II", 11), ("05_x", "table_v", 12), ("05_x", "table10", 25),
+                                      ("03_fedcka_heterogeneity", "table2", 20), ("07_feder", "table4.2", 31),
+                                      ("99_new", "anything", 50)])
+def test_priority_table(nb, art, p):
+    assert priority(nb, art) == p
+
+
+def test_parse_budget():
+    assert parse_budget("25m") == 1500 and parse_budget("1h30m") == 5400 and parse_budget("1.5h") == 5400
+    assert parse_budget("90s") == 90 and parse_budget("45") == 45
+    with pytest.raises(ValueError, match="25m"):
+        parse_budget("25 minutes")
+
+
+def test_run_respects_the_budget_and_a_second_invocation_does_nothing(tmp_path, plans, capsys):
+    cheap, dear = smoke(), smoke(strategy="fedprox", strategy_kw={"mu": 0.01})
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"FedProx": dear, "FedAvg": cheap}}})
+    costs = CostTable(tmp_path / "costs.json")
+    costs.table["cpu (measured)"] = {cost_key(dear): {"s_per_pass": 1.0, "runs": 1, "records": [], "type": "cpu"}}
+    costs.save()
+    args = ["run", "--scale", "smoke", "--store", str(tmp_path), "--costs", str(tmp_path / "costs.json")]
+    assert campaign.main([*args, "--budget", "10m"]) == 0
+    out = capsys.readouterr().out
+    assert "skip 05_fedintr_benchmarks · table1 · FedProx" in out  # ~2,400 s estimated > 10 min: never started
+    store = Store(tmp_path)
+    assert store.get(cheap) is not None and store.get(dear) is None
+    assert not store.checkpoint_path(dear.key()).exists() and not store.failed_path(dear.key()).exists()
+    learnt = json.loads((tmp_path / "costs.json").read_text())["devices"]  # the finished run's time was measured
+    assert any(cost_key(cheap) in entries for entries in learnt.values())
+    # the ledger: artifact x runs done / needed
+    ledger = (tmp_path / "summary-smoke.md").read_text()
+    assert "| 05_fedintr_benchmarks | table1 | 1 / 2 |" in ledger
+    # everything done: a second invocation trains nothing and rewrites no record
+    costs = CostTable(tmp_path / "costs.json")
+    costs.table["cpu (measured)"] = {}
+    costs.save()
+    assert campaign.main([*args, "--budget", "10m"]) == 0
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "records").glob("*.json")}
+    assert len(mtimes) == 2
+    assert campaign.main([*args, "--budget", "10m"]) == 0
+    assert "nothing to do: 2 done" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "records").glob("*.json")} == mtimes
+
+
+def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
+    from fedlib.ledger import ledger
+
+    runs = {f"FedAvg | seed={s}": smoke(seed=s) for s in (0, 1)}
+    plans(**{"01_fedavg_baseline": lambda scale, **kw: {"table1": runs}})
+    store = Store(tmp_path)
+    recs = [run(c, store=store, progress=False) for c in runs.values()]
+    (tmp_path / "summary").mkdir()
+    (tmp_path / "summary" / "01_fedavg_baseline.smoke.json").write_text(json.dumps({"claims": [
+        {"claim": "FedProx performs like FedAvg", "status": "pending", "detail": "1 / 3 seeds"}]}))
+    text = ledger("smoke", store=store)
+    accs = [100 * r.final("test_acc") for r in recs]
+    mean, std = sum(accs) / 2, abs(accs[0] - accs[1]) / 2 ** 0.5
+    assert "| 01_fedavg_baseline | table1 | 2 / 2 |" in text
+    assert "| FedProx performs like FedAvg | pending | 1 / 3 seeds |" in text
+    assert f"| 01_fedavg_baseline | table1 | FedAvg | 2 / 2 | {mean:.2f} ± {std:.2f} |" in text
+    assert "not paper-scale results" in text
+
+
+RESUME_SCRIPT = """
+import sys
+import fedlib.plans as P
+from fedlib.presets import preset
+from fedlib.campaign import main
+P.PLANS.clear()
+P.PLANS["05_resume"] = lambda scale, **kw: {"table1": {"FedAvg": preset("fedintr", "smoke", rounds=8)}}
+sys.exit(main(["run", "--scale", "smoke", "--budget", "10m", "--store", sys.argv[1], "--costs", sys.argv[2]]))
+"""
+
+
+def test_a_killed_campaign_resumes_to_the_record_of_an_uninterrupted_one(tmp_path):
+    script = tmp_path / "camp.py"
+    script.write_text(textwrap.dedent(RESUME_SCRIPT))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "FEDLIB_COMMIT": "test"}
+    cfg = smoke(rounds=8)
+    killed, whole = Store(tmp_path / "killed"), Store(tmp_path / "whole")
+    cmd = lambda store: [sys.executable, str(script), str(store.root), str(tmp_path / "costs.json")]  # noqa: E731
+    proc = subprocess.Popen(cmd(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt, deadline = killed.checkpoint_path(cfg.key()), time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if ckpt.exists() and torch.load(ckpt, weights_only=False)["round"] >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert killed.get(cfg) is None and ckpt.exists()
+    subprocess.run(cmd(killed), env=env, check=True, capture_output=True)  # resumes from the checkpoint
+    subprocess.run(cmd(whole), env=env, check=True, capture_output=True)  # uninterrupted
+    a, b = killed.get(cfg), whole.get(cfg)
+    assert a.provenance["resumed_from_round"] >= 2 and b.provenance["resumed_from_round"] == 0
+    same_record(a, b)
+    assert not ckpt.exists()
+
+
+def test_ray_backend_missing_gives_one_error_naming_the_fix(tmp_path, plans, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": smoke()}}})
+    with pytest.raises(SystemExit, match=r"pip install 'fedlib\[ray\]'"):
+        campaign.main(["run", "--scale", "smoke", "--budget", "5m", "--backend", "ray", "--store", str(tmp_path),
+                       "--costs", str(tmp_path / "c.json")])
+
+
+def test_ray_backend_gives_the_local_backends_records(tmp_path, plans):
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'fedlib[ray]' (make test installs it)")
+    from fedlib.ray_backend import run_ray
+
+    runs = {"FedAvg": smoke(), "FedProx": smoke(strategy="fedprox", strategy_kw={"mu": 0.01})}
+    plans(**{"05_x": lambda scale, **kw: {"table1": runs}})
+    local, remote = Store(tmp_path / "local"), Store(tmp_path / "ray")
+    costs = CostTable(None)
+    threads = torch.get_num_threads()
+    out = campaign.run_local(collect("smoke", "cpu", store=local, costs=costs), local, 600, costs,
+                             log=lambda s: None)
+    assert len(out["done"]) == 2
+    out = run_ray(collect("smoke", "cpu", store=remote, costs=costs), remote, 600, costs, num_cpus=2,
+                  threads=threads, log=lambda s: None)
+    assert len(out["done"]) == 2 and not out["failed"]
+    for c in runs.values():
+        same_record(local.get(c), remote.get(c))
