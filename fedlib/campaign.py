@@ -76,16 +76,16 @@ def priority(notebook: str, artifact: str) -> int:
 
 def dataset_missing(name: str) -> str | None:
     """Why ``name``'s files are not on this machine (None when they are); looks where ``load_dataset`` looks."""
-    from . import data as D
+    from . import loaders as L
+    from .data import data_root
 
-    root = D.data_root()
+    root = data_root()
     if name == "synthetic":
         return None
     if name == "fmnist":
-        folders = [root, root / "fashion-mnist", root / "FashionMNIST" / "raw", *D.DEBIAN_FMNIST_DIRS]
-        ok = any(D._find_idx(f) is not None for f in folders)
-    elif name in D._CIFAR:
-        spec = D._CIFAR[name]
+        ok = L.find_fmnist(root) is not None
+    elif name in L._CIFAR:
+        spec = L._CIFAR[name]
         ok = all((root / spec["folder"] / f).is_file() for f in spec["train"] + spec["test"])
     elif name == "svhn":
         ok = all((root / f"{s}_32x32.mat").is_file() for s in ("train", "test"))

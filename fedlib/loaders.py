@@ -144,13 +144,24 @@ def _find_idx(folder: Path) -> dict[str, Path] | None:
     return found
 
 
+def fmnist_folders(root: Path) -> list[Path]:
+    """Where Fashion-MNIST's idx files are looked for, in order."""
+    return [root, root / "fashion-mnist", root / "FashionMNIST" / "raw", *DEBIAN_FMNIST_DIRS]
+
+
+def find_fmnist(root: Path) -> dict[str, Path] | None:
+    """Fashion-MNIST's four idx files (``x_train``, ``y_train``, ``x_test``, ``y_test``) under ``root`` or the
+    Debian folder, or None."""
+    return next((f for f in map(_find_idx, fmnist_folders(root)) if f is not None), None)
+
+
 def _load_fmnist(root: Path, download: bool) -> Raw:
-    folders = [root, root / "fashion-mnist", root / "FashionMNIST" / "raw", *DEBIAN_FMNIST_DIRS]
+    folders = fmnist_folders(root)
     tried = [f"{f}/{{train,t10k}}-{{images-idx3,labels-idx1}}-ubyte[.gz]" for f in folders]
     how = ("on Debian/Ubuntu `apt-get install dataset-fashion-mnist` (installs /usr/share/datasets/fashion-mnist), "
            "or download the four *-ubyte.gz files from https://github.com/zalandoresearch/fashion-mnist into "
            f"{root}/fashion-mnist/, or call load_dataset('fmnist', download=True) with internet access.")
-    files = next((f for f in map(_find_idx, folders) if f is not None), None)
+    files = find_fmnist(root)
     if files is None and download:
         def dl() -> None:
             from torchvision.datasets import FashionMNIST

@@ -76,10 +76,9 @@ if [ "$DATA" = 1 ]; then
   "$PY" - "$OUT/data/fashion-mnist" <<'EOF'
 import hashlib, shutil, sys
 from pathlib import Path
-from fedlib import data as D
-root = D.data_root()
-found = next((f for f in map(D._find_idx, [root, root / "fashion-mnist", root / "FashionMNIST" / "raw",
-                                           *D.DEBIAN_FMNIST_DIRS]) if f is not None), None)
+from fedlib.data import data_root
+from fedlib.loaders import find_fmnist
+found = find_fmnist(data_root())
 if found is None:
     sys.exit("[bundle] Fashion-MNIST not found on this machine (README, Data); or pass --no-data")
 out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
