@@ -12,11 +12,14 @@ from typing import Any, Callable
 
 from ..config import SCALES
 from ._base import Plan
+from .fedintr import fedintr_benchmarks_plan, fedintr_scaling_plan
 from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_plan
 
-__all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
+__all__ = ["plan", "PLANS", "Plan", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "fedshibu_plan", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
 
 PLANS: dict[str, Callable[..., Plan]] = {
+    "05_fedintr_benchmarks": fedintr_benchmarks_plan,
+    "06_fedintr_scaling": fedintr_scaling_plan,
     "08_fedshibu_shards": fedshibu_plan,
 }
 
