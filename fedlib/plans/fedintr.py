@@ -70,7 +70,7 @@ FEDINTR_BETAS = {"paper": (5.0, 0.1), "quick": (0.1,), "smoke": (0.1,)}  # Table
 FEDINTR_TABLE4 = {"paper": {50: 800, 100: 1000}, "quick": {20: 40, 40: 50}, "smoke": {10: 3}}
 FEDINTR_TABLE4_AT = {  # the rounds Table IV reports (quick: the same fractions of the last round, rounded)
     "paper": {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)},
-    "quick": {20: (5, 10, 25, 40), 40: (6, 12, 30, 40, 50)},
+    "quick": {20: (5, 10, 25, 40), 40: (5, 10, 25, 40, 50)},
     "smoke": {10: (1, 2, 3)},
 }
 # "For FedProx, μ value is set to 0.01, and for all other approaches, we experiment with both μ = 1 and μ = 10"
