@@ -40,15 +40,17 @@ _PARAM_RULES = {
     "executor": lambda v: field_problem("executor", v),
     "n_eval": _n_eval,
     "variant": lambda v: None if v is None or isinstance(v, str) else "a preset variant's name (str) or None",
-    "train": lambda v: None if isinstance(v, bool) else "True (train missing runs) or False (render stored records)",
-    "seeds": lambda v: None if isinstance(v, (list, tuple)) and v and all(field_problem("seed", s) is None for s in v)
-    else "a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]",
+    "seeds": lambda v: (None if isinstance(v, (list, tuple)) and v and len(set(v)) == len(v)
+                        and all(field_problem("seed", s) is None for s in v)
+                        else "must be a non-empty list of distinct whole numbers >= 0, e.g. [0, 1, 2]"),
+    "train": lambda v: None if isinstance(v, bool) else "must be True (train missing runs) or False (render stored "
+                                                        "records, 'pending' for the others)",
 }
 
 
 def check_params(**params: Any) -> None:
-    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed`` / ``seeds``, ``executor``,
-    ``n_eval``, ``variant`` — its validity per preset is checked by :func:`fedlib.presets.preset` — and ``train``);
+    """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed``, ``seeds``, ``executor``,
+    ``n_eval``, ``train``, ``variant``: its validity per preset is checked by :func:`fedlib.presets.preset`);
     raise one ``ValueError`` naming each bad parameter, its value and the valid values."""
     unknown = sorted(set(params) - set(_PARAM_RULES))
     if unknown:

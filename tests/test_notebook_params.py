@@ -28,9 +28,10 @@ def _cells(nb_path: Path) -> tuple[str, str]:
     (dict(seed="0"), "whole number"),
     (dict(executor="parallel"), "valid executors"),
     (dict(n_eval=0), ">= 2"),
+    (dict(seeds=[0, 0]), "distinct whole numbers"),
+    (dict(seeds=[]), "non-empty list"),
     (dict(train="no"), "True (train missing runs)"),
     (dict(seeds=[0, -1]), "non-empty list"),
-    (dict(seeds=[]), "non-empty list"),
 ])
 def test_check_params_names_the_parameter_the_value_and_the_valid_values(bad, words):
     with pytest.raises(ValueError) as err:

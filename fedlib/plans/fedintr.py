@@ -1,0 +1,159 @@
+"""Notebooks 05 (FedIntR Tables I, II, III, V) and 06 (Table IV / Fig. 4, Fig. 5): the runs at each scale.
+
+Run names are ``"<method> | μ=<mu> | seed=<seed>"`` (FedAvg has no μ; Table III adds ``"β=<beta> | "`` in front,
+Table IV ``"N=<clients> | "``, Fig. 5 ``"E=<epochs> | "``); :func:`split_name` reads them back.
+
+``quick`` (the preset's 10 rounds × 3 epochs on 6000 images) keeps the comparison but not the paper's grids: each
+method at the μ FedIntR Table I found best for the dataset, plus FedProx μ = 0.01; 3 seeds only for FedAvg and
+FedIntR at its best μ (the key comparison), one elsewhere; Table III at β = 0.1 only (β = 0.5 is Table I) for FedAvg
+and FedIntR; Table V with one seed. Notebook 06 at quick shrinks the federations (Table IV: 20 and 40 clients, 20 %
+sampled, 40 and 50 rounds, evaluated every 5 rounds; FedAvg, FedProx μ = 0.01, FedIntR μ = 10) and Fig. 5 (E ∈ {1,
+3, 6} over the preset's 10 rounds; FedAvg and FedIntR). ``paper`` is every grid of the paper; ``smoke`` one value
+of each, for CI.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..config import Config
+from ..presets import preset
+from ._base import Plan
+
+__all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "split_name", "run_name", "FEDINTR_METHODS",
+           "mu_grid", "FEDINTR_BEST_MU", "FEDINTR_BETAS", "FEDINTR_TABLE4", "FEDINTR_TABLE4_METHODS",
+           "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT"]
+
+# "We report the median of test accuracy values attained by the global model over the course of last 10 training
+# rounds"; quick's 10 rounds still climb, so it takes the median of the last 3 (smoke: the last round).
+FEDINTR_LAST = {"paper": 10, "quick": 3, "smoke": 1}
+
+# the strategies of FedIntR's comparisons
+FEDINTR_METHODS: dict[str, str] = {"FedAvg": "fedavg", "FedCKA": "fedcka", "FedProx": "fedprox", "MOON": "moon",
+                                   "FedIntR": "fedintr"}
+
+# §IV-B: "For FedIntR and FedCKA, we tune μ from [0.1, 1, 3, 5, 10] ... [0.1, 1, 5, 10] for MOON and
+# [0.001, 0.01, 0.1, 1] for FedProx"
+_PAPER_GRID: dict[str, tuple[float, ...]] = {"FedAvg": (), "FedCKA": (0.1, 1, 3, 5, 10),
+                                            "FedProx": (0.001, 0.01, 0.1, 1), "MOON": (0.1, 1, 5, 10),
+                                            "FedIntR": (0.1, 1, 3, 5, 10)}
+
+# Table I's best μ per dataset (in parentheses there); Fig. 5 and Table V reuse them ("the same μ values tuned for
+# each dataset as in Table I").
+FEDINTR_BEST_MU: dict[str, dict[str, float]] = {
+    "fmnist": {"FedCKA": 3, "FedProx": 0.001, "MOON": 1, "FedIntR": 10},
+    "svhn": {"FedCKA": 1, "FedProx": 0.01, "MOON": 10, "FedIntR": 10},
+    "cifar10": {"FedCKA": 0.1, "FedProx": 0.01, "MOON": 5, "FedIntR": 3},
+    "cifar100": {"FedCKA": 10, "FedProx": 0.1, "MOON": 0.1, "FedIntR": 10},
+}
+
+
+def _best(dataset: str) -> dict[str, float]:
+    return FEDINTR_BEST_MU.get(dataset, FEDINTR_BEST_MU["cifar10"])
+
+
+def mu_grid(scale: str, dataset: str = "fmnist") -> dict[str, tuple[float, ...]]:
+    """The μ values each method runs at ``scale``: the paper's grids, or (quick, smoke) Table I's best μ for
+    ``dataset`` (quick adds FedProx 0.01, a cheap second point)."""
+    if scale == "paper":
+        return dict(_PAPER_GRID)
+    best = _best(dataset)
+    grid = {m: () if m == "FedAvg" else (best[m],) for m in FEDINTR_METHODS}
+    if scale == "quick":
+        grid["FedProx"] = tuple(sorted({best["FedProx"], 0.01}))
+    return grid
+
+
+FEDINTR_BETAS = {"paper": (5.0, 0.1), "quick": (0.1,), "smoke": (0.1,)}  # Table III, besides Table I's 0.5
+
+# Table IV (§IV-D): N clients, 20 % sampled per round, T rounds; quick: smaller federations, fewer rounds
+FEDINTR_TABLE4 = {"paper": {50: 800, 100: 1000}, "quick": {20: 40, 40: 50}, "smoke": {10: 3}}
+FEDINTR_TABLE4_AT = {  # the rounds Table IV reports (quick: the same fractions of the last round, rounded)
+    "paper": {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)},
+    "quick": {20: (5, 10, 25, 40), 40: (5, 10, 25, 40, 50)},
+    "smoke": {10: (1, 2, 3)},
+}
+# "For FedProx, μ value is set to 0.01, and for all other approaches, we experiment with both μ = 1 and μ = 10"
+_TABLE4_PAPER = (("FedAvg", None), ("FedCKA", 1), ("FedCKA", 10), ("FedProx", 0.01), ("MOON", 1), ("MOON", 10),
+                 ("FedIntR", 1), ("FedIntR", 10))
+FEDINTR_TABLE4_METHODS = {"paper": _TABLE4_PAPER,
+                          "quick": (("FedAvg", None), ("FedProx", 0.01), ("FedIntR", 10)),
+                          "smoke": (("FedAvg", None), ("FedIntR", 10))}
+# Fig. 5 (§IV-E): local epochs, 100 rounds, each method at Table I's μ for the dataset
+FEDINTR_EPOCHS = {"paper": (1, 5, 10, 20, 40), "quick": (1, 3, 6), "smoke": (1, 2)}
+_FIG5_METHODS = {"paper": tuple(FEDINTR_METHODS), "quick": ("FedAvg", "FedIntR"),
+                 "smoke": ("FedAvg", "FedIntR")}
+
+
+def run_name(method: str, mu: float | None, seed: int) -> str:
+    return f"{method} | μ={mu:g} | seed={seed}" if mu is not None else f"{method} | seed={seed}"
+
+
+def split_name(name: str) -> dict[str, Any]:
+    """``"β=0.1 | FedIntR | μ=10 | seed=0"`` → ``{"β": 0.1, "method": "FedIntR", "μ": 10.0, "seed": 0}``."""
+    out: dict[str, Any] = {"μ": None}
+    for part in name.split(" | "):
+        key, eq, value = part.partition("=")
+        if not eq:
+            out["method"] = part
+        elif key == "seed" or key in ("N", "E"):
+            out[key] = int(value)
+        else:
+            out[key] = float(value)
+    return out
+
+
+def _method(base: Config, method: str, mu: float | None) -> Config:
+    kw = {} if mu is None else {"mu": float(mu)}
+    return base.replace(strategy=FEDINTR_METHODS[method], strategy_kw=kw)
+
+
+def _grid(base: Config, grid: dict[str, tuple[float, ...]], seeds_of: Any) -> dict[str, Config]:
+    out = {}
+    for method, mus in grid.items():
+        for mu in (mus or (None,)):
+            for s in seeds_of(method, mu):
+                out[run_name(method, mu, s)] = _method(base, method, mu).replace(seed=s)
+    return out
+
+
+def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
+                            seeds: Sequence[int] = (0, 1, 2), executor: str = "auto") -> Plan:
+    """Notebook 05: Table I (every method over its μ grid; Table II is FedIntR's rows), Table III (β = 5, 0.1),
+    Table V (Eq. 6's uniform layer weights at Table I's best μ, and at paper scale the per-sample option).
+
+    ``paper``: every run with each of ``seeds`` (Table III with the first). ``quick`` and ``smoke``: ``seeds`` only
+    for FedAvg and FedIntR at its best μ, the first seed elsewhere. ``seed`` is the first of ``seeds`` when ``seeds`` is empty."""
+    seeds = tuple(seeds) or (seed,)
+    base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
+    grid, best = mu_grid(scale, dataset), _best(dataset)
+    key = {("FedAvg", None), ("FedIntR", best["FedIntR"])}
+    many = (lambda m, mu: seeds) if scale == "paper" else (lambda m, mu: seeds if (m, mu) in key else seeds[:1])
+    table1 = _grid(base, grid, many)
+    table3_grid = grid if scale == "paper" else {"FedAvg": (), "FedIntR": (best["FedIntR"],)}
+    table3 = {f"β={b:g} | {name}": c.replace(partition_kw={**base.partition_kw, "beta": b})
+              for b in FEDINTR_BETAS[scale] for name, c in _grid(base, table3_grid, lambda m, mu: seeds[:1]).items()}
+    intr = _method(base, "FedIntR", best["FedIntR"])
+    options = {"uniform (Eq. 6)": {"weighting": "uniform"}}
+    if scale == "paper":
+        options["α per sample"] = {"per_sample": True}
+    table5 = {f"{opt} | μ={best['FedIntR']:g} | seed={s}": intr.replace(strategy_kw={**intr.strategy_kw, **kw},
+                                                                          seed=s)
+              for opt, kw in options.items() for s in (seeds if scale == "paper" else seeds[:1])}
+    return {"table1": table1, "table3": table3, "table5": table5}
+
+
+def fedintr_scaling_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
+                         executor: str = "auto") -> Plan:
+    """Notebook 06: Table IV / Fig. 4 (N clients, 20 % sampled per round, T rounds, evaluated every round; every 5
+    at quick) and
+    Fig. 5 (local epochs E at Table I's μ for the dataset, the preset's rounds)."""
+    base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor, seed=seed)
+    every = 5 if scale == "quick" else 1
+    table4 = {f"N={n} | {run_name(m, mu, seed)}": _method(base, m, mu).replace(num_clients=n, sample_fraction=0.2,
+                                                                              rounds=t, eval_every=every)
+              for n, t in FEDINTR_TABLE4[scale].items() for m, mu in FEDINTR_TABLE4_METHODS[scale]}
+    best = _best(dataset)
+    fig5 = {f"E={e} | {run_name(m, best.get(m), seed)}": _method(base, m, best.get(m)).replace(local_epochs=e)
+            for e in FEDINTR_EPOCHS[scale] for m in _FIG5_METHODS[scale]}
+    return {"table4": table4, "fig5": fig5}

@@ -1,0 +1,67 @@
+"""The FedIntR notebooks' plans: the paper's grids at paper scale, shared records at quick scale, names that parse."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from fedlib.config import preset
+from fedlib.plans import plan
+from fedlib.plans.fedintr import FEDINTR_BEST_MU, mu_grid, run_name, split_name
+
+
+def test_paper_grids_are_the_papers():
+    p = plan("05_fedintr_benchmarks", "paper", seeds=(0, 1, 2))
+    mus = {}
+    for name, cfg in p["table1"].items():
+        d = split_name(name)
+        mus.setdefault(d["method"], set()).add(d["μ"])
+        assert cfg.rounds == 100 and cfg.local_epochs == 10 and cfg.batch_size == 512 and cfg.n_train is None
+        assert cfg.partition_kw["beta"] == 0.5 and cfg.num_clients == 10
+    assert mus == {"FedAvg": {None}, "FedCKA": {0.1, 1, 3, 5, 10}, "FedProx": {0.001, 0.01, 0.1, 1},
+                   "MOON": {0.1, 1, 5, 10}, "FedIntR": {0.1, 1, 3, 5, 10}}
+    assert len(p["table1"]) == 3 * 19  # every run with 3 seeds
+    assert {c.partition_kw["beta"] for c in p["table3"].values()} == {5.0, 0.1}
+    uniform = [c for n, c in p["table5"].items() if n.startswith("uniform")]
+    assert {c.strategy_kw["weighting"] for c in uniform} == {"uniform"} and uniform[0].strategy_kw["mu"] == 10
+
+
+def test_paper_scaling_plan_is_table_iv_and_fig_5():
+    p = plan("06_fedintr_scaling", "paper", dataset="cifar10")
+    t4 = {(split_name(n)["N"], c.rounds, c.sample_fraction) for n, c in p["table4"].items()}
+    assert t4 == {(50, 800, 0.2), (100, 1000, 0.2)} and len(p["table4"]) == 16
+    fig5 = {(split_name(n)["E"], split_name(n)["method"], split_name(n)["μ"]) for n in p["fig5"]}
+    assert {e for e, _, _ in fig5} == {1, 5, 10, 20, 40} and ("E", "FedIntR", 3) not in fig5
+    assert (10, "FedIntR", 3.0) in fig5 and (10, "MOON", 5.0) in fig5  # CIFAR-10's Table I μ
+
+
+def test_quick_runs_are_the_strategies_scripts_runs():
+    """scripts/strategies_quick.py and notebook 05 share their quick records (the same config keys)."""
+    spec = importlib.util.spec_from_file_location("sq", Path(__file__).resolve().parent.parent / "scripts" /
+                                                  "strategies_quick.py")
+    sq = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sq)
+    keys = {c.key() for c in plan("05_fedintr_benchmarks", "quick")["table1"].values()}
+    for name, (strategy, kw, _) in sq.METHODS.items():
+        if strategy != "scaffold":
+            assert preset("fedintr", "quick", strategy=strategy, strategy_kw=kw).key() in keys, name
+
+
+@pytest.mark.parametrize("scale", ["smoke", "quick"])
+def test_small_scales_hold_the_papers_best_mu_and_seeds_for_the_key_comparison(scale):
+    grid = mu_grid(scale)
+    assert all(FEDINTR_BEST_MU["fmnist"][m] in grid[m] for m in FEDINTR_BEST_MU["fmnist"])
+    names = plan("05_fedintr_benchmarks", scale, seeds=(0, 1, 2))["table1"]
+    seeds = {}
+    for n in names:
+        d = split_name(n)
+        seeds.setdefault((d["method"], d["μ"]), set()).add(d["seed"])
+    assert seeds[("FedAvg", None)] == seeds[("FedIntR", 10.0)] == {0, 1, 2}
+    assert seeds[("MOON", 1.0)] == {0}
+
+
+def test_run_names_round_trip():
+    assert split_name("β=0.1 | " + run_name("FedIntR", 10, 2)) == {"β": 0.1, "method": "FedIntR", "μ": 10.0, "seed": 2}
+    assert split_name("N=50 | " + run_name("FedAvg", None, 0)) == {"N": 50, "method": "FedAvg", "μ": None, "seed": 0}
