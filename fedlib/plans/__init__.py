@@ -12,11 +12,15 @@ from typing import Any, Callable
 
 from ..config import SCALES
 from ._base import Plan
+from .fedcka import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan
 from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_plan
 
 __all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
 
 PLANS: dict[str, Callable[..., Plan]] = {
+    "02_fedcka_layer_similarity": fedcka_similarity_plan,
+    "03_fedcka_heterogeneity": fedcka_heterogeneity_plan,
+    "04_fedcka_ablations": fedcka_ablations_plan,
     "08_fedshibu_shards": fedshibu_plan,
 }
 
