@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
+from ..grid import method_name
 from ..presets import preset
 from ._base import Plan
 
@@ -49,22 +50,11 @@ _PRINTED_METRICS = {"Frobenius norm (printed: +‖a₁ − a₂‖²)": "frobeni
                     "vectorized cosine (printed: ‖a₁‖‖a₂‖cos θ)": "cosine_unnormalized"}
 FEDCKA_SEEDS = {"paper": (0, 1, 2), "quick": (0,), "smoke": (0,)}
 METHODS = ("fedavg", "fedprox", "scaffold", "moon", "fedcka")
-_LABEL = {"fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD", "moon": "MOON", "fedcka": "FedCKA",
-          "centralized": "centralized"}
 # Table 4's methods with the μ each is timed at (the cost does not depend on μ)
 COST_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "FedAvg": ("fedavg", {}), "SCAFFOLD": ("scaffold", {}), "FedProx": ("fedprox", {"mu": 0.001}),
     "MOON": ("moon", {"mu": 5.0}), "FedCKA": ("fedcka", {"mu": FEDCKA_MU}),
 }
-
-
-def method_name(strategy: str, kw: dict[str, Any] | None = None) -> str:
-    """``"FedProx (μ=0.001)"``, ``"FedCKA (μ=3, M=2)"``, ``"SCAFFOLD"``: a run's method as the tables name it."""
-    kw = kw or {}
-    parts = [f"μ={kw['mu']:g}"] if "mu" in kw else []
-    parts += [f"M={kw['M']}"] if "M" in kw else []
-    parts += [f"sim={kw['sim']}"] if "sim" in kw else []
-    return _LABEL.get(strategy, strategy) + (f" ({', '.join(parts)})" if parts else "")
 
 
 def _seeds(scale: str, seeds: Any) -> tuple[int, ...]:
