@@ -12,8 +12,8 @@ images), one seed:
 * local epochs E ∈ {1, 2} for FedAvg and FedCKA (paper: {1, 2, 5, 10, 20});
 * M ∈ {1, 2, 3} (paper: 1..7); Table 3's four metrics; the centralized upper bound;
 * costs (Table 3 / 4): the simple CNN on 5,000 synthetic CIFAR-10-shaped images, one local epoch; ResNet-50 with
-  MOON's projection head on 2 clients × 16 synthetic CIFAR-100-shaped images, batch 8 (paper: 10 clients, all
-  images, batch 128, 10 local epochs).
+  MOON's projection head on 2 clients × 8 synthetic CIFAR-100-shaped images, one step of batch 8 each (paper:
+  Tiny ImageNet's shape, 10 clients, all 100,000 images, batch 128, 10 local epochs).
 
 ``paper``: the papers' exact grids — α ∈ {5, 1, 0.5, 0.1}, μ grids FedProx {0.001, 0.01, 0.1, 1}, MOON
 {0.1, 1, 5, 10}, FedCKA {3, 5, 10}, E ∈ {1, 2, 5, 10, 20}, M = 1..7, Table 3's metrics (and the printed forms of
@@ -155,23 +155,31 @@ def _scale_of(cfg: Config) -> str:
 
 
 def cost_setups(scale: str, device: str = "cpu") -> dict[str, dict[str, Any]]:
-    """Table 4's two timing setups: ``{name: {"configs": {label: Config}, "dataset": shape of, "n_train": int,
-    "reps": int}}`` (synthetic data shaped as the named dataset; :func:`fedlib.costs.cached_costs`)."""
+    """The timing setups: ``cnn`` and ``r50`` (Table 4: the simple CNN and ResNet-50 with MOON's projection head) and
+    ``metrics`` (Table 3's similarity metrics on the simple CNN), each ``{"title", "configs": {label: Config},
+    "dataset": the shape it copies, "n_train", "reps"}`` for :func:`fedlib.costs.cached_costs` (synthetic data,
+    equal IID clients). The cost does not depend on μ; FedCKA's M = 2 layers are ResNet-50's stem and first
+    post-residual block."""
     cnn = preset("fedcka", "paper", dataset="cifar10", device=device, rounds=2)
-    r50 = preset("fedcka", "paper", dataset="cifar100", device=device, rounds=2)  # ResNet-50 + projection head
-    size = {"paper": dict(cnn=dict(n_train=50_000, reps=2), r50=dict(n_train=50_000, reps=1)),
+    # ResNet-50 + projection head; Table 4 times it on Tiny ImageNet (64x64, 200 classes), quick on CIFAR-100's shape
+    r50_data = "tinyimagenet" if scale == "paper" else "cifar100"
+    r50 = preset("fedcka", "paper", dataset=r50_data, device=device, rounds=2)
+    size = {"paper": dict(cnn=dict(n_train=50_000, reps=2), r50=dict(n_train=100_000, reps=1)),
             "quick": dict(cnn=dict(n_train=5_000, reps=2, local_epochs=1),
-                          r50=dict(n_train=32, reps=2, num_clients=2, batch_size=8, local_epochs=1)),
+                          r50=dict(n_train=16, reps=3, num_clients=2, batch_size=8, local_epochs=1)),
             "smoke": dict(cnn=dict(n_train=600, reps=1, local_epochs=1),
                           r50=dict(n_train=8, reps=1, num_clients=2, batch_size=4, local_epochs=1))}[scale]
+    metrics = {"None (FedAvg)": ("fedavg", {})}
+    metrics.update({label: ("fedcka", {"mu": FEDCKA_MU, "sim": sim}) for label, sim in FEDCKA_METRICS.items()})
+    setups = {"cnn": (cnn, "cifar10", "simple CNN (7 layers), CIFAR-10-shaped", COST_METHODS, "cnn"),
+              "r50": (r50, r50_data, f"ResNet-50 + projection head, {r50_data}-shaped", COST_METHODS, "r50"),
+              "metrics": (cnn, "cifar10", "FedCKA's similarity metrics, simple CNN, CIFAR-10-shaped", metrics, "cnn")}
     out = {}
-    for name, (cfg, shape, title) in {"cnn": (cnn, "cifar10", "simple CNN (7 layers), CIFAR-10-shaped"),
-                                      "r50": (r50, "cifar100", "ResNet-50 + projection head, CIFAR-100-shaped")
-                                      }.items():
-        kw = dict(size[name])
+    for name, (cfg, shape, title, methods, sized) in setups.items():
+        kw = dict(size[sized])
         n_train, reps = kw.pop("n_train"), kw.pop("reps")
-        cfg = cfg.replace(dataset="synthetic", partition="iid", partition_kw={}, **kw)  # equal clients
+        cfg = cfg.replace(dataset="synthetic", partition="iid", partition_kw={}, **kw)
         out[name] = {"title": title, "dataset": shape, "n_train": n_train, "reps": reps,
-                     "configs": {label: cfg.replace(strategy=s, strategy_kw=kw_) for label, (s, kw_) in
-                                 COST_METHODS.items()}}
+                     "configs": {label: cfg.replace(strategy=st, strategy_kw=skw) for label, (st, skw) in
+                                 methods.items()}}
     return out
