@@ -110,3 +110,19 @@ def test_check_params_names_bad_seeds_and_train(bad, words):
     with pytest.raises(ValueError) as err:
         check_params(**bad)
     assert words in str(err.value)
+
+
+def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, monkeypatch):
+    import fedlib.grid as grid
+    from fedlib.config import preset
+
+    cfg = preset("fedcka", "smoke", dataset="fmnist", lr=1e6, rounds=2)
+    store = Store(tmp_path)
+    out = grid.fetch_runs({"hot": cfg}, store=store, progress=False)
+    assert isinstance(out["hot"], grid.Diverged) and out["hot"].failed_round >= 1
+    monkeypatch.setattr(grid, "fetch", lambda *a, **k: pytest.fail("a diverged run was trained again"))
+    again = grid.fetch_runs({"hot": cfg}, store=store, train=False)
+    df = runs_frame(again)
+    assert bool(df.loc[0, "diverged"]) and np.isnan(df.loc[0, "acc"])
+    s = seed_summary(df, ["method"]).iloc[0]
+    assert cell(s["mean"], s["std"], s["n"], s["pending"], s["diverged"]) == "diverged"
