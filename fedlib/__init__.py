@@ -19,7 +19,9 @@ Modules, one concept each:
     engine      the federated loop (rounds, sampling, aggregation, evaluation, checkpoints)
     results     the record store (atomic writes, provenance) and run(cfg)
     atomic      atomic file writes
-    similarity  layer-wise CKA between federated models (FedCKA Fig. 2 / Fig. 6)
+    similarity  layer-wise CKA between federated models (FedCKA Fig. 2 / Fig. 6), of a stored run: run_similarity
+    grid        grids of runs as tables: seeds as mean ± std, the best μ per method, "pending" cells
+    timing      training cost per round of strategies on synthetic data of a dataset's shape (FedCKA Tables 3-4)
     plots       figure helpers that stamp provenance
     plans       the runs each notebook needs at each scale (one module per notebook)
     report      paper-vs-ours tables and claims collected per notebook

@@ -32,19 +32,26 @@ def _n_eval(v: Any) -> str | None:
     return None if ok else "must be None (the scale's default) or a whole number of test images >= 2"
 
 
+def _seeds(v: Any) -> str | None:
+    if v is None:
+        return None
+    if not isinstance(v, (list, tuple)) or not v or len(set(v)) != len(v):
+        return "must be None (the scale's default) or a non-empty list of distinct whole numbers >= 0, e.g. [0, 1, 2]"
+    bad = [why for s in v if (why := field_problem("seed", s)) is not None]
+    return f"every seed {bad[0]}" if bad else None
+
+
 _PARAM_RULES = {
     "scale": lambda v: None if v in SCALES else f"not one of the valid scales: {', '.join(map(repr, SCALES))}",
     "dataset": lambda v: field_problem("dataset", v),
     "device": lambda v: field_problem("device", v) or device_problem(v),
     "seed": lambda v: field_problem("seed", v),
+    "seeds": _seeds,
+    "train": lambda v: None if isinstance(v, bool) else "must be True (train missing runs) or False (render the "
+                                                        "stored records, the others as pending)",
     "executor": lambda v: field_problem("executor", v),
     "n_eval": _n_eval,
     "variant": lambda v: None if v is None or isinstance(v, str) else "a preset variant's name (str) or None",
-    "seeds": lambda v: (None if isinstance(v, (list, tuple)) and v and len(set(v)) == len(v)
-                        and all(field_problem("seed", s) is None for s in v)
-                        else "must be a non-empty list of distinct whole numbers >= 0, e.g. [0, 1, 2]"),
-    "train": lambda v: None if isinstance(v, bool) else "must be True (train missing runs) or False (render stored "
-                                                        "records, 'pending' for the others)",
 }
 
 

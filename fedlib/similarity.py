@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,7 +29,7 @@ from .models import representations
 from .params import Params
 
 __all__ = ["LayerSimilarity", "layer_cka", "layer_similarity", "layer_cka_to_global", "cka_heatmap",
-           "layer_cka_between_clients", "pair_stats"]
+           "layer_cka_between_clients", "pair_stats", "run_similarity"]
 
 
 def layer_cka(model: nn.Module, models: Sequence[Params], x: Tensor, taps: Sequence[str], *, kind: str = "linear",
@@ -122,6 +123,31 @@ def pair_stats(between: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pairs = between[:, iu[0], iu[1]]
     return pairs.mean(1), pairs.var(1)
 
+
+
+def run_similarity(cfg: Any, *, store: Any = None, train: bool = True, n_eval: int | None = None,
+                   taps: Sequence[str] | None = None, kind: str = "linear") -> "LayerSimilarity | Any":
+    """:func:`layer_similarity` of a run's final models (global and every client's last local model) on the first
+    ``n_eval`` images of a fixed class-stratified test subset (``None``: the run's whole test split), all the
+    model's ``layer_taps`` unless ``taps`` is given.
+
+    The run is fetched with its models (``fetch(cfg, artifacts=True)``: trained if missing, or re-trained once if
+    its stored record has no saved models). With ``train=False`` and no stored models it returns a
+    :class:`~fedlib.results.Pending`."""
+    from .engine import load_data
+    from .models import build_model
+    from .results import Pending, Store, fetch
+
+    store = store or Store()
+    rec = fetch(cfg, store=store, train=train, progress=False, artifacts=True)
+    if isinstance(rec, Pending) or not store.artifact_path(rec.key).exists():
+        return Pending(cfg.key(), cfg.to_dict())
+    models = store.artifacts(rec.key, device=cfg.device)
+    data = load_data(cfg)
+    model = build_model(cfg.model, data.in_shape, data.num_classes, **cfg.model_kw).to(cfg.device)
+    x = data.subset(None, n_eval, seed=0).x_test if n_eval else data.x_test
+    return layer_similarity(model, models["clients"], models["global"], x, tuple(taps or model.layer_taps),
+                            kind=kind)
 
 
 # ------------------------------------------------------------------------------------------------ figures

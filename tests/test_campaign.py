@@ -59,7 +59,8 @@ def test_plan_lists_every_notebooks_paper_runs_with_cost_priority_and_status(tmp
              for art in [("01_fedavg_baseline", "table1"), ("08_fedshibu_shards", "table1"),
                          ("07_feder_optimizer_grid", "table4.2")]}
     assert list(first.values()) == sorted(first.values())
-    assert items[first[("01_fedavg_baseline", "table1")]].priority == 13
+    it01 = items[first[("01_fedavg_baseline", "table1")]]  # a run shared by artifacts takes their best priority
+    assert it01.priority == min(campaign.priority(nb, art) for nb, art, *_ in it01.uses) <= 13
     # paper scale: FedAvg in FedIntR's setup is 100 rounds x 10 epochs x 60,000 samples on the default H100 model
     fedavg = next(it for it in items if it.cfg.strategy == "fedavg" and it.uses[0][0] == "01_fedavg_baseline")
     assert fedavg.cfg.rounds == 100 and 60 < fedavg.estimate_s < 200 and "default" in fedavg.source

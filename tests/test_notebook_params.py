@@ -31,7 +31,7 @@ def _cells(nb_path: Path) -> tuple[str, str]:
     (dict(seeds=[0, 0]), "distinct whole numbers"),
     (dict(seeds=[]), "non-empty list"),
     (dict(train="no"), "True (train missing runs)"),
-    (dict(seeds=[0, -1]), "non-empty list"),
+    (dict(seeds=[0, -1]), "every seed must be >= 0"),
 ])
 def test_check_params_names_the_parameter_the_value_and_the_valid_values(bad, words):
     with pytest.raises(ValueError) as err:

@@ -14,14 +14,19 @@ from ..config import SCALES
 from ._base import Plan
 from .baseline import BASELINE_SEEDS, baseline_plan
 from .feder import feder_plan
+from .fedcka import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan
 from .fedintr import fedintr_benchmarks_plan, fedintr_scaling_plan
 from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_methods, fedshibu_plan
 
 __all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS",
-           "baseline_plan", "BASELINE_SEEDS", "feder_plan", "fedintr_benchmarks_plan", "fedintr_scaling_plan"]
+           "baseline_plan", "BASELINE_SEEDS", "feder_plan", "fedintr_benchmarks_plan", "fedintr_scaling_plan",
+           "fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan"]
 
 PLANS: dict[str, Callable[..., Plan]] = {
     "01_fedavg_baseline": baseline_plan,
+    "02_fedcka_layer_similarity": fedcka_similarity_plan,
+    "03_fedcka_heterogeneity": fedcka_heterogeneity_plan,
+    "04_fedcka_ablations": fedcka_ablations_plan,
     "05_fedintr_benchmarks": fedintr_benchmarks_plan,
     "06_fedintr_scaling": fedintr_scaling_plan,
     "07_feder_optimizer_grid": feder_plan,

@@ -1,0 +1,153 @@
+"""Grids of runs as tables: one row per run, seeds summarized as mean ± std, the best μ per method, "pending" cells.
+
+:func:`fetch_runs` gets ``{run name: Record | Pending | Diverged}`` through :func:`fedlib.results.fetch`;
+:func:`runs_frame` reads each run's setting from its config (strategy and its options, Dirichlet α, local epochs,
+seed), so tables group by what was run, not by parsing names. A :class:`~fedlib.results.Pending` run has no numbers:
+its cells read "pending". A run that stopped with a non-finite loss is a result, :class:`Diverged`: its cells read
+"diverged", and it is never the best μ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .config import Config
+from .results import Pending, Record, Store, fetch
+from .schedule import NonFiniteLossError
+
+__all__ = ["method_name", "runs_frame", "seed_summary", "best_mu", "cell", "paper_vs_ours", "PENDING", "DIVERGED",
+           "Diverged", "fetch_runs"]
+
+PENDING = "pending"
+DIVERGED = "diverged"
+
+
+@dataclass(frozen=True)
+class Diverged:
+    """A planned run that stopped with a non-finite loss (the store's ``failed/<key>.json``): a result, not a gap."""
+
+    key: str
+    config: dict[str, Any]
+    failed_round: int
+    message: str
+
+    @property
+    def cfg(self) -> Config:
+        return Config.from_dict(self.config, migrate=True)
+
+
+def _diverged(store: Store, cfg: Config) -> Diverged | None:
+    f = store.last_failure(cfg)
+    if f is None or f.get("error", {}).get("type") != NonFiniteLossError.__name__:
+        return None
+    return Diverged(cfg.key(), cfg.to_dict(), int(f.get("failed_round", 0)), f["error"].get("message", ""))
+
+
+def fetch_runs(runs: Mapping[str, Config], *, store: Store, train: bool = True,
+               artifacts: Callable[[Config], bool] = lambda c: False, **run_kw: Any
+               ) -> dict[str, Record | Pending | Diverged]:
+    """:func:`~fedlib.results.fetch` every run (``artifacts(cfg)``: keep its models). A run whose last attempt
+    stopped with a non-finite loss is :class:`Diverged` (training is deterministic: it is not retried); one that
+    diverges now is recorded as such by :func:`~fedlib.results.run` and returned as :class:`Diverged`."""
+    out: dict[str, Record | Pending | Diverged] = {}
+    for name, cfg in runs.items():
+        if store.get(cfg) is None and (d := _diverged(store, cfg)) is not None:
+            out[name] = d
+            continue
+        try:
+            out[name] = fetch(cfg, store=store, train=train, artifacts=train and artifacts(cfg), **run_kw)
+        except NonFiniteLossError:
+            d = _diverged(store, cfg)
+            if d is None:
+                raise
+            print(f"{name}: diverged in round {d.failed_round} ({d.message})")
+            out[name] = d
+    return out
+_LABEL = {"fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD", "moon": "MOON", "fedcka": "FedCKA",
+          "centralized": "centralized", "fedintr": "FedIntR"}
+
+
+def method_name(strategy: str, kw: Mapping[str, Any] | None = None) -> str:
+    """``"FedProx (μ=0.001)"``, ``"FedCKA (μ=3, M=1)"``, ``"SCAFFOLD"``: a run's method as the tables name it."""
+    kw = kw or {}
+    parts = [f"μ={kw['mu']:g}"] if "mu" in kw else []
+    parts += [f"M={kw['M']}"] if "M" in kw else []
+    parts += [f"sim={kw['sim']}"] if "sim" in kw else []
+    return _LABEL.get(strategy, strategy) + (f" ({', '.join(parts)})" if parts else "")
+
+
+def runs_frame(runs: Mapping[str, Record | Pending], metric: str = "test_acc") -> pd.DataFrame:
+    """One row per run: ``name, method, strategy, mu, M, sim, alpha, E, seed, pending, diverged``, the final ``acc``
+    (%, NaN when pending or diverged) and ``s / round`` (median local-training seconds per round, as recorded)."""
+    rows = []
+    for name, r in runs.items():
+        cfg = r.cfg
+        kw = dict(cfg.strategy_kw)
+        pending, diverged = isinstance(r, Pending), isinstance(r, Diverged)
+        times = [] if pending or diverged else [h["train_time_s"] for h in r.history if "train_time_s" in h]
+        rows.append({"name": name, "method": _LABEL.get(cfg.strategy, cfg.strategy), "strategy": cfg.strategy,
+                     "mu": kw.get("mu", np.nan), "M": kw.get("M", 2 if cfg.strategy == "fedcka" else np.nan),
+                     "sim": kw.get("sim", "linear_cka" if cfg.strategy == "fedcka" else ""),
+                     "alpha": cfg.partition_kw.get("beta", np.inf), "E": cfg.local_epochs, "seed": cfg.seed,
+                     "pending": pending, "diverged": diverged,
+                     "acc": np.nan if pending or diverged else 100 * r.final(metric),
+                     "s / round": float(np.median(times)) if times else np.nan})
+    return pd.DataFrame(rows)
+
+
+def seed_summary(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per group of ``by``: ``mean``, ``std`` (over seeds, ddof 1; NaN for one seed), ``n`` finished seeds,
+    ``pending`` (some seed has no record), ``diverged`` (some seed diverged: no mean) and the median ``s / round``."""
+    g = df.groupby(list(by), dropna=False, sort=False)
+    out = pd.DataFrame({"mean": g["acc"].mean(), "std": g["acc"].std(ddof=1), "n": g["acc"].count(),
+                        "pending": g["pending"].any(), "diverged": g["diverged"].any(),
+                        "s / round": g["s / round"].median()})
+    out.loc[out["diverged"], ["mean", "std"]] = np.nan
+    return out.reset_index()
+
+
+def best_mu(summary: pd.DataFrame, by: Sequence[str] = ("method", "alpha")) -> pd.DataFrame:
+    """Per group of ``by`` the row (μ) with the highest mean accuracy, as the papers report ("the best μ"); a group
+    with a pending run is pending (its best is not known yet); a μ that diverged is never the best, and a group
+    where every μ diverged is diverged."""
+    rows = []
+    for _, grp in summary.groupby(list(by), sort=False):
+        if grp["pending"].any() or grp["mean"].isna().all():
+            row = grp.iloc[0].copy()
+            row["mean"], row["std"], row["mu"] = np.nan, np.nan, np.nan
+            row["pending"] = bool(grp["pending"].any())
+            row["diverged"] = not row["pending"] and bool(grp["diverged"].all())
+        else:
+            row = grp.loc[grp["mean"].idxmax()].copy()
+        row["μ tried"] = ", ".join(f"{m:g}" for m in grp["mu"].dropna()) if "mu" in grp else ""
+        rows.append(row)
+    return pd.DataFrame(rows).reset_index(drop=True)
+
+
+def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = False, diverged: bool = False) -> str:
+    """A table cell: "pending", "diverged", "64.37" (one seed) or "64.37 ± 0.12" (mean ± std over n seeds)."""
+    if diverged and not pending:
+        return DIVERGED
+    if pending or mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return PENDING
+    return f"{mean:.2f}" if n <= 1 or math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
+
+
+def paper_vs_ours(paper: Mapping[str, float], ours: Mapping[str, float | None], unit: str = "%",
+                  not_run: str = "not run at this scale") -> pd.DataFrame:
+    """The paper's numbers beside ours with the difference (ours − paper), like :func:`fedlib.report.compare`, but a
+    setting without a number of ours reads "pending" (a planned run not in the store) or ``not_run`` (absent)."""
+    rows = []
+    for k, p in paper.items():
+        o = ours.get(k, not_run)
+        if o is None or (isinstance(o, float) and math.isnan(o)):
+            o = PENDING
+        num = not isinstance(o, str)
+        rows.append({"setting": k, f"paper ({unit})": float(p), f"ours ({unit})": round(float(o), 2) if num else o,
+                     "diff": round(float(o) - float(p), 2) if num else ""})
+    return pd.DataFrame(rows).set_index("setting")

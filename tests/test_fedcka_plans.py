@@ -1,0 +1,128 @@
+"""FedCKA notebooks' plans, grid tables, cost timing and pending rendering."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedlib.config import Config
+from fedlib.timing import cached_costs, round_costs, synthetic_like
+from fedlib.grid import best_mu, cell, paper_vs_ours, runs_frame, seed_summary
+from fedlib.plans import plan
+from fedlib.plans.fedcka import FEDCKA_MU_GRID, cost_setups, keeps_artifacts
+from fedlib.report import check_params
+from fedlib.results import Pending, Record, Store, fetch
+from fedlib.similarity import run_similarity
+
+
+def _keys(p):
+    return {c.key() for runs in p.values() for c in runs.values()}
+
+
+def test_paper_plans_are_the_papers_grids():
+    p3 = plan("03_fedcka_heterogeneity", "paper")
+    # 4 alphas x (FedAvg + 4 FedProx + SCAFFOLD + 4 MOON + 3 FedCKA) x 3 seeds
+    assert len(p3["table2"]) == 4 * 13 * 3 == len({c.key() for c in p3["table2"].values()})
+    assert {c.partition_kw["beta"] for c in p3["table2"].values()} == {5.0, 1.0, 0.5, 0.1}
+    assert {c.local_epochs for c in p3["epochs"].values()} == {1, 2, 5, 10, 20}
+    assert all(c.rounds == 100 and c.lr == 0.01 and c.batch_size == 128 for c in p3["table2"].values())
+    p4 = plan("04_fedcka_ablations", "paper")
+    assert sorted({c.strategy_kw.get("M", 2) for c in p4["M"].values()}) == list(range(1, 8))
+    sims = {c.strategy_kw.get("sim", "linear_cka") for c in p4["metrics"].values() if c.strategy == "fedcka"}
+    assert {"frobenius", "cosine", "rbf_cka", "linear_cka", "frobenius_literal", "cosine_unnormalized"} == sims
+
+
+@pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
+def test_runs_shared_between_notebooks_are_one_config(scale):
+    p3, p4 = plan("03_fedcka_heterogeneity", scale), plan("04_fedcka_ablations", scale)
+    fedavg5 = next(c for n, c in p3["table2"].items() if n.startswith("FedAvg | α=5 | seed=0"))
+    cka5 = next(c for n, c in p3["table2"].items() if n.startswith("FedCKA (μ=3) | α=5 | seed=0"))
+    assert {fedavg5.key(), cka5.key()} <= _keys(p4)
+    assert {c.key() for c in p4["variance"].values()} == {fedavg5.key(), cka5.key()}
+    assert all(keeps_artifacts(c) for c in p4["variance"].values())
+    assert sum(keeps_artifacts(c) for c in p3["table2"].values()) == 2  # nothing else keeps models
+
+
+def test_quick_grid_is_a_subset_of_the_papers():
+    for m, mus in FEDCKA_MU_GRID["quick"].items():
+        assert set(mus) <= set(FEDCKA_MU_GRID["paper"][m])
+    assert _keys(plan("03_fedcka_heterogeneity", "quick")) != _keys(plan("03_fedcka_heterogeneity", "paper"))
+
+
+def _rec(cfg: Config, acc: float) -> Record:
+    return Record(key=cfg.key(), config=cfg.to_dict(), history=[{"round": 1, "test_acc": acc, "train_time_s": 1.0}],
+                  provenance={}, partition_hash="", final_params_hash="")
+
+
+def test_best_mu_takes_the_best_mean_over_seeds_and_a_pending_group_stays_pending():
+    base = Config(strategy="fedprox", partition_kw={"beta": 5.0})
+    runs = {}
+    for mu, accs in ((0.01, (0.60, 0.62)), (0.1, (0.70, 0.50))):  # means 61 vs 60: μ = 0.01 wins
+        for s, a in enumerate(accs):
+            runs[f"{mu}/{s}"] = _rec(base.replace(strategy_kw={"mu": mu}, seed=s), a)
+    c = base.replace(strategy="moon", strategy_kw={"mu": 1.0})
+    runs["moon"] = Pending(c.key(), c.to_dict())
+    summary = seed_summary(runs_frame(runs), ["method", "mu", "alpha"])
+    best = best_mu(summary).set_index("method")
+    assert best.loc["FedProx", "mu"] == 0.01 and math.isclose(best.loc["FedProx", "mean"], 61.0)
+    assert best.loc["FedProx", "n"] == 2 and math.isclose(best.loc["FedProx", "std"], np.std([60, 62], ddof=1))
+    assert bool(best.loc["MOON", "pending"])
+    assert cell(61.0, 1.41, 2) == "61.00 ± 1.41" and cell(61.0) == "61.00" and cell(np.nan) == "pending"
+
+
+def test_paper_vs_ours_marks_pending_and_missing_settings():
+    df = paper_vs_ours({"a": 60.0, "b": 50.0, "c": 40.0}, {"a": 61.234, "b": None})
+    assert df.loc["a", "diff"] == 1.23 and df.loc["b", "ours (%)"] == "pending"
+    assert df.loc["c", "ours (%)"] == "not run at this scale"
+
+
+def test_round_costs_times_every_config_against_the_first(tmp_path):
+    setup = cost_setups("smoke")["cnn"]
+    configs = {k: v for k, v in setup["configs"].items() if k in ("FedAvg", "FedCKA")}
+    df = round_costs(configs, synthetic_like("cifar10", 200), reps=1)
+    assert list(df.index) == ["FedAvg", "FedCKA"] and df.loc["FedAvg", "× FedAvg"] == 1.0
+    assert (df["s / round"] > 0).all()
+    store = Store(tmp_path)
+    assert cached_costs(configs, "cifar10", 200, reps=1, store=store, train=False) is None
+    first = cached_costs(configs, "cifar10", 200, reps=1, store=store)
+    again = cached_costs(configs, "cifar10", 200, reps=1, store=store, train=False)  # stored: not timed again
+    pd.testing.assert_frame_equal(first[["s / round", "× FedAvg"]], again[["s / round", "× FedAvg"]])
+    with pytest.raises(ValueError, match="unknown dataset"):
+        synthetic_like("mnist")
+
+
+def test_train_false_on_an_empty_store_gives_pending_runs_and_similarity(tmp_path):
+    cfg = plan("04_fedcka_ablations", "smoke")["variance"]["FedAvg"]
+    store = Store(tmp_path)
+    assert isinstance(fetch(cfg, store=store, train=False), Pending)
+    assert isinstance(run_similarity(cfg, store=store, train=False), Pending)
+    assert not (tmp_path / "records").exists()  # nothing was trained
+
+
+@pytest.mark.parametrize("bad,words", [(dict(seeds=[]), "non-empty list"), (dict(seeds=[-1]), ">= 0"),
+                                       (dict(train="yes"), "True (train missing runs)")])
+def test_check_params_names_bad_seeds_and_train(bad, words):
+    with pytest.raises(ValueError, match="seeds=|train="):
+        check_params(**bad)
+    with pytest.raises(ValueError) as err:
+        check_params(**bad)
+    assert words in str(err.value)
+
+
+def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, monkeypatch):
+    import fedlib.grid as grid
+    from fedlib.config import preset
+
+    cfg = preset("fedcka", "smoke", dataset="fmnist", lr=1e6, rounds=2)
+    store = Store(tmp_path)
+    out = grid.fetch_runs({"hot": cfg}, store=store, progress=False)
+    assert isinstance(out["hot"], grid.Diverged) and out["hot"].failed_round >= 1
+    monkeypatch.setattr(grid, "fetch", lambda *a, **k: pytest.fail("a diverged run was trained again"))
+    again = grid.fetch_runs({"hot": cfg}, store=store, train=False)
+    df = runs_frame(again)
+    assert bool(df.loc[0, "diverged"]) and np.isnan(df.loc[0, "acc"])
+    s = seed_summary(df, ["method"]).iloc[0]
+    assert cell(s["mean"], s["std"], s["n"], s["pending"], s["diverged"]) == "diverged"
