@@ -235,6 +235,20 @@ def format_plan(items: list[Item], scale: str, device: str) -> str:
     return "\n".join(rows)
 
 
+def admit(it: Item, store: Store, costs: CostTable, left: float, out: dict[str, list[str]],
+          log: Callable[[str], None]) -> float | None:
+    """The seconds left if ``it`` should start now; None if it is done meanwhile or its estimate exceeds ``left``
+    (then it is listed as skipped). Refreshes its status and estimate first (a checkpoint, a newer measurement)."""
+    refresh(it, store, costs)
+    if it.status not in ("pending", "partial"):
+        return None
+    if it.estimate_s > left:
+        out["skipped"].append(it.key)
+        log(f"[campaign] skip {_what(it)}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
+        return None
+    return left
+
+
 def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, progress: bool = False,
               log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Train the pending items in order within ``budget_s`` seconds; returns the keys done, skipped and failed."""
@@ -245,13 +259,8 @@ def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable
     for it in items:
         if it.status not in ("pending", "partial"):
             continue
-        refresh(it, store, costs)  # finished meanwhile, a checkpoint, a newer measurement
-        if it.status not in ("pending", "partial"):
-            continue
-        left = budget_s - (time.monotonic() - t0)
-        if it.estimate_s > left:
-            out["skipped"].append(it.key)
-            log(f"[campaign] skip {_what(it)}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
+        left = admit(it, store, costs, budget_s - (time.monotonic() - t0), out, log)
+        if left is None:
             continue
         log(f"[campaign] run  {_what(it)}: estimated {_fmt_s(it.estimate_s)} ({it.source}); {_fmt_s(left)} left")
         t = time.monotonic()

@@ -52,7 +52,7 @@ def run_ray(items: list[Any], store: Store, budget_s: float, costs: Any, *, addr
             num_cpus: int | None = None, threads: int | None = None,
             log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Train the pending items as Ray tasks within ``budget_s`` seconds (see the module docstring)."""
-    from .campaign import _fmt_s, _what, finish, refresh
+    from .campaign import _fmt_s, _what, admit, finish
 
     ray = require_ray()
     address = address or os.environ.get("RAY_ADDRESS")
@@ -77,13 +77,9 @@ def run_ray(items: list[Any], store: Store, budget_s: float, costs: Any, *, addr
         running: dict[Any, tuple[Any, float]] = {}
         while queue or running:
             while queue and len(running) < slots:
-                it = refresh(queue.pop(0), store, costs)
-                if it.status not in ("pending", "partial"):
-                    continue
-                left = budget_s - (time.monotonic() - t0)
-                if it.estimate_s > left:
-                    out["skipped"].append(it.key)
-                    log(f"[campaign] skip {_what(it)}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
+                it = queue.pop(0)
+                left = admit(it, store, costs, budget_s - (time.monotonic() - t0), out, log)
+                if left is None:
                     continue
                 log(f"[campaign] ray task {_what(it)}: estimated {_fmt_s(it.estimate_s)}; {_fmt_s(left)} left")
                 running[task.remote(it.cfg.to_dict(), str(store.root.resolve()), threads)] = (it, time.monotonic())
