@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from fedlib.config import Config  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
-from fedlib.engine import Engine, sample_clients  # noqa: E402
 from fedlib.results import device_name, git_commit  # noqa: E402
+from fedlib.timing import prepare_round  # noqa: E402
 
 STRATEGIES = {  # label: (strategy, strategy_kw, model_kw, target ratio)
     "FedAvg": ("fedavg", {}, {}, None),
@@ -57,15 +57,6 @@ def setup_a(device: str, epochs: int) -> Config:
                   rounds=2, local_epochs=epochs, device=device, seed=0)
 
 
-def prepared(cfg: Config, data) -> tuple[Engine, list, list]:
-    """An engine after one untimed 1-epoch round, and round 2's client contexts and starts."""
-    eng = Engine(cfg.replace(local_epochs=1), data=data, progress=False)
-    eng.run_round(0)
-    eng.cfg = cfg  # round 2 trains the configured number of local epochs
-    cids = [int(c) for c in sample_clients(eng.n_clients, cfg.sample_fraction, cfg.seed, 1)]
-    ctxs = [eng.context(c, 1) for c in cids]
-    return eng, ctxs, [eng.strategy.client_start(c, eng.global_params) for c in ctxs]
-
 
 def flop_ratios(base: Config, data) -> dict[str, float]:
     """FLOPs of client 0's round-2 local training per strategy (sequential executor), divided by FedAvg's."""
@@ -74,7 +65,7 @@ def flop_ratios(base: Config, data) -> dict[str, float]:
     flops = {}
     for label, (name, kw, model_kw, _) in STRATEGIES.items():
         cfg = base.replace(strategy=name, strategy_kw=kw, model_kw=model_kw, executor="sequential")
-        eng, ctxs, starts = prepared(cfg, data)
+        eng, ctxs, starts = prepare_round(cfg, data)
         with FlopCounterMode(display=False) as counter:
             eng.train(ctxs[:1], starts[:1])
         flops[label] = counter.get_total_flops()
@@ -102,7 +93,7 @@ def main() -> None:
     for label, (name, kw, model_kw, _) in STRATEGIES.items():
         for ex in executors:
             cfg = base.replace(strategy=name, strategy_kw=kw, model_kw=model_kw, executor=ex)
-            runs[label, ex] = prepared(cfg, data)
+            runs[label, ex] = prepare_round(cfg, data)
             assert runs[label, ex][0].executor.name == ex, f"{label}: the {ex} executor did not take this strategy"
     times: dict[tuple[str, str], list[float]] = {k: [] for k in runs}
     for _ in range(args.reps):

@@ -20,7 +20,7 @@ from .config import Config
 from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 
-__all__ = ["method_name", "runs_frame", "seed_summary", "best_mu", "cell", "paper_vs_ours", "PENDING", "DIVERGED",
+__all__ = ["method_name", "runs_frame", "seed_summary", "best_mu", "cell", "PENDING", "DIVERGED",
            "Diverged", "fetch_runs"]
 
 PENDING = "pending"
@@ -136,18 +136,3 @@ def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = Fal
     if pending or mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return PENDING
     return f"{mean:.2f}" if n <= 1 or math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
-
-
-def paper_vs_ours(paper: Mapping[str, float], ours: Mapping[str, float | None], unit: str = "%",
-                  not_run: str = "not run at this scale") -> pd.DataFrame:
-    """The paper's numbers beside ours with the difference (ours − paper), like :func:`fedlib.report.compare`, but a
-    setting without a number of ours reads "pending" (a planned run not in the store) or ``not_run`` (absent)."""
-    rows = []
-    for k, p in paper.items():
-        o = ours.get(k, not_run)
-        if o is None or (isinstance(o, float) and math.isnan(o)):
-            o = PENDING
-        num = not isinstance(o, str)
-        rows.append({"setting": k, f"paper ({unit})": float(p), f"ours ({unit})": round(float(o), 2) if num else o,
-                     "diff": round(float(o) - float(p), 2) if num else ""})
-    return pd.DataFrame(rows).set_index("setting")

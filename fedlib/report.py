@@ -17,7 +17,9 @@ at once instead of producing outputs labelled with it.
 
 from __future__ import annotations
 
+
 import json
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -67,20 +69,23 @@ def check_params(**params: Any) -> None:
         raise ValueError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - " + "\n  - ".join(bad))
 
 
-def compare(paper: Mapping[str, float], ours: Mapping[str, float], unit: str = "%") -> pd.DataFrame:
-    """The paper's numbers beside ours with the difference (ours − paper). Every paper setting needs ours; a value
-    of ``None`` (or a :class:`~fedlib.results.Pending` run) is shown as "pending"."""
+def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%",
+            not_run: str | None = None) -> pd.DataFrame:
+    """The paper's numbers beside ours with the difference (ours − paper). A value of ours that is ``None``, NaN
+    or a :class:`~fedlib.results.Pending` run reads "pending". A paper setting missing from ``ours`` is an error,
+    unless ``not_run`` is given (e.g. "not run at this scale"): then that text stands in its cell."""
     missing = [k for k in paper if k not in ours]
-    if missing:
+    if missing and not_run is None:
         raise ValueError(f"compare: no value of ours for {missing}; ours has {sorted(ours)}. Use the paper's "
-                         f"setting names as keys.")
+                         f"setting names as keys, or pass not_run= for settings a scale leaves out.")
     rows = []
     for k in paper:
-        if ours[k] is None or is_pending(ours[k]):
-            rows.append({"setting": k, f"paper ({unit})": float(paper[k]), f"ours ({unit})": "pending", "diff": ""})
-            continue
-        p, o = float(paper[k]), float(ours[k])
-        rows.append({"setting": k, f"paper ({unit})": p, f"ours ({unit})": round(o, 2), "diff": round(o - p, 2)})
+        o = ours.get(k, not_run)
+        if o is None or is_pending(o) or (isinstance(o, float) and math.isnan(o)):
+            o = "pending"
+        num = not isinstance(o, str)
+        rows.append({"setting": k, f"paper ({unit})": float(paper[k]), f"ours ({unit})": round(float(o), 2) if num
+                     else o, "diff": round(float(o) - float(paper[k]), 2) if num else ""})
     return pd.DataFrame(rows).set_index("setting")
 
 

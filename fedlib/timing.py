@@ -31,7 +31,7 @@ from .data import FedDataset, load_dataset
 from .engine import Engine, sample_clients
 from .results import Store, atomic_write_text, device_name, git_commit
 
-__all__ = ["SYNTHETIC_SHAPES", "synthetic_like", "round_costs", "cached_costs"]
+__all__ = ["SYNTHETIC_SHAPES", "synthetic_like", "prepare_round", "round_costs", "cached_costs"]
 
 SYNTHETIC_SHAPES: dict[str, tuple[tuple[int, int, int], int, int]] = {
     # dataset: (image shape, classes, training images)
@@ -50,7 +50,7 @@ def synthetic_like(dataset: str, n_train: int | None = None, n_test: int = 64) -
     return load_dataset("synthetic", n_train=n_train or n, n_test=n_test, shape=shape, num_classes=k, signal=2.0)
 
 
-def _prepared(cfg: Config, data: FedDataset) -> tuple[Engine, list, list]:
+def prepare_round(cfg: Config, data: FedDataset) -> tuple[Engine, list, list]:
     """An engine after one untimed round of one local epoch, with round 2's client contexts and starts."""
     eng = Engine(cfg.replace(local_epochs=1), data=data, progress=False)
     eng.run_round(0)
@@ -67,7 +67,7 @@ def round_costs(configs: Mapping[str, Config], data: FedDataset, reps: int = 2) 
         raise ValueError("round_costs needs at least one config (the first is the baseline).")
     if reps < 1:
         raise ValueError(f"round_costs: reps={reps} must be >= 1.")
-    prepared = {label: _prepared(cfg.validate(), data) for label, cfg in configs.items()}
+    prepared = {label: prepare_round(cfg.validate(), data) for label, cfg in configs.items()}
     times: dict[str, list[float]] = {label: [] for label in prepared}
     for _ in range(reps):
         for label, (eng, ctxs, starts) in prepared.items():

@@ -10,7 +10,8 @@ import pytest
 
 from fedlib.config import Config
 from fedlib.timing import cached_costs, round_costs, synthetic_like
-from fedlib.grid import best_mu, cell, paper_vs_ours, runs_frame, seed_summary
+from fedlib.grid import best_mu, cell, runs_frame, seed_summary
+from fedlib.report import compare
 from fedlib.plans import plan
 from fedlib.plans.fedcka import FEDCKA_MU_GRID, cost_setups, keeps_artifacts
 from fedlib.report import check_params
@@ -73,8 +74,8 @@ def test_best_mu_takes_the_best_mean_over_seeds_and_a_pending_group_stays_pendin
     assert cell(61.0, 1.41, 2) == "61.00 ± 1.41" and cell(61.0) == "61.00" and cell(np.nan) == "pending"
 
 
-def test_paper_vs_ours_marks_pending_and_missing_settings():
-    df = paper_vs_ours({"a": 60.0, "b": 50.0, "c": 40.0}, {"a": 61.234, "b": None})
+def test_compare_marks_pending_and_missing_settings():
+    df = compare({"a": 60.0, "b": 50.0, "c": 40.0}, {"a": 61.234, "b": None}, not_run="not run at this scale")
     assert df.loc["a", "diff"] == 1.23 and df.loc["b", "ours (%)"] == "pending"
     assert df.loc["c", "ours (%)"] == "not run at this scale"
 
