@@ -1,15 +1,17 @@
-"""Paper-vs-ours tables and named claims, collected into a per-notebook summary for ``fedlib.reproduce``.
+"""Paper-vs-ours tables and the papers' claims, collected into a per-notebook summary for ``fedlib.reproduce``.
 
 In a notebook::
 
-    report = Report("01_fedavg_baseline", scale=scale, dataset=dataset)
+    report = Report("05_fedintr_benchmarks", scale=scale, dataset=dataset)
+    report.runs(records)                                   # training time, seeds, commits, devices of the runs
     report.table("FedIntR Table I", compare({"FedAvg": 88.90}, {"FedAvg": 100 * acc}))
-    report.claim("FedIntR Table I: FedAvg reaches >= 75% at quick scale", acc >= 0.75, applies=scale != "smoke")
+    report.verdict(decide("FedIntR beats FedAvg", "FedIntR Table I", intr, avg, chance=10))
+    report.check("every round samples 20 % of the clients", ok)   # an invariant of our code: fatal
     report.save()
 
-``claim`` asserts (so a failing claim fails the notebook) unless ``applies`` is False, in which case it is
-recorded as "not checked at this scale" — a smoke run proves the code runs, not the paper. ``verdict`` records
-a paper claim as "reproduced" or "not reproduced" with its numbers, without raising.
+A paper's claim is a :class:`~fedlib.verdicts.Verdict` (reproduced, contradicted, inconclusive, not testable at
+this scale) from :func:`fedlib.verdicts.decide`; it never raises (a faithful reimplementation may honestly disagree
+with a paper). Invariants of our own code go through :meth:`Report.check`, which raises when they fail.
 
 Every notebook calls :func:`check_params` right after its parameters cell, so a bad ``papermill -p`` value fails
 at once instead of producing outputs labelled with it.
@@ -27,6 +29,18 @@ import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
 from .results import DEFAULT_ROOT, atomic_write_text, git_commit, is_pending
+from .verdicts import Verdict, not_testable
+
+
+def _flatten(x: Any) -> Any:
+    if isinstance(x, dict):
+        for v in x.values():
+            yield from _flatten(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _flatten(v)
+    elif x is not None:
+        yield x
 
 
 def _n_eval(v: Any) -> str | None:
@@ -94,39 +108,62 @@ class ClaimFailed(AssertionError):
 
 
 class Report:
-    """What one notebook run showed: its tables, its checked claims, and how it was produced."""
+    """What one notebook run showed: its tables, its verdicts on the papers' claims, the invariants it checked, and
+    the runs that produced it."""
 
     def __init__(self, notebook: str, *, scale: str, dataset: str, **meta: Any) -> None:
         self.notebook, self.scale, self.dataset = notebook, scale, dataset
         self.meta = {k: (v if isinstance(v, (int, float, str, bool, list)) else str(v)) for k, v in meta.items()}
         self.tables: dict[str, pd.DataFrame] = {}
         self.claims: list[dict[str, Any]] = []
+        self.checks: list[dict[str, Any]] = []
+        self.provenance: dict[str, Any] = {}
 
     def table(self, name: str, df: pd.DataFrame) -> pd.DataFrame:
         self.tables[name] = df
         return df
 
-    def claim(self, text: str, ok: bool, *, applies: bool = True, detail: str = "") -> None:
-        status = ("pass" if ok else "FAIL") if applies else "not checked at this scale"
-        self.claims.append({"claim": text, "status": status, "detail": detail})
-        print(f"[{status}] {text}" + (f" — {detail}" if detail else ""))
-        if applies and not ok:
-            raise ClaimFailed(f"Paper claim not reproduced: {text}. {detail}")
+    def runs(self, records: Any) -> dict[str, Any]:
+        """Register the runs behind this notebook (a Record, or nested dicts / lists of them; pending and diverged
+        placeholders are counted, not timed): their training minutes, seeds, commits, devices and precisions."""
+        flat = list(_flatten(records))
+        recs = [r for r in flat if hasattr(r, "provenance") and hasattr(r, "history")]
+        prov = self.provenance
+        prov["runs"] = prov.get("runs", 0) + len(flat)
+        prov["pending"] = prov.get("pending", 0) + sum(is_pending(r) for r in flat)
+        prov["training_minutes"] = round(prov.get("training_minutes", 0.0)
+                                         + sum(r.provenance.get("wall_time_s", 0.0) for r in recs) / 60, 2)
+        for k, get in (("seeds", lambda r: r.config.get("seed")), ("commits", lambda r: r.provenance.get("commit")),
+                       ("devices", lambda r: r.provenance.get("device_name") or r.provenance.get("device")),
+                       ("precisions", lambda r: r.config.get("precision", "fp32"))):
+            prov[k] = sorted({*prov.get(k, []), *(str(get(r)) for r in recs)}, key=str)
+        return prov
 
-    def verdict(self, text: str, ok: bool, *, applies: bool = True, detail: str = "", pending: bool = False) -> bool:
-        """A paper's claim, recorded as "reproduced" or "not reproduced" with its numbers; never raises (a faithful
-        reimplementation may honestly disagree with a paper). Use :meth:`claim` for invariants of our own code.
-        ``pending=True``: some of the runs it needs are not in the store yet (``fetch(..., train=False)``)."""
-        status = ("pending" if pending else ("reproduced" if ok else "not reproduced")) if applies \
-            else "not checked at this scale"
-        self.claims.append({"claim": text, "status": status, "detail": detail})
-        print(f"[{status}] {text}" + (f" — {detail}" if detail else ""))
-        return bool(ok)
+    def check(self, text: str, ok: bool, *, detail: str = "") -> None:
+        """An invariant of our own code (partitions cover every sample, a run learned): raises when it fails."""
+        self.checks.append({"check": text, "status": "held" if ok else "FAILED", "detail": detail})
+        print(f"[{'held' if ok else 'FAILED'}] {text}" + (f" — {detail}" if detail else ""))
+        if not ok:
+            raise ClaimFailed(f"Invariant failed: {text}. {detail}")
+
+    claim = check  # older name
+
+    def verdict(self, v: Verdict) -> Verdict:
+        """Record a paper's claim, decided by :func:`fedlib.verdicts.decide` (or ``decide_ratio``,
+        ``not_testable``, ``pending``); at smoke scale every claim is "not testable at this scale"."""
+        if not isinstance(v, Verdict):
+            raise TypeError("Report.verdict takes a fedlib.verdicts.Verdict: decide(claim, source, ours, theirs, "
+                            "kind=..., margin=..., chance=...), decide_ratio(...) or not_testable(...).")
+        if self.scale == "smoke" and v.verdict != "pending":
+            v = not_testable(v.claim, v.source, "smoke scale proves the code runs, not the paper", v.paper)
+        self.claims.append({"status": v.verdict, **v.to_dict()})
+        print(v.line())
+        return v
 
     def save(self, root: Path | None = None) -> Path:
         root = Path(root or DEFAULT_ROOT) / "summary"
         doc = {"notebook": self.notebook, "scale": self.scale, "dataset": self.dataset, "commit": git_commit(),
-               **self.meta, "claims": self.claims,
+               **self.meta, **self.provenance, "claims": self.claims, "checks": self.checks,
                "tables": {k: json.loads(v.reset_index().to_json(orient="records")) for k, v in self.tables.items()}}
         path = root / f"{self.notebook}.{self.scale}.json"
         atomic_write_text(path, json.dumps(doc, indent=1))

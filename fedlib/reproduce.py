@@ -57,32 +57,65 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
     return status, time.perf_counter() - t0
 
 
+VERDICT_COLUMNS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale", "pending")
+
+
+def _cell(v: object) -> str:
+    """A markdown table cell: pipes escaped, newlines flattened."""
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
+    return ["| " + " | ".join(map(_cell, cols)) + " |", "|" + "---|" * len(cols),
+            *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
+
+
+def _fmt(x: object, spec: str = "+.2f") -> str:
+    return "—" if x is None or (isinstance(x, float) and x != x) else format(x, spec)
+
+
+def claim_rows(claims: list[dict]) -> list[list[object]]:
+    """One row per claim: verdict, claim, source, n, means, d and its interval against the claim's region."""
+    rows = []
+    for c in claims:
+        n = ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items())
+        means = ", ".join(f"{k} {v:.2f}" for k, v in (c.get("means") or {}).items())
+        iv = c.get("interval") or [None, None]
+        d = "—" if c.get("estimate") is None else (f"{_fmt(c['estimate'])} [{_fmt(iv[0])}, {_fmt(iv[1])}]")
+        rows.append([c.get("status", c.get("verdict", "?")), c.get("claim", ""), c.get("source", ""), n or "—",
+                     means or "—", d, c.get("region") or "—", " ".join(filter(None, [c.get("method", ""),
+                                                                                      c.get("why", "")])) or "—"])
+    return rows
+
+
 def summarize(rows: list[dict], scale: str) -> str:
-    lines = [f"# fedlib reproduction summary — scale `{scale}`", "",
-             "| notebook | status | minutes | claims passed | failed | reproduced | not reproduced | "
-             "not checked at this scale | pending |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    """The batch's summary (valid markdown): a verdict-count table per notebook, then each notebook's claims as a
+    table and its paper-vs-ours tables."""
+    head = ["notebook", "status", "training minutes", "seeds", *VERDICT_COLUMNS]
+    body = []
+    for r in rows:
+        n = {s: sum(c.get("status") == s for c in r.get("claims", [])) for s in VERDICT_COLUMNS}
+        tm = r.get("training_minutes")
+        body.append([r["notebook"], r["status"], "—" if tm is None else f"{tm:.1f}",
+                     ", ".join(map(str, r.get("seeds", []))) or "—", *n.values()])
+    lines = [f"# fedlib reproduction summary — scale `{scale}`", "", *_md_table(head, body), ""]
+    if scale != "paper":
+        lines += [f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results. Verdicts: "
+                  "95 % t intervals over seeds against each claim's margin (fedlib.verdicts)._", ""]
     details = []
     for r in rows:
-        claims = r.get("claims", [])
-        n = {s: sum(c["status"] == s for c in claims)
-             for s in ("pass", "FAIL", "reproduced", "not reproduced", "not checked at this scale", "pending")}
-        minutes = "—" if r["seconds"] != r["seconds"] else f"{r['seconds'] / 60:.1f}"
-        lines.append(f"| {r['notebook']} | {r['status']} | {minutes} | {n['pass']} | {n['FAIL']} | "
-                     f"{n['reproduced']} | {n['not reproduced']} | {n['not checked at this scale']} | {n['pending']} |")
-        for c in claims:
-            detail = f" — {c['detail']}" if c.get("detail") else ""
-            details.append(f"- {r['notebook']}: [{c['status']}] {c['claim']}{detail}")
+        if not (r.get("claims") or r.get("tables")):
+            continue
+        details += ["", f"### {r['notebook']}", ""]
+        if r.get("claims"):
+            details += _md_table(["verdict", "claim", "source", "n", "means", "d [95 % interval]", "claim region",
+                                  "how / why"], claim_rows(r["claims"]))
         for name, table in r.get("tables", {}).items():
-            details.append(f"\n**{r['notebook']} · {name}**\n")
+            details += ["", f"**{_cell(name)}**", ""]
             if table:
                 cols = list(table[0])
-                details.append("| " + " | ".join(cols) + " |")
-                details.append("|" + "---|" * len(cols))
-                details += ["| " + " | ".join(str(t[c]) for c in cols) + " |" for t in table]
-    if scale != "paper":
-        lines += ["", f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results._"]
-    return "\n".join(lines + ["", "## Claims and tables", *details, ""])
+                details += _md_table(cols, [[t[c] for c in cols] for t in table])
+    return "\n".join(lines + ["## Claims and tables", *details, ""])
 
 
 def _ledger(scale: str, only: list[str] | None) -> str:
@@ -133,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
         print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
     text = summarize(rows, args.scale) + _ledger(args.scale, args.only)
-    atomic_write_text(DEFAULT_ROOT / f"summary-{args.scale}.md", text)
-    print("\n" + text)
+    path = DEFAULT_ROOT / f"summary-{args.scale}.md"
+    atomic_write_text(path, text)
+    print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
     return 0 if args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows) else 1
 
 

@@ -1,0 +1,112 @@
+"""Do the quick presets end on their plateau? FedAvg's learning curve in each paper's quick setup, past its end.
+
+    python benchmarks/quick_scale.py                        # every setup, seeds 0-2, to 1.5x the quick rounds
+    python benchmarks/quick_scale.py --setups fedintr --seeds 0 --horizon 2.0 --out curves.json
+    python benchmarks/quick_scale.py --table benchmarks/quick_scale.json   # the table again, from stored curves
+
+For each setup, FedAvg is trained with the quick preset's settings (global test accuracy after every round) for
+``horizon`` times its rounds; with a constant learning rate the first R rounds are exactly the quick run. The
+table gives, at the quick preset's last round R: local SGD steps per client in round 1 and in all, sample-passes,
+FedAvg's accuracy (mean over seeds of the median of the last 3 rounds), the rise over the last 20 % of its rounds
+(the plateau criterion: at most 1 point), what the longer horizon would still add, and seconds per round.
+Curves are written to ``--out`` (JSON) after every run, so an interrupted measurement keeps what finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedlib.config import preset
+from fedlib.engine import Engine
+from fedlib.schedule import num_batches
+
+# the setup each paper's global-model claims use (FedSHIBU's personalized setup is judged per client)
+SETUPS: dict[str, dict[str, Any]] = {
+    "fedintr": dict(dataset="fmnist"),
+    "fedcka": dict(dataset="fmnist"),
+    "fedshibu": dict(dataset="fmnist", strategy="fedbabu"),
+    "feder": dict(dataset="fmnist"),
+}
+
+
+def smooth(acc: list[float], i: int) -> float:
+    """Median of the 3 rounds ending at index ``i`` (fewer at the start)."""
+    return statistics.median(acc[max(0, i - 2): i + 1])
+
+
+def measure(setup: str, seed: int, horizon: float, threads: int) -> dict[str, Any]:
+    torch.set_num_threads(threads)
+    q = preset(setup, "quick", seed=seed, **SETUPS[setup])
+    long = q.replace(rounds=math.ceil(q.rounds * horizon), eval_every=1, lr_milestones=q.lr_milestones)
+    eng = Engine(long, progress=False)
+    sizes = [len(ix) for ix in eng.partition.client_indices]
+    steps = statistics.median(num_batches(n, q.batch_size, q.drop_last) for n in sizes) * q.local_epochs
+    t0 = time.perf_counter()
+    eng.run()
+    return {"setup": setup, "seed": seed, "quick_rounds": q.rounds, "rounds": long.rounds, "key": q.key(),
+            "precision": q.precision, "steps_round1": steps, "sample_passes_per_round": q.local_epochs * sum(sizes),
+            "acc": [100 * h["test_acc"] for h in eng.history], "wall_s": time.perf_counter() - t0,
+            "threads": threads, "lr_milestones": list(q.lr_milestones)}
+
+
+def table(curves: list[dict[str, Any]]) -> str:
+    rows = ["| setup | precision | seeds | steps/client: round 1 | all | sample-passes | FedAvg at R (%) | rise over "
+            "last 20 % (points) | plateau | +to horizon | s / round |", "|" + "---|" * 11]
+    for setup in dict.fromkeys(c["setup"] for c in curves):
+        cs = [c for c in curves if c["setup"] == setup]
+        r = cs[0]["quick_rounds"]
+        at = [statistics.median(c["acc"][r - 3: r]) for c in cs]
+        rise = [smooth(c["acc"], r - 1) - smooth(c["acc"], max(0, round(0.8 * r) - 1)) for c in cs]
+        more = [smooth(c["acc"], len(c["acc"]) - 1) - smooth(c["acc"], r - 1) for c in cs]
+        ok = max(rise) <= 1.0
+        spr = sum(c["wall_s"] / c["rounds"] for c in cs) / len(cs)
+        rows.append(f"| {setup} (R = {r}) | {cs[0]['precision']} | {len(cs)} | {cs[0]['steps_round1']:.0f} | "
+                    f"{cs[0]['steps_round1'] * r:.0f} | {cs[0]['sample_passes_per_round'] * r / 1e3:.0f}k | "
+                    f"{statistics.mean(at):.2f} ± {statistics.pstdev(at):.2f} | {max(rise):+.2f} (max) | "
+                    f"{'yes' if ok else 'NO'} | {statistics.mean(more):+.2f} by round {cs[0]['rounds']} | {spr:.1f} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--setups", default=",".join(SETUPS), help=f"comma-separated, from {sorted(SETUPS)}")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--horizon", type=float, default=1.5, help="train this many times the quick rounds (>= 1)")
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--out", type=Path, default=None, help="JSON file of curves (appended, resumable)")
+    ap.add_argument("--table", nargs="*", type=Path, default=None, help="print the table of stored curves and exit")
+    a = ap.parse_args(argv)
+    if a.table is not None:
+        print(table([c for p in a.table for c in json.loads(p.read_text())]))
+        return 0
+    setups = a.setups.split(",")
+    bad = [s for s in setups if s not in SETUPS]
+    if bad or a.horizon < 1:
+        ap.error(f"--setups {bad} unknown (valid: {sorted(SETUPS)})" if bad else "--horizon must be >= 1")
+    curves = json.loads(a.out.read_text()) if a.out and a.out.exists() else []
+    done = {(c["setup"], c["seed"], c["key"]) for c in curves}
+    for setup in setups:
+        for seed in map(int, a.seeds.split(",")):
+            if (setup, seed, preset(setup, "quick", seed=seed, **SETUPS[setup]).key()) in done:
+                continue
+            c = measure(setup, seed, a.horizon, a.threads)
+            print(f"{setup} seed {seed}: " + " ".join(f"{x:.1f}" for x in c["acc"]) + f" ({c['wall_s']:.0f} s)",
+                  flush=True)
+            curves.append(c)
+            if a.out:
+                a.out.write_text(json.dumps(curves, indent=1))
+    print(table(curves))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

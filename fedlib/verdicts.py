@@ -1,0 +1,182 @@
+"""Verdicts on the papers' claims: one function decides every claim of every notebook.
+
+A claim is a statement about an effect ``d`` (a difference of accuracies, in points, or a cost ratio) and the
+region the paper puts it in: ``d > margin`` ("greater"), ``d >= -margin`` ("at_least"), ``|d| <= margin``
+("within") or ``d < -margin`` ("less"). :func:`decide` estimates ``d`` from the seeds with a 95 % **t interval**
+(paired over seeds when both sides have the same seeds, Welch's otherwise) and returns one of four verdicts:
+
+* **reproduced** — the whole interval lies in the claim's region;
+* **contradicted** — the whole interval lies outside it;
+* **inconclusive** — the interval straddles the region's edge, or there are fewer than ``min_seeds`` seeds;
+* **not testable at this scale** — a run it needs diverged or sits within 2 points of chance accuracy, or the
+  scale cannot train the artifact to its plateau (:func:`not_testable`).
+
+Cost claims (:func:`decide_ratio`) are decided on the median of at least 5 interleaved repeats of a ratio, with the
+min–max spread of the repeats as the interval. ``pending`` is not a verdict: the records are not in the store yet.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+from scipy import stats
+
+__all__ = ["VERDICTS", "REGIONS", "Verdict", "decide", "decide_ratio", "not_testable", "pending", "CHANCE_MARGIN"]
+
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
+PENDING = "pending"
+REGIONS = ("greater", "at_least", "within", "less")
+CHANCE_MARGIN = 2.0  # points: a run within this of chance accuracy did not learn enough to test anything
+CONFIDENCE = 0.95
+
+Values = Mapping[int, float] | Sequence[float]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One claim's verdict and the numbers that decided it (``means`` per side, ``n`` seeds per side)."""
+
+    claim: str
+    source: str  # where the paper makes it: "FedIntR Table I", "FedCKA (Appl. Sci.) §4.2, 'FedCKA outperforms ...'"
+    verdict: str
+    n: dict[str, int] = field(default_factory=dict)
+    means: dict[str, float] = field(default_factory=dict)
+    estimate: float = math.nan  # the effect d (ours)
+    interval: tuple[float, float] = (math.nan, math.nan)
+    region: str = ""  # the claim as an inequality on d, e.g. "d > 0" or "|d| <= 0.5"
+    margin: float = math.nan
+    method: str = ""  # "paired t 95 %", "Welch t 95 %", "median of 7 repeats, min-max"
+    paper: str = ""  # the paper's own number for the effect, when it gives one
+    why: str = ""  # what made it inconclusive / not testable
+
+    def line(self) -> str:
+        """One line: verdict, claim, source, n, means, estimate, interval, region."""
+        head = f"[{self.verdict}] {self.claim} ({self.source})"
+        if self.verdict == PENDING:
+            return f"{head} — {self.why}"
+        parts = []
+        if self.means:
+            parts.append(", ".join(f"{k} {v:.2f} (n={self.n.get(k, '?')})" for k, v in self.means.items()))
+        if math.isfinite(self.estimate):
+            lo, hi = self.interval
+            parts.append(f"d = {self.estimate:+.2f}, {self.method} [{lo:+.2f}, {hi:+.2f}] vs {self.region}")
+        if self.paper:
+            parts.append(f"paper: {self.paper}")
+        if self.why:
+            parts.append(self.why)
+        return head + (" — " + "; ".join(parts) if parts else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["interval"] = [None if not math.isfinite(x) else round(x, 4) for x in self.interval]
+        for k in ("estimate", "margin"):
+            d[k] = None if not math.isfinite(d[k]) else round(d[k], 4)
+        d["means"] = {k: round(v, 4) for k, v in self.means.items()}
+        return d
+
+
+def _region(kind: str, margin: float) -> tuple[float, float, str]:
+    if kind not in REGIONS:
+        raise ValueError(f"decide: kind={kind!r}; valid kinds: {', '.join(REGIONS)}.")
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"decide: margin={margin!r} must be a finite number >= 0 (points or ratio units).")
+    return {"greater": (margin, math.inf, f"d > {margin:g}"), "at_least": (-margin, math.inf, f"d >= {-margin:g}"),
+            "within": (-margin, margin, f"|d| <= {margin:g}"), "less": (-math.inf, -margin, f"d < {-margin:g}")}[kind]
+
+
+def _values(x: Values) -> tuple[dict[Any, float], bool]:
+    if isinstance(x, Mapping):
+        return {k: float(v) for k, v in x.items()}, True
+    return {i: float(v) for i, v in enumerate(x)}, False
+
+
+def _interval(a: dict[Any, float], b: dict[Any, float] | None, paired: bool) -> tuple[float, float, float, str]:
+    """(estimate, lo, hi, method) of mean(a) - mean(b) (or mean(a) when b is None)."""
+    pct = f"{100 * CONFIDENCE:g} %"
+    if b is None or paired:
+        d = [a[k] - (b[k] if b is not None else 0.0) for k in a]
+        n, m = len(d), sum(d) / len(d)
+        sd = math.sqrt(sum((x - m) ** 2 for x in d) / (n - 1))
+        h = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
+        return m, m - h, m + h, ("paired t " if b is not None else "t ") + pct
+    va, vb = list(a.values()), list(b.values())
+    ma, mb = sum(va) / len(va), sum(vb) / len(vb)
+    sa = sum((x - ma) ** 2 for x in va) / (len(va) - 1) / len(va)
+    sb = sum((x - mb) ** 2 for x in vb) / (len(vb) - 1) / len(vb)
+    se = math.sqrt(sa + sb)
+    dof = (sa + sb) ** 2 / ((sa ** 2 / (len(va) - 1) if sa else 0) + (sb ** 2 / (len(vb) - 1) if sb else 0)) \
+        if (sa or sb) else 1.0
+    h = stats.t.ppf(0.5 + CONFIDENCE / 2, dof) * se
+    return ma - mb, ma - mb - h, ma - mb + h, "Welch t " + pct
+
+
+def _place(lo: float, hi: float, r_lo: float, r_hi: float) -> str:
+    """Where the interval [lo, hi] lies relative to the claim's region (r_lo, r_hi)."""
+    if r_lo < lo and hi < r_hi:
+        return "reproduced"
+    return "contradicted" if hi <= r_lo or lo >= r_hi else "inconclusive"
+
+
+def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind: str = "greater",
+           margin: float = 0.0, names: tuple[str, str] = ("A", "B"), chance: float | None = None,
+           runs: Sequence[float] = (), diverged: Sequence[str] = (), min_seeds: int = 3, paper: str = "") -> Verdict:
+    """The verdict on ``claim``: the effect ``d = mean(a) - mean(b)`` (``b=None``: ``d = mean(a)``) against the
+    region ``kind``/``margin``. ``a``/``b`` are per-seed values (``{seed: value}`` pairs by seed when both have the
+    same seeds). ``chance`` (accuracy in points, e.g. 10 for ten classes): any value of ``a``, ``b`` or ``runs``
+    (the underlying accuracies when ``a``/``b`` are differences) within :data:`CHANCE_MARGIN` of it makes the claim
+    not testable, as does any name in ``diverged``."""
+    r_lo, r_hi, text = _region(kind, margin)
+    av, amap = _values(a)
+    bv, bmap = _values(b) if b is not None else (None, False)
+    means = {names[0]: sum(av.values()) / len(av)} if av else {}
+    if bv:
+        means[names[1]] = sum(bv.values()) / len(bv)
+    n = {names[0]: len(av)} | ({names[1]: len(bv)} if bv is not None else {})
+    base = dict(claim=claim, source=source, n=n, means=means, region=text, margin=float(margin), paper=paper)
+    if diverged:
+        return Verdict(**base, verdict=VERDICTS[3], why=f"diverged: {', '.join(diverged)}")
+    if any(not math.isfinite(v) for v in [*av.values(), *(bv or {}).values(), *runs]):
+        return Verdict(**base, verdict=VERDICTS[3], why="a run has a non-finite result")
+    if chance is not None:
+        low = [v for v in [*(runs or [*av.values(), *(bv or {}).values()])] if v <= chance + CHANCE_MARGIN]
+        if low:
+            return Verdict(**base, verdict=VERDICTS[3],
+                           why=f"{len(low)} run(s) within {CHANCE_MARGIN:g} points of chance ({chance:g} %): "
+                               f"min {min(low):.2f}")
+    if len(av) < min_seeds or (bv is not None and len(bv) < min_seeds):
+        return Verdict(**base, verdict=VERDICTS[2], why=f"fewer than {min_seeds} seeds per side")
+    paired = bv is not None and amap and bmap and set(av) == set(bv)
+    est, lo, hi, method = _interval(av, bv, paired)
+    return Verdict(**base, verdict=_place(lo, hi, r_lo, r_hi), estimate=est, interval=(lo, hi), method=method)
+
+
+def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str = "greater", threshold: float = 1.0,
+                 min_repeats: int = 5, paper: str = "") -> Verdict:
+    """A cost claim on a ratio (e.g. a method's time per round over FedAvg's, timed interleaved in one process):
+    the median of ``ratios`` against ``threshold`` (``kind`` "greater": ratio > threshold, "less": < threshold).
+    Reproduced or contradicted only when the whole min–max spread of the repeats is on one side."""
+    if kind not in ("greater", "less"):
+        raise ValueError(f"decide_ratio: kind={kind!r}; valid kinds: 'greater', 'less'.")
+    rs = sorted(float(r) for r in ratios)
+    text = f"ratio {'>' if kind == 'greater' else '<'} {threshold:g}"
+    base = dict(claim=claim, source=source, n={"repeats": len(rs)}, region=text, margin=float(threshold), paper=paper)
+    if len(rs) < min_repeats:
+        return Verdict(**base, verdict=VERDICTS[2], why=f"fewer than {min_repeats} repeats")
+    med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2
+    lo, hi = rs[0], rs[-1]
+    above, below = lo > threshold, hi < threshold
+    v = ("reproduced" if above else "contradicted" if below else "inconclusive") if kind == "greater" else \
+        ("reproduced" if below else "contradicted" if above else "inconclusive")
+    return Verdict(**base, verdict=v, estimate=med, interval=(lo, hi), method=f"median of {len(rs)} repeats, min-max")
+
+
+def not_testable(claim: str, source: str, why: str, paper: str = "") -> Verdict:
+    """A claim this scale cannot test (e.g. its artifact cannot reach its plateau in the scale's budget)."""
+    return Verdict(claim=claim, source=source, verdict=VERDICTS[3], why=why, paper=paper)
+
+
+def pending(claim: str, source: str, why: str = "runs not in the results store yet") -> Verdict:
+    """Not a verdict: the runs the claim needs are not stored yet (a notebook rendered with ``train=False``)."""
+    return Verdict(claim=claim, source=source, verdict=PENDING, why=why)
