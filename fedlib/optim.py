@@ -23,6 +23,11 @@ Package optimizers (FedER thesis §4.1), used as their packages ship them, never
   and :meth:`OptimizerSpec.state_dict` / :meth:`~OptimizerSpec.load_state_dict` / :meth:`~OptimizerSpec.reset`
   save, restore and reset them with the tensors, so a client's RMSGD survives a round, or a checkpoint, whole.
 
+``Config.optimizer_kw`` is checked against :data:`OPTIMIZER_OPTIONS` before training: a package optimizer takes
+the options of its own signature (typed by it, within its ranges) except those fedlib sets from the Config (``lr``,
+``momentum``, ``weight_decay``, and Adam's ``betas``, ``eps``); ``sgd`` takes ``nesterov`` (torch's Nesterov SGD,
+and the same update in :func:`sgd_step`); ``adam`` takes none.
+
 A per-epoch StepLR (``lr_step = (step_size, gamma)``, FedER thesis Table 4.1: 25, 0.5) sets the group's ``lr`` to
 ``lr · gamma^⌊epoch / step_size⌋`` at the start of each local epoch (:meth:`OptimizerSpec.epoch_lr`): the rates
 ``torch.optim.lr_scheduler.StepLR`` stepped once per epoch gives (tested against it).
@@ -39,8 +44,8 @@ from torch import Tensor
 
 from .options import Option, at_least, between, option_problems, signature_options
 
-__all__ = ["OptimizerSpec", "OPTIMIZERS", "OPTIMIZER_OPTIONS", "optimizer_options", "FUNCTIONAL", "EPOCH_END", "ATTRIBUTE_STATE", "sgd_step", "adam_step",
-           "init_optimizer_state"]
+__all__ = ["OptimizerSpec", "OPTIMIZERS", "OPTIMIZER_OPTIONS", "optimizer_options", "FUNCTIONAL", "EPOCH_END",
+           "ATTRIBUTE_STATE", "sgd_step", "adam_step", "init_optimizer_state"]
 
 # name -> builder of the torch.optim optimizer for a list of parameters
 OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], "OptimizerSpec"], torch.optim.Optimizer]] = {
@@ -113,6 +118,8 @@ def optimizer_options(name: str) -> dict[str, Option]:
     """The typed options (``Config.optimizer_kw``) optimizer ``name`` takes, from its class's own signature."""
     import importlib
 
+    if name not in OPTIMIZER_OPTIONS:  # registered without a declaration: it takes no options
+        return {}
     o = OPTIMIZER_OPTIONS[name]
     module, cls = o.source.split(":")
     try:
@@ -126,7 +133,7 @@ def optimizer_options(name: str) -> dict[str, Option]:
 
 def optimizer_fixed(name: str) -> dict[str, str]:
     """The options fedlib sets itself for optimizer ``name`` -> how to change them."""
-    return {k: _FIXED_HOW[k] for k in OPTIMIZER_OPTIONS[name].fixed}
+    return {k: _FIXED_HOW[k] for k in OPTIMIZER_OPTIONS[name].fixed} if name in OPTIMIZER_OPTIONS else {}
 
 
 @dataclass(frozen=True)

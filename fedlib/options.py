@@ -203,7 +203,7 @@ def option_problems(field: str, owner: str, options: dict[str, Option], kw: dict
 def _want(o: Option) -> str:
     """The valid values of ``o`` in words: its values, or its type and range (``or None`` last)."""
     if isinstance(o.valid, tuple):
-        return "one of " + ", ".join(map(repr, o.valid))
+        return "one of the valid values " + ", ".join(map(repr, o.valid))
     tp, none = o.type, False
     if _is_union(tp) and type(None) in _args(tp):
         rest = [t for t in _args(tp) if t is not type(None)]
@@ -252,7 +252,7 @@ def config_option_problems(cfg: Any, bad: set[str]) -> list[tuple[str, str]]:
             out.append(("strategy_kw", f"strategy_kw {cfg.strategy_kw!r}: {e}"))
     check("model_kw", "model", cfg.model, MODELS, model_options)
     if check("optimizer_kw", "optimizer", cfg.optimizer, OPTIMIZERS, optimizer_options, optimizer_fixed) \
-            and "momentum" not in bad:
+            and not bad & {"lr", "momentum", "weight_decay", "lr_step"}:  # what OptimizerSpec.from_config reads
         spec = OptimizerSpec.from_config(cfg)
         ft = strategy.finetune() if strategy is not None else None
         runs = [("", spec)] + ([(f" (in {cfg.strategy}'s fine-tuning, momentum ft_momentum={ft.momentum})",

@@ -50,5 +50,5 @@ def build_strategy(name: str, **kw: Any) -> Strategy:
     return STRATEGIES[name](**kw)
 
 
-__all__ = ["STRATEGIES", "build_strategy", "strategy_options", "ClientContext", "FineTune", "LocalBatch", "Needs", "Params", "Strategy",
-           "weighted_average"]
+__all__ = ["STRATEGIES", "build_strategy", "strategy_options", "ClientContext", "FineTune", "LocalBatch", "Needs",
+           "Params", "Strategy", "weighted_average"]
