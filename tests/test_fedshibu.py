@@ -4,6 +4,7 @@ FedBABU's last layer), the two readings of Algorithm 2's D̂_i, and the self-wei
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -137,3 +138,21 @@ def test_history_records_self_weight_and_off_diagonal_every_round(tiny_data):
         W = np.array(h["crsm"])
         assert h["crsm_self"] == pytest.approx(np.mean(np.diag(W) / W.sum(1)))
         assert 0 < h["crsm_offdiag"] < 1 and 1 / 5 < h["crsm_self"] < 1
+
+
+def test_table1_verdicts_judge_fedshibu_against_both_controls_and_chance():
+    """FedSHIBU above FedBABU but level with the identity control: reproduced against the uniform CRSM, not
+    against the identity one; a level whose runs sit within 2 points of their chance (50 % for two classes) is not testable."""
+    from fedlib.artifacts.fedshibu import table1_verdicts
+
+    acc = {("FedSHIBU (CKA linear)", 2): 90.0, ("FedBABU", 2): 80.0, ("identity CRSM (local bodies)", 2): 90.0,
+           ("FedSHIBU (CKA linear)", 5): 51.0, ("FedBABU", 5): 50.5, ("identity CRSM (local bodies)", 5): 51.0}
+    frame = pd.DataFrame([{"name": f"{m} | s={s} | seed={n}", "method": m, "s": s, "seed": n, "pending": False,
+                           "diverged": False, "chance": 50.0, "acc": a + 0.3 * n * (-1) ** n}
+                          for (m, s), a in acc.items() for n in range(3)])
+    v = {x.claim: x.verdict for x in table1_verdicts(frame, "quick")}
+    assert v["FedSHIBU (linear CKA) beats FedBABU (the uniform CRSM) at s = 2"] == "reproduced"
+    assert v["FedSHIBU (linear CKA) beats keeping each client's own body (the identity CRSM) at s = 2"] != "reproduced"
+    assert v["FedSHIBU (linear CKA) beats FedBABU (the uniform CRSM) at s = 5"] == "not testable at this scale"
+    assert v["FedSHIBU equals FedBABU (within 1 point) when the data are homogeneous (s = 100)"] == \
+        "not testable at this scale"
