@@ -64,6 +64,9 @@ VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
         "moon_split": dict(partition_kw={"beta": 0.5, "convention": "niid-bench"}),
         # Fashion-MNIST as the FedIntR code feeds it: 3 × 32 × 32 (resized, replicated), convs without padding
         "code_input": dict(model_kw={"code_input": True}),
+        # the FedIntR code's projection head on fc2: hidden width 96 (fc2's own width) instead of 256; the paper
+        # gives the heads' output width (256) only
+        "code_fc2_head": dict(model_kw={"fc2_proj_hidden": 96}),
     },
 }
 
