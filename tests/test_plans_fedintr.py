@@ -9,7 +9,8 @@ import pytest
 
 from fedlib.config import preset
 from fedlib.plans import plan
-from fedlib.plans.fedintr import FEDINTR_BEST_MU, FEDINTR_SCALING_LEFT_OUT, mu_grid, run_name, split_name
+from fedlib.plans.fedintr import (FEDINTR_BEST_MU, FEDINTR_DEFAULT_E, FEDINTR_SCALING_LEFT_OUT, mu_grid, run_name,
+                                  split_name)
 
 
 def test_paper_grids_are_the_papers():
@@ -44,7 +45,9 @@ def test_quick_scaling_plan_is_fig_5_with_three_seeds_and_no_table_iv():
     assert set(p) == {"fig5"} and "table4" in FEDINTR_SCALING_LEFT_OUT["quick"]
     runs = {(d["E"], d["method"], d["μ"], d["seed"]) for d in map(split_name, p["fig5"])}
     E = preset("fedintr", "quick").local_epochs
-    assert runs == {(e, m, mu, s) for e in (1, E) for m, mu in (("FedAvg", None), ("FedIntR", 10.0)) for s in (0, 1, 2)}
+    assert FEDINTR_DEFAULT_E["quick"] == E and FEDINTR_DEFAULT_E["paper"] == preset("fedintr").local_epochs == 10
+    methods = (("FedAvg", None), ("FedIntR", 10.0))
+    assert runs == {(e, m, mu, s) for e in (1, E) for m, mu in methods for s in (0, 1, 2)}
     table1 = {c.key() for c in plan("05_fedintr_benchmarks", "quick", seeds=(0, 1, 2))["table1"].values()}
     assert all(c.key() in table1 for n, c in p["fig5"].items() if split_name(n)["E"] == E)
     assert len(plan("06_fedintr_scaling", "smoke")["table4"]) == 2  # smoke keeps a stand-in: one seed

@@ -19,7 +19,8 @@ from ..plans.fedintr import split_name
 from ..results import Pending, Record
 from ..verdicts import Verdict, decide, not_testable, pending
 
-__all__ = ["CHANCE", "PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "mean_table",
+__all__ = ["CHANCE", "PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "table4_frame", "curves",
+           "mean_table",
            "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
 
 CHANCE = 10.0  # Fashion-MNIST and CIFAR-10 have 10 classes
@@ -32,9 +33,11 @@ PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each repo
          "MOON (μ=1)": (48.25, 57.98, 64.24, 64.23), "MOON (μ=10)": (42.71, 55.83, 64.52, 65.18),
          "FedIntR (μ=1)": (47.02, 58.01, 63.89, 63.75), "FedIntR (μ=10)": (46.63, 56.39, 65.48, 66.94)},
     100: {"FedAvg": (37.98, 50.69, 61.00, 63.64, 64.90), "FedCKA (μ=1)": (36.81, 47.10, 60.43, 64.30, 64.41),
-          "FedCKA (μ=10)": (36.68, 46.85, 56.51, 59.91, 60.49), "FedProx (μ=0.01)": (37.79, 50.37, 61.08, 64.48, 64.75),
+          "FedCKA (μ=10)": (36.68, 46.85, 56.51, 59.91, 60.49),
+          "FedProx (μ=0.01)": (37.79, 50.37, 61.08, 64.48, 64.75),
           "MOON (μ=1)": (38.08, 47.98, 60.08, 63.66, 64.85), "MOON (μ=10)": (34.34, 46.81, 61.68, 63.97, 65.12),
-          "FedIntR (μ=1)": (35.87, 48.15, 60.59, 63.46, 64.26), "FedIntR (μ=10)": (32.13, 49.76, 61.31, 65.55, 66.57)},
+          "FedIntR (μ=1)": (35.87, 48.15, 60.59, 63.46, 64.26),
+          "FedIntR (μ=10)": (32.13, 49.76, 61.31, 65.55, 66.57)},
 }
 PAPER_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
 INTR = "FedIntR (μ=10)"
@@ -65,6 +68,24 @@ def runs_frame(runs: Mapping[str, Run], values: Mapping[str, Callable[[Record], 
             rows.append({"name": name, "method": label(d), "N": d.get("N"), "E": d.get("E"), "seed": d["seed"],
                          "pending": p, "diverged": dv, "what": what, "acc": np.nan if p or dv else f(r)})
     return pd.DataFrame(rows, columns=["name", "method", "N", "E", "seed", "pending", "diverged", "what", "acc"])
+
+
+def table4_frame(runs: Mapping[str, Run], at: Mapping[int, tuple[int, ...]]) -> pd.DataFrame:
+    """:func:`runs_frame` of Table IV's runs with ``what`` = ``"T=<round>"`` for the rounds ``at[N]`` of each N."""
+    parts = [runs_frame({k: r for k, r in runs.items() if split_name(k)["N"] == n},
+                        {f"T={T}": (lambda r, T=T: accuracy_at(r, T)) for T in ts}) for n, ts in at.items()]
+    return pd.concat(parts, ignore_index=True) if parts else runs_frame({}, {})
+
+
+def curves(runs: Mapping[str, Run], **where: Any) -> pd.DataFrame:
+    """Test accuracy (%) per round (rows) and method (columns), the mean over the finished seeds of the runs whose
+    name has every ``key=value`` of ``where`` (e.g. ``N=100``)."""
+    series: dict[str, list[pd.Series]] = {}
+    for name, r in runs.items():
+        d = split_name(name)
+        if isinstance(r, Record) and all(d.get(k) == v for k, v in where.items()):
+            series.setdefault(label(d), []).append(100 * r.metric("test_acc"))
+    return pd.DataFrame({m: pd.concat(ss, axis=1).mean(axis=1) for m, ss in series.items()})
 
 
 def mean_table(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
