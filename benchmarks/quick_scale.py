@@ -60,7 +60,12 @@ def measure(setup: str, seed: int, horizon: float, threads: int) -> dict[str, An
             "threads": threads, "lr_milestones": list(q.lr_milestones)}
 
 
-def table(curves: list[dict[str, Any]]) -> str:
+def table(curves: list[dict[str, Any]], at: dict[str, int] | None = None) -> str:
+    """The table of ``curves``; ``at={setup: R}`` reads a setup's stored curves at R rounds instead of their quick
+    rounds (a constant learning rate makes the first R rounds of a longer curve exactly the R-round run)."""
+    at = at or {}
+    curves = [{**c, "quick_rounds": at.get(c["setup"], c["quick_rounds"])} for c in curves
+              if at.get(c["setup"], c["quick_rounds"]) <= len(c["acc"])]
     rows = ["| setup | precision | seeds | steps/client: round 1 | all | sample-passes | FedAvg at R (%) | rise over "
             "last 20 % (points) | plateau | +to horizon | s / round |", "|" + "---|" * 11]
     for setup, r in dict.fromkeys((c["setup"], c["quick_rounds"]) for c in curves):
@@ -85,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--out", type=Path, default=None, help="JSON file of curves (appended, resumable)")
     ap.add_argument("--table", nargs="*", type=Path, default=None, help="print the table of stored curves and exit")
+    ap.add_argument("--at", nargs="*", default=[], help="with --table: read setups at other rounds, e.g. fedintr=30")
     a = ap.parse_args(argv)
     if a.table is not None:
-        print(table([c for p in a.table for c in json.loads(p.read_text())]))
+        at = {k: int(v) for k, v in (x.split("=") for x in a.at)}
+        print(table([c for p in a.table for c in json.loads(p.read_text())], at))
         return 0
     setups = a.setups.split(",")
     bad = [s for s in setups if s not in SETUPS]
