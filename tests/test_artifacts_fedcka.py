@@ -38,7 +38,8 @@ def test_table2_claims_left_out_at_quick_are_not_testable_with_the_budget_reason
     vs = {v.claim: v for v in table2_verdicts(df, heterogeneity_scope("quick"))}
     assert vs["FedCKA beats FedAvg at α = 5"].verdict == REPRODUCED
     assert vs["FedCKA beats SCAFFOLD at α = 5"].verdict == NOT_TESTABLE
-    assert "minutes" in vs["FedCKA beats SCAFFOLD at α = 5"].why and "-9.90" in vs["SCAFFOLD beats FedAvg at α = 0.1"].paper
+    assert "minutes" in vs["FedCKA beats SCAFFOLD at α = 5"].why
+    assert "-9.90" in vs["SCAFFOLD beats FedAvg at α = 0.1"].paper  # the paper's own table against its text
 
 
 def _costs(times):

@@ -72,9 +72,10 @@ def test_quick_plans_have_three_seeds_per_method_and_fit_the_budget(notebook):
 
 def test_quick_keeps_the_papers_best_mu_first_and_says_why_the_rest_is_left_out():
     s3 = heterogeneity_scope("quick")
-    assert s3.has(table2_part("FedAvg", 5.0)) and s3.has(table2_part("MOON", 5.0))
+    assert s3.has(table2_part("FedAvg", 5.0)) and list(s3.plan()) == ["table2"]
     mus = {(c.strategy, c.strategy_kw.get("mu")) for c in s3.plan()["table2"].values()}
-    assert {("fedcka", 3.0), ("moon", 10.0), ("fedavg", None)} <= mus
+    assert {("fedcka", 3.0), ("fedavg", None)} <= mus  # the base comparison first, at the papers' best μ
+    assert mus <= {("fedcka", 3.0), ("moon", 10.0), ("fedprox", 0.001), ("fedavg", None), ("scaffold", None)}
     assert "local epochs" in next(n for n in s3.left_out if "Fig. 5" in n)
     assert "plateau" in s3.left_out["Appl. Sci. Fig. 5: local epochs"]
     assert all("minutes" in why for n, why in s3.left_out.items() if n.startswith("Table 2"))

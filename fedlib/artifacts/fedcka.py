@@ -138,8 +138,8 @@ def fig5_verdicts(curves: Mapping[int, Mapping[str, pd.Series]], epochs: pd.Data
                   f"{m}'s accuracy decreases again at the largest E (overfitting)")
         if epochs.empty:
             why = scope.left_out.get("Appl. Sci. Fig. 5: local epochs", "not in this scale's plan")
-            out += [not_testable(c, src + ", 'the performance ... increases slightly when the number of local "
-                                 "epochs increased ... further increasing ... accuracy decreases'", why) for c in claims]
+            say = ", 'the performance ... increases slightly ... further increasing ... accuracy decreases'"
+            out += [not_testable(c, src + say, why) for c in claims]
             continue
         mean = _rows(epochs, {"method": m}).groupby("E")["acc"].mean()
         e_best, e_max = (int(mean.idxmax()) if mean.notna().any() else 1), int(epochs["E"].max())

@@ -149,8 +149,8 @@ def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", se
     seeds = _seeds(scale, seeds)
     fedavg = {s: base.replace(strategy="fedavg", strategy_kw={}, seed=s) for s in seeds}
     cka = lambda s, **kw: base.replace(strategy="fedcka", strategy_kw={"mu": FEDCKA_MU, **kw}, seed=s)  # noqa: E731
-    m_runs = lambda ms: {"M": {f"FedCKA (μ={FEDCKA_MU:g}, M={m}) | seed={s}": cka(s, **({} if m == 2 else {"M": m}))  # noqa: E731
-                               for m in ms for s in seeds}}
+    m_runs = lambda ms: {"M": {f"FedCKA (μ={FEDCKA_MU:g}, M={m}) | seed={s}":  # noqa: E731
+                               cka(s, **({} if m == 2 else {"M": m})) for m in ms for s in seeds}}
     metric = lambda labels: {"metrics": {f"{lab} | seed={s}": cka(s, sim=FEDCKA_METRICS.get(lab) or  # noqa: E731
                                                                   _PRINTED_METRICS[lab]) for lab in labels
                                          for s in seeds}}
