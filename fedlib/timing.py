@@ -5,7 +5,9 @@ on one GPU (Titan V). :func:`round_costs` measures the same quantity for several
 round (one local epoch, untimed) gives every client a previous local model and SCAFFOLD non-zero control variates,
 then one round of local training of all clients (the executor call only: no aggregation, no evaluation) is timed
 ``reps`` times, round-robin over the strategies so that background load hits them alike. The ratio to the first
-strategy (FedAvg) is the median over repeats of (time / FedAvg's time in the same repeat).
+strategy (FedAvg) is the median over repeats of (time / FedAvg's time in the same repeat); :func:`repeat_times`
+gives every repeat, so that a cost claim is decided on the ratios of the same repeats
+(:func:`fedlib.verdicts.decide_ratio`: the median of at least 5, and their spread).
 
 Timing needs the images' shape and count, not their content: :func:`synthetic_like` builds deterministic synthetic
 data shaped as a real dataset (CIFAR-100: 3×32×32, 100 classes; Tiny ImageNet: 3×64×64, 200 classes).
@@ -31,7 +33,7 @@ from .data import FedDataset, load_dataset
 from .engine import Engine, sample_clients
 from .results import Store, atomic_write_text, device_name, git_commit
 
-__all__ = ["SYNTHETIC_SHAPES", "synthetic_like", "prepare_round", "round_costs", "cached_costs"]
+__all__ = ["SYNTHETIC_SHAPES", "synthetic_like", "prepare_round", "round_costs", "cached_costs", "repeat_times"]
 
 SYNTHETIC_SHAPES: dict[str, tuple[tuple[int, int, int], int, int]] = {
     # dataset: (image shape, classes, training images)
@@ -51,8 +53,10 @@ def synthetic_like(dataset: str, n_train: int | None = None, n_test: int = 64) -
 
 
 def prepare_round(cfg: Config, data: FedDataset) -> tuple[Engine, list, list]:
-    """An engine after one untimed round of one local epoch, with round 2's client contexts and starts."""
-    eng = Engine(cfg.replace(local_epochs=1), data=data, progress=False)
+    """An engine after one untimed round of one local epoch (not evaluated), with round 2's client contexts and
+    starts."""
+    rounds = max(cfg.rounds, 2)
+    eng = Engine(cfg.replace(local_epochs=1, rounds=rounds, eval_every=rounds), data=data, progress=False)
     eng.run_round(0)
     eng.cfg = cfg  # the timed round trains the configured number of local epochs
     cids = [int(c) for c in sample_clients(eng.n_clients, cfg.sample_fraction, cfg.seed, 1)]
@@ -62,7 +66,8 @@ def prepare_round(cfg: Config, data: FedDataset) -> tuple[Engine, list, list]:
 
 def round_costs(configs: Mapping[str, Config], data: FedDataset, reps: int = 2) -> pd.DataFrame:
     """Seconds of local training per round for each of ``configs`` (label → Config; the first is the baseline,
-    FedAvg) on ``data``; one row per label: ``s / round`` (median), ``× FedAvg`` and every repeat."""
+    FedAvg) on ``data``, timed ``reps`` times round-robin; one row per label: ``s / round`` (median), ``× FedAvg``
+    (median of the per-repeat ratios) and every repeat (``repeats (s)``, in order: :func:`repeat_times`)."""
     if not configs:
         raise ValueError("round_costs needs at least one config (the first is the baseline).")
     if reps < 1:
@@ -82,7 +87,7 @@ def round_costs(configs: Mapping[str, Config], data: FedDataset, reps: int = 2) 
     base = times[next(iter(times))]
     return pd.DataFrame([{"method": label, "s / round": statistics.median(ts),
                           "× FedAvg": statistics.median(t / b for t, b in zip(ts, base)),
-                          "repeats (s)": [round(t, 3) for t in ts]}
+                          "repeats (s)": [round(t, 6) for t in ts]}
                          for label, ts in times.items()]).set_index("method")
 
 
@@ -111,3 +116,14 @@ def cached_costs(configs: Mapping[str, Config], dataset: str, n_train: int, *, r
            "rows": json.loads(df.reset_index().to_json(orient="records"))}
     atomic_write_text(path, json.dumps(doc, indent=1))
     return df
+
+
+def repeat_times(costs: pd.DataFrame) -> pd.DataFrame:
+    """The repeats of :func:`round_costs` / :func:`cached_costs` as a (repeat × method) table of seconds: row ``i``
+    holds every method's time in the ``i``-th round-robin pass, so ``t["FedCKA"] / t["FedAvg"]`` are the ratios of
+    interleaved repeats."""
+    reps = {m: list(r) for m, r in costs["repeats (s)"].items()}
+    if len({len(r) for r in reps.values()}) != 1:
+        raise ValueError(f"repeat_times: the methods have different numbers of repeats "
+                         f"({ {m: len(r) for m, r in reps.items()} }); time them together with round_costs.")
+    return pd.DataFrame(reps).rename_axis("repeat")

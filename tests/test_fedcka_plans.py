@@ -9,12 +9,15 @@ import pandas as pd
 import pytest
 
 from fedlib.config import Config
-from fedlib.timing import cached_costs, round_costs, synthetic_like
+from fedlib.timing import cached_costs, repeat_times, round_costs, synthetic_like
 from fedlib.grid import best_mu, cell, runs_frame, seed_summary
 from fedlib.report import compare
 from fedlib.plans import plan
-from fedlib.plans.fedcka import FEDCKA_MU_GRID, cost_setups, keeps_artifacts
+from fedlib.plans.budget import QUICK_BUDGET_S, Part, estimate_s, fit
+from fedlib.plans.fedcka import (FEDCKA_MU_GRID, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
+                                 keeps_artifacts, similarity_scope, table2_part)
 from fedlib.report import check_params
+from fedlib.presets import preset
 from fedlib.results import Pending, Record, Store, fetch
 from fedlib.similarity import run_similarity
 
@@ -42,9 +45,63 @@ def test_runs_shared_between_notebooks_are_one_config(scale):
     fedavg5 = next(c for n, c in p3["table2"].items() if n.startswith("FedAvg | α=5 | seed=0"))
     cka5 = next(c for n, c in p3["table2"].items() if n.startswith("FedCKA (μ=3) | α=5 | seed=0"))
     assert {fedavg5.key(), cka5.key()} <= _keys(p4)
-    assert {c.key() for c in p4["variance"].values()} == {fedavg5.key(), cka5.key()}
+    seeds = {c.seed for c in p3["table2"].values()}
+    assert {c.key() for c in p4["variance"].values()} == {c.key() for c in p3["table2"].values() if
+                                                           c.partition_kw["beta"] == 5.0 and c.seed in seeds and
+                                                           (c.strategy == "fedavg" or
+                                                            c.strategy_kw == {"mu": 3.0})}
     assert all(keeps_artifacts(c) for c in p4["variance"].values())
-    assert sum(keeps_artifacts(c) for c in p3["table2"].values()) == 2  # nothing else keeps models
+    # nothing else keeps models: FedAvg and FedCKA at α = 5, every seed
+    assert sum(keeps_artifacts(c) for c in p3["table2"].values()) == 2 * len(seeds)
+
+
+@pytest.mark.parametrize("notebook", ["02_fedcka_layer_similarity", "03_fedcka_heterogeneity",
+                                      "04_fedcka_ablations"])
+def test_quick_plans_have_three_seeds_per_method_and_fit_the_budget(notebook):
+    scope = {"02_fedcka_layer_similarity": similarity_scope, "03_fedcka_heterogeneity": heterogeneity_scope,
+             "04_fedcka_ablations": ablations_scope}[notebook]("quick")
+    assert scope.seconds <= QUICK_BUDGET_S and scope.kept and scope.left_out
+    runs = [c for rs in plan(notebook, "quick").values() for c in rs.values()]
+    assert sum(estimate_s(c) for c in {c.key(): c for c in runs}.values()) <= QUICK_BUDGET_S
+    by_setting: dict[str, set[int]] = {}
+    for c in runs:
+        by_setting.setdefault(c.replace(seed=0).key(), set()).add(c.seed)
+    assert all(s == {0, 1, 2} for s in by_setting.values())  # every method of every comparison: seeds 0, 1, 2
+    assert all(c.batch_size == 64 and c.n_train == 15000 for c in runs)  # the quick preset's budget by local steps
+
+
+def test_quick_keeps_the_papers_best_mu_first_and_says_why_the_rest_is_left_out():
+    s3 = heterogeneity_scope("quick")
+    assert s3.has(table2_part("FedAvg", 5.0)) and list(s3.plan()) == ["table2"]
+    mus = {(c.strategy, c.strategy_kw.get("mu")) for c in s3.plan()["table2"].values()}
+    assert {("fedcka", 3.0), ("fedavg", None)} <= mus  # the base comparison first, at the papers' best μ
+    assert mus <= {("fedcka", 3.0), ("moon", 10.0), ("fedprox", 0.001), ("fedavg", None), ("scaffold", None)}
+    assert "local epochs" in next(n for n in s3.left_out if "Fig. 5" in n)
+    assert "plateau" in s3.left_out["Appl. Sci. Fig. 5: local epochs"]
+    assert all("minutes" in why for n, why in s3.left_out.items() if n.startswith("Table 2"))
+    s4 = ablations_scope("quick")
+    assert s4.has("FedAvg and FedCKA (M = 2) at α = 5") and s4.has(TIMING_PART)
+    assert "ResNet-50" in next(iter(similarity_scope("quick").left_out))
+    for scale in ("smoke", "paper"):  # every part runs at smoke (the code) and at paper (the papers' grids)
+        assert not heterogeneity_scope(scale).left_out and not ablations_scope(scale).left_out
+
+
+def test_fit_keeps_parts_in_order_counts_shared_runs_once_and_skips_what_does_not_fit():
+    a = preset("fedcka", "quick", strategy="fedavg")
+    b = a.replace(strategy="fedcka", strategy_kw={"mu": 3.0})
+    big = a.replace(rounds=200)
+    unit = estimate_s(a)
+    assert estimate_s(b) == pytest.approx(2.5 * unit, rel=0.05)
+    parts = [Part("base", {"x": {"a": a}}), Part("same run again", {"y": {"a": a}}), Part("too big", {"x": {"c": big}}),
+             Part("fits after", {"x": {"b": b}}), Part("never at quick", {"x": {"b": b}}, quick_why="no plateau")]
+    s = fit(parts, budget_s=4 * unit)
+    assert [p.name for p in s.kept] == ["base", "same run again", "fits after"]
+    assert s.seconds == pytest.approx(3.5 * unit, rel=0.05)  # "a" once
+    assert "minutes" in s.left_out["too big"] and s.left_out["never at quick"] == "no plateau"
+    assert s.plan() == {"x": {"a": a, "b": b}, "y": {"a": a}}
+    assert len(fit(parts, budget_s=math.inf).kept) == 5  # paper / smoke: everything
+    with pytest.raises(ValueError, match="distinct"):
+        fit([parts[0], parts[0]])
 
 
 def test_quick_grid_is_a_subset_of_the_papers():
@@ -80,23 +137,28 @@ def test_compare_marks_pending_and_missing_settings():
     assert df.loc["c", "ours (%)"] == "not run at this scale"
 
 
-def test_round_costs_times_every_config_against_the_first(tmp_path):
+def test_round_costs_times_every_config_against_the_first_in_interleaved_repeats(tmp_path):
     setup = cost_setups("smoke")["cnn"]
     configs = {k: v for k, v in setup["configs"].items() if k in ("FedAvg", "FedCKA")}
-    df = round_costs(configs, synthetic_like("cifar10", 200), reps=1)
+    df = round_costs(configs, synthetic_like("cifar10", 64), reps=5)
     assert list(df.index) == ["FedAvg", "FedCKA"] and df.loc["FedAvg", "× FedAvg"] == 1.0
     assert (df["s / round"] > 0).all()
+    t = repeat_times(df)
+    assert t.shape == (5, 2) and list(t.columns) == ["FedAvg", "FedCKA"]
+    assert df.loc["FedCKA", "× FedAvg"] == pytest.approx((t["FedCKA"] / t["FedAvg"]).median(), rel=1e-3)
+    assert all(s["reps"] >= 5 for sc in ("smoke", "quick", "paper") for s in cost_setups(sc).values())
     store = Store(tmp_path)
-    assert cached_costs(configs, "cifar10", 200, reps=1, store=store, train=False) is None
-    first = cached_costs(configs, "cifar10", 200, reps=1, store=store)
-    again = cached_costs(configs, "cifar10", 200, reps=1, store=store, train=False)  # stored: not timed again
+    assert cached_costs(configs, "cifar10", 64, reps=5, store=store, train=False) is None
+    first = cached_costs(configs, "cifar10", 64, reps=5, store=store)
+    again = cached_costs(configs, "cifar10", 64, reps=5, store=store, train=False)  # stored: not timed again
     pd.testing.assert_frame_equal(first[["s / round", "× FedAvg"]], again[["s / round", "× FedAvg"]])
+    pd.testing.assert_frame_equal(repeat_times(first), repeat_times(again), atol=1e-6)
     with pytest.raises(ValueError, match="unknown dataset"):
         synthetic_like("mnist")
 
 
 def test_train_false_on_an_empty_store_gives_pending_runs_and_similarity(tmp_path):
-    cfg = plan("04_fedcka_ablations", "smoke")["variance"]["FedAvg"]
+    cfg = plan("04_fedcka_ablations", "smoke")["variance"]["FedAvg | seed=0"]
     store = Store(tmp_path)
     assert isinstance(fetch(cfg, store=store, train=False), Pending)
     assert isinstance(run_similarity(cfg, store=store, train=False), Pending)

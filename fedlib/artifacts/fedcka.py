@@ -1,0 +1,290 @@
+"""Notebooks 02-04: the FedCKA papers' claims (arXiv and Appl. Sci. versions) as verdicts.
+
+Runs come as a :func:`fedlib.grid.runs_frame` (one row per run: method, μ, M, sim, α, E, seed, pending, diverged,
+acc); every comparison is decided by :func:`fedlib.verdicts.decide` over the seeds (paired by seed, 10 classes:
+chance 10 %), every cost claim by :func:`fedlib.verdicts.decide_ratio` over interleaved repeats
+(:func:`fedlib.timing.repeat_times`). A claim whose runs the scale leaves out is "not testable at this scale" with
+the plan's reason (:class:`fedlib.plans.budget.Scope`); one whose runs are not stored yet is pending.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..plans.budget import Scope
+from ..plans.fedcka import TIMING_PART, table2_part
+from ..results import Pending
+from ..timing import repeat_times
+from ..verdicts import Verdict, decide, decide_ratio, not_testable, pending
+
+__all__ = ["PAPER_T2", "PAPER_T3", "PAPER_T4", "T2_METHODS", "T2_VERSIONS", "compare_runs", "table2_verdicts",
+           "fig5_verdicts", "similarity_verdicts", "ablation_verdicts", "table3_verdicts", "cost_verdicts",
+           "variance_verdicts"]
+
+CHANCE = 10.0  # ten classes
+T2_METHODS = ("FedAvg", "FedProx", "SCAFFOLD", "MOON", "FedCKA")
+PAPER_T2 = {  # CIFAR-10, α -> (FedAvg, FedProx, SCAFFOLD, MOON, FedCKA); α = 5 is Table 1's CIFAR-10 column
+    5.0: (64.37, 64.58, 64.33, 65.25, 67.86), 0.5: (59.81, 59.98, 59.47, 60.65, 61.13),
+    1.0: (62.49, 62.51, 63.31, 62.60, 66.19), 0.1: (50.43, 51.07, 40.53, 51.63, 52.35)}
+T2_VERSIONS = {5.0: "Table 1 / Table 2 (both versions)", 0.1: "Table 2 (both versions)", 1.0: "Table 2 (Appl. Sci.)",
+               0.5: "Table 2 (arXiv)"}
+PAPER_T3 = {"None (FedAvg)": (64.37, 54.82), "Frobenius norm": (65.54, 64.73), "vectorized cosine": (66.67, 65.75),
+            "kernel CKA": (67.93, 122.41), "linear CKA": (67.86, 104.17)}
+PAPER_T4 = {"simple CNN": {"FedAvg": 54.82, "SCAFFOLD": 57.19, "FedProx": 57.20, "MOON": 97.58, "FedCKA": 104.17},
+            "ResNet-50": {"FedAvg": 638.79, "SCAFFOLD": 967.04, "FedProx": 862.12, "MOON": 1689.28,
+                          "FedCKA": 750.97}}
+
+
+def _rows(df: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
+    sel = pd.Series(True, index=df.index)
+    for k, v in where.items():
+        sel &= np.isclose(df[k].astype(float), float(v)) if isinstance(v, (int, float)) else df[k] == v
+    return df[sel]
+
+
+def compare_runs(claim: str, source: str, df: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any] | None,
+                 names: tuple[str, str], *, missing: str, kind: str = "greater", margin: float = 0.0,
+                 paper: str = "") -> Verdict:
+    """``decide`` on the final accuracies of the runs matching ``a`` and ``b`` (``{column: value}``; at paper scale
+    a method's best μ is chosen before, so ``a`` names its μ). No matching run: not testable because ``missing``."""
+    ra, rb = _rows(df, a), (_rows(df, b) if b is not None else None)
+    if ra.empty or (rb is not None and rb.empty):
+        return not_testable(claim, source, missing, paper)
+    both = pd.concat([ra, rb]) if rb is not None else ra
+    if both["pending"].any():
+        return pending(claim, source)
+    per_seed = lambda r: dict(zip(r["seed"].astype(int), r["acc"]))  # noqa: E731
+    return decide(claim, source, per_seed(ra), per_seed(rb) if rb is not None else None, kind=kind, margin=margin,
+                  names=names, chance=CHANCE, diverged=list(both.loc[both["diverged"], "name"]), paper=paper,
+                  runs=list(both.loc[~both["diverged"], "acc"]))
+
+
+def _best(df: pd.DataFrame, method: str, alpha: float) -> dict[str, Any]:
+    """The row filter of ``method`` at ``alpha`` at its best μ (highest mean over seeds; the papers' reporting)."""
+    rows = _rows(df, {"method": method, "alpha": alpha})
+    if rows.empty or rows["mu"].isna().all() or rows["pending"].any():
+        return {"method": method, "alpha": alpha}
+    means = rows[~rows["diverged"]].groupby("mu")["acc"].mean()
+    mu = means.idxmax() if len(means) else rows["mu"].iloc[0]
+    return {"method": method, "alpha": alpha, "mu": mu}
+
+
+def table2_verdicts(df: pd.DataFrame, scope: Scope) -> list[Verdict]:
+    """Table 2 (Table 1's α = 5 column) and §4.2: FedCKA beats every method at every α; FedProx, SCAFFOLD and MOON
+    each beat FedAvg ("other works consistently improve performance"); MOON beats FedProx and SCAFFOLD; FedCKA's
+    margin over FedAvg is larger at α = 5 than at α = 0.1."""
+    out = []
+    say = "§4.2, 'FedCKA consistently outperforms previous methods across different datasets and across different α'"
+    for a, src in T2_VERSIONS.items():
+        p = dict(zip(T2_METHODS, PAPER_T2[a]))
+        why = lambda m: scope.left_out.get(table2_part(m, a), "not in this scale's plan")  # noqa: E731
+        pairs = [(f"FedCKA beats {r} at α = {a:g}", f"FedCKA {src}; {say}", "FedCKA", r) for r in T2_METHODS[:4]]
+        pairs += [(f"{r} beats FedAvg at α = {a:g}", f"FedCKA {src}; §4.2, 'other works consistently improve "
+                   f"performance, albeit by a smaller margin than FedCKA'", r, "FedAvg")
+                  for r in ("FedProx", "SCAFFOLD", "MOON")]
+        pairs += [(f"MOON beats {r} at α = {a:g}", f"FedCKA {src}; §4.2, 'MOON improves performance compared to "
+                   f"FedProx and SCAFFOLD' (Appl. Sci.: 'generally')", "MOON", r) for r in ("FedProx", "SCAFFOLD")]
+        for claim, source, x, y in pairs:
+            missing = why(x) if not scope.has(table2_part(x, a)) else why(y)
+            out.append(compare_runs(claim, source, df, _best(df, x, a), _best(df, y, a), (x, y), missing=missing,
+                                    paper=f"{p[x]:.2f} vs {p[y]:.2f} ({p[x] - p[y]:+.2f})"))
+    out.append(_margin_verdict(df, scope))
+    return out
+
+
+def _margin_verdict(df: pd.DataFrame, scope: Scope) -> Verdict:
+    claim = "FedCKA's margin over FedAvg is larger at α = 5 than at α = 0.1"
+    src = "FedCKA Table 2; §4.2, 'FedCKA performs better by a larger margin when α is larger'"
+    paper = "+3.49 at α = 5 vs +1.92 at α = 0.1"
+    gaps, runs = {}, []
+    for a in (5.0, 0.1):
+        if not scope.has(table2_part("FedCKA", a)):
+            return not_testable(claim, src, scope.left_out.get(table2_part("FedCKA", a), ""), paper)
+        cka, avg = _rows(df, _best(df, "FedCKA", a)), _rows(df, {"method": "FedAvg", "alpha": a})
+        if pd.concat([cka, avg])["pending"].any():
+            return pending(claim, src)
+        if pd.concat([cka, avg])["diverged"].any():
+            return not_testable(claim, src, "a run diverged", paper)
+        gaps[a] = {int(s): c - f for s, c, f in zip(cka["seed"], cka["acc"], avg.set_index("seed").loc[cka["seed"],
+                                                                                                       "acc"])}
+        runs += [*cka["acc"], *avg["acc"]]
+    return decide(claim, src, gaps[5.0], gaps[0.1], names=("margin at α = 5", "margin at α = 0.1"), chance=CHANCE,
+                  runs=runs, paper=paper)
+
+
+def fig5_verdicts(curves: Mapping[int, Mapping[str, pd.Series]], epochs: pd.DataFrame, rounds: int,
+                  scope: Scope) -> list[Verdict]:
+    """Appl. Sci. §4.3 / Fig. 5: FedCKA trails FedAvg for the first 40 rounds and leads after them (``curves``:
+    seed → {"FedAvg", "FedCKA"} → test accuracy (%) per round at α = 5); accuracy rises from E = 1 to E = 2 and
+    falls at the largest E (``epochs``: runs_frame of the local-epoch sweep)."""
+    src, out = "FedCKA (Appl. Sci.) §4.3 / Fig. 5", []
+    for when, kind in (("the first 40 rounds", "less"), ("rounds after 40", "greater")):
+        claim = f"FedCKA {'trails' if kind == 'less' else 'leads'} FedAvg in {when}"
+        if rounds <= 40:
+            out.append(not_testable(claim, src, f"needs more than 40 rounds; this scale runs {rounds}"))
+            continue
+        if not curves:
+            out.append(pending(claim, src))
+            continue
+        pick = (lambda s: s[s.index <= 40]) if kind == "less" else (lambda s: s[s.index > 40])
+        gap = {s: float((pick(c["FedCKA"]) - pick(c["FedAvg"])).mean()) for s, c in curves.items()}
+        out.append(decide(claim, src, gap, kind=kind, names=("FedCKA − FedAvg (mean over rounds)", ""),
+                          runs=[float(v.iloc[-1]) for c in curves.values() for v in c.values()], chance=CHANCE))
+    for m in ("FedAvg", "FedCKA"):
+        claims = (f"{m}'s accuracy increases from E = 1 to E = 2 local epochs",
+                  f"{m}'s accuracy decreases again at the largest E (overfitting)")
+        if epochs.empty:
+            why = scope.left_out.get("Appl. Sci. Fig. 5: local epochs", "not in this scale's plan")
+            say = ", 'the performance ... increases slightly ... further increasing ... accuracy decreases'"
+            out += [not_testable(c, src + say, why) for c in claims]
+            continue
+        mean = _rows(epochs, {"method": m}).groupby("E")["acc"].mean()
+        e_best, e_max = (int(mean.idxmax()) if mean.notna().any() else 1), int(epochs["E"].max())
+        miss = "the sweep has fewer than 3 values of E"
+        out.append(compare_runs(claims[0], src, epochs, {"method": m, "E": 2}, {"method": m, "E": 1},
+                                (f"E = 2", f"E = 1"), missing=miss))
+        out.append(compare_runs(claims[1], src, epochs, {"method": m, "E": e_max}, {"method": m, "E": e_best},
+                                (f"E = {e_max}", f"E = {e_best} (best)"), kind="less", missing=miss)
+                   if e_max >= 5 else not_testable(claims[1], src, miss))
+    return out
+
+
+def _layer_gap(values: Mapping[int, pd.Series], first: Sequence[str], rest: Sequence[str], how: str) -> dict:
+    """Per seed: mean over ``first`` − mean over ``rest`` (``how="mean"``) or min over first − max over rest."""
+    f = (lambda v: v[list(first)].mean() - v[list(rest)].mean()) if how == "mean" else \
+        (lambda v: v[list(first)].min() - v[list(rest)].max())
+    return {s: float(f(v)) for s, v in values.items()}
+
+
+def similarity_verdicts(sims: Mapping[int, Any], sims50: Mapping[int, Any], scope: Scope) -> list[Verdict]:
+    """§3.1 / Fig. 2 (both versions): early layers, not late ones, are similar across clients on IID data.
+    ``sims``: seed → :class:`~fedlib.similarity.LayerSimilarity` (or Pending) of the simple CNN; ``sims50``: of
+    ResNet-50 (empty when the scale does not run it)."""
+    out = []
+    frames = {s: v.frame() for s, v in sims.items() if not isinstance(v, Pending)}
+    some_pending = len(frames) < len(sims) or not sims
+    specs = [("the first two layers are more similar to the global model than the last three", "FedCKA (arXiv) "
+              "§3.1 / Fig. 2, 'early layers, but not late layers, develop similar representations'",
+              "CKA(client, global) mean", "mean", 3),
+             ("the first two layers are the most similar between clients", "FedCKA (Appl. Sci.) §3.2 / Fig. 2, "
+              "'the first two naturally similar layers are the two layers closest to the input'",
+              "CKA(client, client) mean", "min", None)]
+    for claim, src, col, how, n_last in specs:
+        if some_pending:
+            out.append(pending(f"simple CNN: {claim}", src))
+            continue
+        taps = list(next(iter(frames.values())).index)
+        rest = taps[-n_last:] if n_last else taps[2:]
+        out.append(decide(f"simple CNN: {claim}", src, _layer_gap({s: f[col] for s, f in frames.items()},
+                                                                 taps[:2], rest, how),
+                          names=("first two − " + ("last three" if n_last else "later layers"), "")))
+    claim = "ResNet-50: the stem and the first post-residual block are the most similar between clients"
+    src = "FedCKA (Appl. Sci.) §3.2 / Fig. 2, 'For ResNets, it is the initial convolutional layer and the first " \
+          "post-residual block'"
+    name = "Appl. Sci. Fig. 2: FedAvg on IID clients, ResNet-50"
+    if not sims50:
+        out.append(not_testable(claim, src, scope.left_out.get(name, "not in this scale's plan")))
+    elif any(isinstance(v, Pending) for v in sims50.values()):
+        out.append(pending(claim, src))
+    else:
+        m = {s: v.frame()["CKA(client, client) mean"] for s, v in sims50.items()}
+        taps = list(next(iter(m.values())).index)
+        out.append(decide(claim, src, _layer_gap(m, taps[:2], taps[2:], "min"), names=("stem, layer1 − rest", "")))
+    return out
+
+
+def ablation_verdicts(m_df: pd.DataFrame, bounds: pd.DataFrame, scope: Scope) -> list[Verdict]:
+    """arXiv §4.3 / Fig. 5, Appl. Sci. §4.4 / Fig. 6: accuracy is highest at M = 2 (M = 2 beats every other M);
+    the centralized model is the upper bound (it beats FedCKA with M = 2)."""
+    src = "FedCKA arXiv §4.3 / Fig. 5, Appl. Sci. §4.4 / Fig. 6, 'Accuracy is highest when only the first two " \
+          "layers are regularized'"
+    out = []
+    for m in (1, 3, 4, 5, 6, 7):
+        part = "M = 3" if m == 3 else "M = 1" if m == 1 else "M = 4-7"
+        out.append(compare_runs(f"M = 2 beats M = {m}", src, m_df, {"M": 2}, {"M": m}, ("M = 2", f"M = {m}"),
+                                missing=scope.left_out.get(part, "not in this scale's plan")))
+    out.append(compare_runs(
+        "the centralized model beats FedCKA (M = 2): it is the upper bound", "FedCKA arXiv §4.3, Appl. Sci. §4.4, "
+        "'the upper bound for Federated Learning ... accuracy is 70%'", bounds, {"method": "centralized"},
+        {"method": "FedCKA", "M": 2}, ("centralized", "FedCKA (M = 2)"), paper="70 vs 67.86 (+2.14)",
+        missing=scope.left_out.get("centralized upper bound", "not in this scale's plan")))
+    return out
+
+
+def table3_verdicts(t3: pd.DataFrame, scope: Scope) -> list[Verdict]:
+    """Table 3 / §4.4-4.5 (``t3``: runs_frame of the metric runs with a ``metric`` column): both CKAs beat the
+    Frobenius norm and the cosine; kernel CKA slightly beats linear CKA; Frobenius and cosine beat FedAvg
+    ("decrease performance only slightly"); linear CKA beats FedAvg."""
+    src = "FedCKA Table 3 (both versions); §4.4 arXiv / §4.5 Appl. Sci."
+    p = {k: v[0] for k, v in PAPER_T3.items()}
+    why = {"Frobenius norm": "Table 3: Frobenius norm, vectorized cosine", "vectorized cosine":
+           "Table 3: Frobenius norm, vectorized cosine", "kernel CKA": "Table 3: kernel CKA"}
+    pairs = [(c, o, "'performance is highest when CKA is used'") for c in ("kernel CKA", "linear CKA")
+             for o in ("Frobenius norm", "vectorized cosine")]
+    pairs += [("kernel CKA", "linear CKA", "'kernel CKA slightly outperforms linear CKA'"),
+              ("Frobenius norm", "None (FedAvg)", "'decrease performance only slightly' (still above FedAvg)"),
+              ("vectorized cosine", "None (FedAvg)", "'decrease performance only slightly' (still above FedAvg)"),
+              ("linear CKA", "None (FedAvg)", "Table 3's first and last rows")]
+    out = []
+    for x, y, say in pairs:
+        part = why.get(x) or why.get(y, "")
+        out.append(compare_runs(f"{x} beats {y}", f"{src}, {say}", t3, {"metric": x}, {"metric": y}, (x, y),
+                                missing=scope.left_out.get(part, "not in this scale's plan"),
+                                paper=f"{p[x]:.2f} vs {p[y]:.2f} ({p[x] - p[y]:+.2f})"))
+    return out
+
+
+def cost_verdicts(costs: Mapping[str, pd.DataFrame | None], scope: Scope, scale: str) -> list[Verdict]:
+    """Table 3's durations and Table 4 (§4.5 arXiv / §4.6 Appl. Sci.), on interleaved repeats of this device's
+    timing (``costs``: :func:`fedlib.timing.cached_costs` per setup; ``None``: pending)."""
+    t4 = "FedCKA Table 4; §4.5 arXiv / §4.6 Appl. Sci."
+    p_cnn, p_r50 = PAPER_T4["simple CNN"], PAPER_T4["ResNet-50"]
+    others = ["SCAFFOLD", "FedProx", "MOON"]
+    specs = [
+        ("metrics", "kernel CKA costs more per round than linear CKA", "FedCKA Table 3; 'considering the "
+         "computational overhead, we opt to use linear CKA'", lambda t: t["kernel CKA"] / t["linear CKA"],
+         "greater", "122.41 / 104.17 = 1.18"),
+        ("cnn", "simple CNN: FedCKA extends training by the largest amount", f"{t4}, 'FedCKA extends training by the "
+         "largest amount'", lambda t: t["FedCKA"] / t[others].max(axis=1), "greater",
+         f"{p_cnn['FedCKA']} / {p_cnn['MOON']} = {p_cnn['FedCKA'] / p_cnn['MOON']:.2f}"),
+        ("r50", "ResNet-50: FedCKA costs less per round than SCAFFOLD, FedProx and MOON", f"{t4}, 'Only FedCKA has "
+         "comparable training times to FedAvg'", lambda t: t["FedCKA"] / t[others].min(axis=1), "less",
+         f"{p_r50['FedCKA']} / {p_r50['FedProx']} = {p_r50['FedCKA'] / p_r50['FedProx']:.2f}")]
+    specs += [(k, f"{model}: every regularizer costs more per round than FedAvg", f"{t4}, 'FedAvg is the lower "
+               "bound for training time'", lambda t: t[[*others, "FedCKA"]].min(axis=1) / t["FedAvg"], "greater",
+               f"{min(v for m, v in p.items() if m != 'FedAvg') / p['FedAvg']:.2f}")
+              for k, model, p in (("cnn", "simple CNN", p_cnn), ("r50", "ResNet-50", p_r50))]
+    out = []
+    for key, claim, src, ratio, kind, paper in specs:
+        if key not in costs:
+            out.append(not_testable(claim, src, f"not timed at {scale} scale (ResNet-50: minutes on a CPU even for "
+                                                 f"4 images)", paper))
+        elif not scope.has(TIMING_PART):
+            out.append(not_testable(claim, src, scope.left_out.get(TIMING_PART, ""), paper))
+        elif costs[key] is None:
+            out.append(pending(claim, src, "timing not in the results store yet"))
+        else:
+            out.append(decide_ratio(claim, src, list(ratio(repeat_times(costs[key]))), kind=kind, paper=paper))
+    return out
+
+
+def variance_verdicts(sims: Mapping[str, Mapping[int, Any]], scope: Scope) -> list[Verdict]:
+    """Appl. Sci. §4.4 / Fig. 6: at α = 5 the third layer has the highest variance of between-client similarity
+    (``sims``: run label → seed → LayerSimilarity or Pending): per seed, its variance over the highest of the
+    other layers' (> 1)."""
+    src = "FedCKA (Appl. Sci.) §4.4 / Fig. 6, 'a non-similar layer (the third layer) with the highest variance of " \
+          "non-similarity'"
+    out = []
+    for name, by_seed in sims.items():
+        claim = f"the third layer has the highest between-client CKA variance ({name}, α = 5)"
+        if not by_seed:
+            out.append(not_testable(claim, src, "not in this scale's plan"))
+        elif any(isinstance(v, Pending) for v in by_seed.values()):
+            out.append(pending(claim, src, "the run or its clients' models are not in the store"))
+        else:
+            ratio = {s: float(v.pair_var()[2] / np.delete(v.pair_var(), 2).max()) for s, v in by_seed.items()}
+            out.append(decide(claim, src, ratio, margin=1.0, names=("var(layer 3) / max var(other layers)", "")))
+    return out
