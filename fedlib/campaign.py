@@ -59,6 +59,14 @@ DATASET_FIRST = "fmnist"  # within one priority, Fashion-MNIST runs first (the p
 _ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8, "ix": 9, "x": 10}
 
 
+def keeps_models(cfg: Config) -> bool:
+    """Whether a planned run keeps its clients' final models, as the notebook that renders it asks
+    (:func:`fedlib.plans.fedcka.keeps_artifacts`: FedCKA's between-client CKA), so rendering does not retrain it."""
+    from .plans.fedcka import keeps_artifacts
+
+    return cfg.model == "simple_cnn" and keeps_artifacts(cfg)
+
+
 def _norm(artifact: str) -> str:
     a = re.sub(r"[^a-z0-9 ]", "", artifact.lower().replace("_", " ").replace(".", ""))
     a = re.sub(r"\b(table|fig|figure)\s*(x|ix|viii|vii|vi|v|iv|iii|ii|i)\b", lambda m: f"{m[1]}{_ROMAN[m[2]]}", a)
@@ -265,7 +273,7 @@ def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable
         log(f"[campaign] run  {_what(it)}: estimated {_fmt_s(it.estimate_s)} ({it.source}); {_fmt_s(left)} left")
         t = time.monotonic()
         try:
-            rec = run(it.cfg, store=store, progress=progress)
+            rec = run(it.cfg, store=store, progress=progress, artifacts=keeps_models(it.cfg))
         except Exception as e:  # noqa: BLE001 — the failure is in results/failed/<key>.json; go on with the rest
             out["failed"].append(it.key)
             log(f"[campaign] FAILED {_what(it)}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
