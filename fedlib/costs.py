@@ -155,16 +155,20 @@ class CostTable:
     def learn_all(self, records: Iterable[Any]) -> int:
         return sum(self.learn(r) for r in records)
 
-    def add(self, device_name: str, kind: str, cfg: Config, s_per_pass: float, source: str) -> None:
+    def add(self, device_name: str, kind: str, cfg: Config, s_per_pass: float, source: str) -> bool:
         """Record a measurement taken outside a run (``benchmarks/gpu_check.py``): ``s_per_pass`` seconds per
         sample-pass of ``cfg``'s key on ``device_name`` (of type ``kind``: "cuda" or "cpu"). It counts as no run:
-        the first finished run of that key replaces it."""
+        the first finished run of that key replaces it, and a key measured by finished runs keeps theirs (False)."""
         if kind not in ("cuda", "cpu"):
             raise ValueError(f"kind {kind!r}: the device type is 'cuda' or 'cpu'.")
         if not (isinstance(s_per_pass, (int, float)) and 0 < s_per_pass < math.inf):
             raise ValueError(f"s_per_pass {s_per_pass!r}: a measurement is a positive, finite number of seconds.")
-        self.table.setdefault(device_name, {})[cost_key(cfg)] = {
-            "s_per_pass": float(s_per_pass), "runs": 0, "records": [], "type": kind, "source": source}
+        entries = self.table.setdefault(device_name, {})
+        if entries.get(cost_key(cfg), {}).get("runs", 0) > 0:
+            return False
+        entries[cost_key(cfg)] = {"s_per_pass": float(s_per_pass), "runs": 0, "records": [], "type": kind,
+                                  "source": source}
+        return True
 
     def measured(self, cfg: Config, device: str, device_name: str | None = None) -> tuple[float, str] | None:
         """``(seconds per sample-pass, where)`` for ``cfg``'s key, from a device of ``device``'s type only: the
