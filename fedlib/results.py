@@ -361,13 +361,13 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
             warnings.warn(f"The last run of this config ({key}) failed in round {failure.get('failed_round')} with "
                           f"{err.get('type')}: {err.get('message')}. Its finished rounds are in "
                           f"{store.failed_path(key)}. Running it again.", RuntimeWarning, stacklevel=2)
-    cfg = before_run(cfg, store, allow_long=allow_long)  # checkpoint_every settled; long work on a CPU stops here
+    every = before_run(cfg, store, allow_long=allow_long).checkpoint_every  # long work on a CPU stops here
     if save:
-        store.check_writable("records", "failed", *(["checkpoints"] if cfg.checkpoint_every else []),
+        store.check_writable("records", "failed", *(["checkpoints"] if every else []),
                              *(["artifacts"] if artifacts else []))
     t0 = time.perf_counter()
-    engine = Engine(cfg, data=data, progress=progress, keep_client_models=artifacts)
-    ckpt = store.checkpoint_path(key) if (save and cfg.checkpoint_every) else None
+    engine = Engine(cfg.replace(checkpoint_every=every), data=data, progress=progress, keep_client_models=artifacts)
+    ckpt = store.checkpoint_path(key) if (save and every) else None
     if ckpt is not None and ckpt.exists() and not recompute:
         engine.load_checkpoint(ckpt)
     start_round = engine.round
@@ -381,6 +381,7 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     prov["executor"] = engine.executor_name  # what "auto" resolved to
     prov["wall_time_s"] = round(time.perf_counter() - t0, 3)
     prov["resumed_from_round"] = start_round
+    prov["checkpoint_every"] = every  # what checkpoint_every=None (auto) resolved to
     notes = learning_warnings(cfg, engine.history, engine.data.num_classes)
     for w in notes:
         warnings.warn(f"{cfg.label or key}: {w}", RuntimeWarning, stacklevel=2)

@@ -129,5 +129,5 @@ def test_runs_longer_than_a_few_minutes_checkpoint_by_default_and_resume(tmp_pat
         run(cfg, store=store, callback=killed, progress=False)
     assert torch.load(store.checkpoint_path(cfg.key()), weights_only=False)["round"] == 2
     rec = run(cfg, store=store, progress=False)
-    assert rec.provenance["resumed_from_round"] == 2 and rec.config["checkpoint_every"] == 1
+    assert rec.provenance["resumed_from_round"] == 2 and rec.provenance["checkpoint_every"] == 1
     assert json.loads(store.record_path(cfg.key()).read_text())["key"] == cfg.key()
