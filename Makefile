@@ -3,7 +3,7 @@ SCALE ?= quick
 DEVICE ?= cpu
 BUDGET ?= 25m
 
-.PHONY: reproduce test setup lab campaign bundle
+.PHONY: reproduce test setup lab campaign bundle gpu-check
 reproduce: setup   ## run every notebook headlessly at $(SCALE) on Fashion-MNIST; figures/ + results/summary.md
 	.venv/bin/python -m fedlib.reproduce --scale $(SCALE) --device $(DEVICE)
 
@@ -21,3 +21,6 @@ campaign: setup    ## the planned runs within a budget: make campaign SCALE=pape
 
 bundle:            ## an offline bundle (wheels, Fashion-MNIST, source, install.sh) in bundle/: docs/campaign.md
 	bash scripts/offline-bundle.sh --out bundle
+
+gpu-check: setup   ## on a GPU first: every strategy x path (eager, CUDA graph, sequential) agree; its costs measured
+	.venv/bin/python benchmarks/gpu_check.py $(if $(filter 1 yes true,$(SMOKE)),--smoke,)

@@ -90,7 +90,9 @@ class Config:
     device: str = "cpu"
     executor: str = "auto"  # "sequential" | "vectorized" | "auto"
     chunk_size: int | None = None  # clients per vectorized chunk (None: all sampled clients)
-    checkpoint_every: int = 0  # rounds; 0 disables checkpoints
+    # rounds between checkpoints; 0: none; None (auto): every 5 % of the rounds when the run is estimated longer
+    # than a few minutes (fedlib.costs.before_run), so a killed run resumes
+    checkpoint_every: int | None = None
     compile: bool = False  # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
     # vectorized executor on CUDA: fixed-shape steps replayed from one captured CUDA graph (the same training up to
     # float rounding: fedlib/executors/static.py, benchmarks/RESULTS.md). None (auto): whenever they apply on CUDA;
@@ -338,7 +340,7 @@ _RULES: dict[str, Any] = {
     "device": _device_rule,
     "executor": _choice_rule(EXECUTORS, "executors"),
     "chunk_size": _int_rule(1, 8, optional=True),  # clients per vectorized chunk
-    "checkpoint_every": _int_rule(0, 10),
+    "checkpoint_every": _int_rule(0, 10, optional=True),
     "compile": _type_rule(bool, "True or False"),
     "cuda_graph": lambda v: None if v is None or isinstance(v, bool) else "None (auto), True or False",
     "label": _type_rule(str, "a string"),

@@ -7,9 +7,15 @@ set (a forward pass, counted as a third of a sample-pass) every ``eval_every`` r
 Measurements live in a small JSON table (``results/costs.json``; :class:`CostTable`), keyed by the device's name
 and ``(model, dataset, strategy family, batch, precision)``: seconds per sample-pass, averaged over the rounds of
 finished runs (the first round, which holds set-up and CUDA-graph capture, is left out when there are more).
-``fedlib.campaign`` updates it after every run it finishes and can learn it from stored records. An estimate uses
-a measurement of the same key on a device of the same name, then of the same type, and otherwise the stated
-default model (:data:`DEFAULT_THROUGHPUT` × :data:`FAMILY_FACTOR`, plus :data:`RUN_OVERHEAD_S` per run).
+``fedlib.campaign`` updates it after every run it finishes and can learn it from stored records;
+``benchmarks/gpu_check.py`` adds a GPU's measurements before any run (:meth:`CostTable.add`). An estimate uses a
+measurement of the same key on a device of the same type only (a CPU's timings never estimate a CUDA run, nor the
+reverse): that device's name first, then any of its type, and otherwise the stated default model
+(:data:`DEFAULT_THROUGHPUT` × :data:`FAMILY_FACTOR`, plus :data:`RUN_OVERHEAD_S` per run). Every
+:class:`Estimate` says its source.
+
+:func:`check_long` is the guard before long work on a CPU: it prints the estimate and stops above
+:data:`LONG_RUN_S` unless told to go on (``allow_long=True``, ``--allow-long`` or ``FEDLIB_ALLOW_LONG=1``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from .atomic import atomic_write_text
 from .config import Config
 
 __all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "split_sizes",
-           "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S"]
+           "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "LONG_RUN_S", "LongRunError", "check_long",
+           "long_allowed", "fmt_s", "device_type"]
 
 DEFAULT_COSTS = Path(os.environ.get("FEDLIB_COSTS", Path(__file__).resolve().parent.parent / "results" / "costs.json"))
 
@@ -84,8 +91,19 @@ def cost_key(cfg: Config) -> str:
            f"{cfg.precision}"
 
 
-def _device_type(device: str) -> str:
+def device_type(device: str) -> str:
+    """The cost type of a device string: ``"cuda"`` or ``"cpu"`` (any other device is costed as a CPU)."""
     return "cuda" if str(device).startswith("cuda") else "cpu"
+
+
+def _entry_type(name: str, entry: dict[str, Any]) -> str:
+    """The device type a table entry was measured on (entries without one: a name starting with "cpu" is a CPU)."""
+    return entry.get("type") or ("cpu" if name.startswith("cpu") else "cuda")
+
+
+def _runs(entry: dict[str, Any]) -> str:
+    n = entry.get("runs", 0)
+    return f"{n} run{'s' * (n != 1)}" if n else str(entry.get("source", "gpu-check"))
 
 
 @dataclass(frozen=True)
@@ -137,22 +155,36 @@ class CostTable:
     def learn_all(self, records: Iterable[Any]) -> int:
         return sum(self.learn(r) for r in records)
 
+    def add(self, device_name: str, kind: str, cfg: Config, s_per_pass: float, source: str) -> bool:
+        """Record a measurement taken outside a run (``benchmarks/gpu_check.py``): ``s_per_pass`` seconds per
+        sample-pass of ``cfg``'s key on ``device_name`` (of type ``kind``: "cuda" or "cpu"). It counts as no run:
+        the first finished run of that key replaces it, and a key measured by finished runs keeps theirs (False)."""
+        if kind not in ("cuda", "cpu"):
+            raise ValueError(f"kind {kind!r}: the device type is 'cuda' or 'cpu'.")
+        if not (isinstance(s_per_pass, (int, float)) and 0 < s_per_pass < math.inf):
+            raise ValueError(f"s_per_pass {s_per_pass!r}: a measurement is a positive, finite number of seconds.")
+        entries = self.table.setdefault(device_name, {})
+        if entries.get(cost_key(cfg), {}).get("runs", 0) > 0:
+            return False
+        entries[cost_key(cfg)] = {"s_per_pass": float(s_per_pass), "runs": 0, "records": [], "type": kind,
+                                  "source": source}
+        return True
+
     def measured(self, cfg: Config, device: str, device_name: str | None = None) -> tuple[float, str] | None:
-        """``(seconds per sample-pass, where)`` for ``cfg``'s key: this device's name first, then the same type."""
-        key, kind = cost_key(cfg), _device_type(device)
-        if device_name and key in self.table.get(device_name, {}):
-            e = self.table[device_name][key]
-            return e["s_per_pass"], f"measured on {device_name} ({e['runs']} run{'s' * (e['runs'] != 1)})"
-        for name, entries in sorted(self.table.items()):
-            e = entries.get(key)
-            if e is not None and e.get("type", _device_type(name)) == kind:
-                return e["s_per_pass"], f"measured on {name} ({e['runs']} run{'s' * (e['runs'] != 1)})"
+        """``(seconds per sample-pass, where)`` for ``cfg``'s key, from a device of ``device``'s type only: the
+        device named ``device_name`` first, then any other of that type."""
+        key, kind = cost_key(cfg), device_type(device)
+        names = ([device_name] if device_name in self.table else []) + sorted(n for n in self.table if n != device_name)
+        for name in names:
+            e = self.table[name].get(key)
+            if e is not None and _entry_type(name, e) == kind:
+                return e["s_per_pass"], f"measured on {name} ({_runs(e)})"
         return None
 
     def estimate(self, cfg: Config, device: str, *, rounds_left: int | None = None,
                  device_name: str | None = None) -> Estimate:
         """Seconds to train ``rounds_left`` (default: all) rounds of ``cfg`` on ``device``."""
-        kind = _device_type(device)
+        kind = device_type(device)
         rounds = cfg.rounds if rounds_left is None else rounds_left
         work = _work(cfg, range(cfg.rounds - rounds + 1, cfg.rounds + 1))
         over = RUN_OVERHEAD_S[kind]
@@ -172,3 +204,97 @@ class CostTable:
             secs = math.inf
         return Estimate(over + secs, f"default: {rate:,.0f} sample-passes/s for {cfg.model} on {kind} x "
                                      f"{FAMILY_FACTOR.get(fam, 1.5)} ({fam})")
+
+
+# ------------------------------------------------------------------------------------ the guard before long work
+
+LONG_RUN_S = 3600.0  # longer than this on a CPU: stop before starting unless told to go on
+ALLOW_LONG_ENV = "FEDLIB_ALLOW_LONG"
+
+
+class LongRunError(RuntimeError):
+    """Work estimated longer than :data:`LONG_RUN_S` on a CPU, not started; the message says how to go on."""
+
+
+def long_allowed(allow_long: bool | None = None) -> bool:
+    """``allow_long`` if given, else whether ``$FEDLIB_ALLOW_LONG`` is 1 / true / yes."""
+    if allow_long is not None:
+        return bool(allow_long)
+    return os.environ.get(ALLOW_LONG_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def fmt_s(s: float) -> str:
+    """Seconds as ``42 s``, ``3.5 min`` or ``2.1 h``."""
+    if not math.isfinite(s):
+        return "inf"
+    return f"{s / 3600:.1f} h" if s >= 5400 else (f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s")
+
+
+def check_long(seconds: float, device: str, what: str, source: str = "", *, allow_long: bool | None = None,
+               flag: str = "allow_long=True", log: Any = print) -> None:
+    """Print the estimate of ``what`` on ``device``; on a CPU above :data:`LONG_RUN_S`, raise
+    :class:`LongRunError` before anything starts unless :func:`long_allowed` (``flag`` names the caller's switch)."""
+    log(f"[fedlib] {what}: estimated {fmt_s(seconds)} on {device}" + (f" ({source})" if source else ""))
+    if device_type(device) == "cpu" and seconds > LONG_RUN_S and not long_allowed(allow_long):
+        raise LongRunError(
+            f"{what} is estimated at {fmt_s(seconds)} on this CPU ({device}), more than {LONG_RUN_S / 3600:g} h; nothing "
+            f"was started. Run it on a GPU (device='cuda'; docs/campaign.md), at scale 'quick', or go on anyway with "
+            f"{flag} (or {ALLOW_LONG_ENV}=1). Runs of more than a few minutes checkpoint, so an interrupted one "
+            f"resumes.")
+
+
+CHECKPOINT_AFTER_S = 180.0  # a run estimated longer than this checkpoints by default (checkpoint_every=None)
+_PLANNED: dict[tuple[str, str, str], list[Any]] = {}  # (store, dataset, device) -> the paper plans' items
+_ANNOUNCED: set[str] = set()  # notebooks whose paper-scale estimate this process has printed (and passed)
+
+
+def _scale(cfg: Config) -> str:
+    parts = cfg.label.split("/")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _plan_estimate(cfg: Config, store: Any, table: "CostTable") -> tuple[str, str, float, str] | None:
+    """``(notebook, what, seconds, sources)``: the pending paper-scale runs of the notebook whose plan holds ``cfg``
+    (of several, the one with the least work: whichever of them is running, it is at least that long); None when
+    no plan holds it."""
+    from .campaign import collect
+
+    memo = (str(store.root), cfg.dataset, cfg.device)
+    if memo not in _PLANNED:
+        _PLANNED[memo] = collect("paper", cfg.device, store=store, costs=table, dataset=cfg.dataset)
+    items = _PLANNED[memo]
+    nbs = sorted({u[0] for it in items if it.key == cfg.key() for u in it.uses})
+    if not nbs:
+        return None
+    todo = {nb: [it for it in items if any(u[0] == nb for u in it.uses) and it.status in ("pending", "partial")
+                 and store.get(it.key) is None] for nb in nbs}
+    nb = min(nbs, key=lambda n: sum(it.estimate_s for it in todo[n]))
+    also = f" (this run is also in {', '.join(n for n in nbs if n != nb)})" if len(nbs) > 1 else ""
+    sources = "; ".join(sorted({it.source for it in todo[nb]}))
+    return nb, f"notebook {nb} at scale paper: {len(todo[nb])} run(s) to train{also}", \
+        sum(it.estimate_s for it in todo[nb]), sources
+
+
+def before_run(cfg: Config, store: Any, *, allow_long: bool | None = None, log: Any = print) -> Config:
+    """What :func:`fedlib.results.run` settles before it trains ``cfg``: ``checkpoint_every=None`` becomes every 5 %
+    of the rounds for a run estimated longer than :data:`CHECKPOINT_AFTER_S` (else 0); at paper scale the estimate
+    of the notebook the run belongs to (or of the run) is printed once, and on a CPU above :data:`LONG_RUN_S`
+    :func:`check_long` stops it unless told to go on."""
+    from .results import device_name
+
+    table = CostTable()
+    est = table.estimate(cfg, cfg.device, device_name=device_name(cfg.device))
+    if cfg.checkpoint_every is None:
+        every = max(1, math.ceil(cfg.rounds / 20)) if est.seconds > CHECKPOINT_AFTER_S else 0
+        cfg = cfg.replace(checkpoint_every=every)
+    if _scale(cfg) == "paper":
+        planned = _plan_estimate(cfg, store, table)
+        if planned is not None:
+            nb, what, secs, sources = planned
+            if nb not in _ANNOUNCED:
+                check_long(secs, cfg.device, what, sources, allow_long=allow_long, log=log)
+                _ANNOUNCED.add(nb)  # checked once per process (the notebook's other runs follow)
+        elif device_type(cfg.device) == "cpu" and not long_allowed(allow_long):
+            check_long(est.seconds, cfg.device, f"run {cfg.label} · {cfg.strategy} [{cfg.key()}]", est.source,
+                       allow_long=allow_long, log=log)
+    return cfg

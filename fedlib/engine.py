@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -86,7 +87,7 @@ class Engine:
     """One federated experiment in memory. ``Engine(cfg).run()`` returns the per-round history."""
 
     def __init__(self, cfg: Config, data: FedDataset | None = None, partition: Partition | None = None,
-                 progress: bool = True, keep_client_models: bool = False) -> None:
+                 progress: bool | None = None, keep_client_models: bool = False) -> None:
         self.cfg = cfg.validate()
         self.keep_client_models = keep_client_models  # keep each client's latest trained model (client_models)
         self.client_models: dict[int, Params] = {}
@@ -292,22 +293,26 @@ class Engine:
 
     def run(self, checkpoint: str | Path | None = None,
             callback: Callable[["Engine", dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-        """Train the remaining rounds. With ``checkpoint``, state is saved every ``cfg.checkpoint_every`` rounds."""
-        from tqdm.auto import tqdm
+        """Train the remaining rounds, reporting each to :class:`~fedlib.progress.RoundProgress` (``progress``).
+        With ``checkpoint``, state is saved every ``cfg.checkpoint_every`` rounds."""
+        from .progress import ROUND_LOG_ENV, RoundProgress, progress_mode
 
-        bar = tqdm(range(self.round, self.cfg.rounds), desc=self.cfg.label or self.cfg.strategy,
-                   disable=not self.progress, leave=False)
-        for rnd in bar:
-            entry = self.run_round(rnd)
-            self.history.append(entry)
-            self.round = rnd + 1
-            if "test_acc" in entry:
-                bar.set_postfix(acc=f"{entry['test_acc']:.4f}")
-            every = self.cfg.checkpoint_every
-            if checkpoint is not None and every and self.round % every == 0 and self.round < self.cfg.rounds:
-                self.save_checkpoint(checkpoint)
-            if callback is not None:
-                callback(self, entry)
+        what = " ".join(dict.fromkeys(x for x in (self.cfg.label, self.cfg.strategy) if x))
+        bar = RoundProgress(what, self.round, self.cfg.rounds, progress_mode(self.progress),
+                            log_path=os.environ.get(ROUND_LOG_ENV) or None)
+        try:
+            for rnd in range(self.round, self.cfg.rounds):
+                entry = self.run_round(rnd)
+                self.history.append(entry)
+                self.round = rnd + 1
+                bar.update(entry)
+                every = self.cfg.checkpoint_every
+                if checkpoint is not None and every and self.round % every == 0 and self.round < self.cfg.rounds:
+                    self.save_checkpoint(checkpoint)
+                if callback is not None:
+                    callback(self, entry)
+        finally:
+            bar.close()
         return self.history
 
     # ----------------------------------------------------------------------------------- checkpoints

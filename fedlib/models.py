@@ -348,9 +348,10 @@ def resnet18(in_shape: tuple[int, int, int], num_classes: int, width: int = 64, 
     return ResNet(BasicBlock, (2, 2, 2, 2), (width, 2 * width, 4 * width, 8 * width), in_shape, num_classes, **kw)
 
 
-def resnet50(in_shape: tuple[int, int, int], num_classes: int, **kw) -> ResNet:
-    """CIFAR-stem ResNet-50 (FedCKA on CIFAR-100 / Tiny ImageNet): Bottleneck [3, 4, 6, 3], 2048-d features."""
-    return ResNet(Bottleneck, (3, 4, 6, 3), (64, 128, 256, 512), in_shape, num_classes, **kw)
+def resnet50(in_shape: tuple[int, int, int], num_classes: int, width: int = 64, **kw) -> ResNet:
+    """CIFAR-stem ResNet-50 (FedCKA on CIFAR-100 / Tiny ImageNet): Bottleneck [3, 4, 6, 3], 2048-d features.
+    ``width`` < 64 narrows every stage in proportion, as for :func:`resnet18` (never the paper's)."""
+    return ResNet(Bottleneck, (3, 4, 6, 3), (width, 2 * width, 4 * width, 8 * width), in_shape, num_classes, **kw)
 
 
 def resnet20(in_shape: tuple[int, int, int], num_classes: int, **kw) -> ResNet:

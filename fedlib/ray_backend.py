@@ -44,7 +44,7 @@ def _train(cfg_dict: dict[str, Any], root: str, threads: int | None) -> dict[str
 
     if threads:
         torch.set_num_threads(threads)
-    rec = run(Config.from_dict(cfg_dict), store=Store(root), progress=False)
+    rec = run(Config.from_dict(cfg_dict), store=Store(root), progress=False, allow_long=True)
     return rec.to_json()
 
 

@@ -5,19 +5,28 @@
     python -m fedlib.reproduce --only 01 --scale smoke
     python -m fedlib.reproduce --scale paper --no-train    # render the campaign's stored records (docs/campaign.md)
     python -m fedlib.reproduce --collect --scale quick      # rebuild the summary from the stored notebook summaries
+    python -m fedlib.reproduce --scale paper --allow-long  # paper scale on a CPU even when estimated > 1 h each
 
 Executed copies go to ``notebooks/executed/<scale>/``; figures to ``figures/``; each notebook's tables and
 claims to ``results/summary/``; the combined summary to ``results/summary-<scale>.md`` (and stdout), with the
 ledger's runs-by-artifact and seed sections (:mod:`fedlib.ledger`). ``--no-train`` passes ``train=False``: the
 notebooks render the stored records and show missing runs as pending (a notebook without a ``train`` parameter is
 skipped then, not trained).
+
+While a notebook trains, its rounds are printed here, one line each (round, accuracy, loss, s/round, ETA; the
+kernels append them to ``$FEDLIB_ROUND_LOG``, :mod:`fedlib.progress`). At paper scale each notebook's estimate is
+printed before it starts, and on a CPU a notebook estimated longer than an hour is not started unless
+``--allow-long`` (:func:`fedlib.costs.check_long`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -55,6 +64,65 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
         name = getattr(e, "ename", type(e).__name__)
         status = f"FAILED ({name}: {str(getattr(e, 'evalue', e)).splitlines()[0][:160]})"
     return status, time.perf_counter() - t0
+
+
+def _echo_rounds(path: Path, stop: threading.Event) -> None:
+    """Print the lines the kernel appends to ``path`` until ``stop`` is set (then the rest)."""
+    pos = 0
+    while True:
+        done = stop.wait(0.5)
+        if path.exists():
+            with open(path) as f:
+                f.seek(pos)
+                chunk = f.read()
+                pos = f.tell()
+            for line in chunk.splitlines():
+                print(f"  {line}", flush=True)
+        if done:
+            return
+
+
+def execute_logged(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path,
+                   train: bool = True) -> tuple[str, float]:
+    """:func:`execute`, printing the rounds its runs report (:data:`fedlib.progress.ROUND_LOG_ENV`) as they come."""
+    from .progress import ROUND_LOG_ENV
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "rounds.log"
+        old = os.environ.get(ROUND_LOG_ENV)
+        os.environ[ROUND_LOG_ENV] = str(log)
+        stop = threading.Event()
+        echo = threading.Thread(target=_echo_rounds, args=(log, stop), daemon=True)
+        echo.start()
+        try:
+            return execute(nb, scale, device, dataset, out_dir, train=train)
+        finally:
+            stop.set()
+            echo.join()
+            if old is None:
+                os.environ.pop(ROUND_LOG_ENV, None)
+            else:
+                os.environ[ROUND_LOG_ENV] = old
+
+
+def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | None:
+    """At paper scale: print the notebook's estimate; why it must not start (a CPU, over an hour, not allowed),
+    else None."""
+    from .campaign import collect
+    from .costs import LongRunError, check_long
+
+    if scale != "paper":
+        return None
+    items = [i for i in collect(scale, device, only=[nb.stem], dataset=dataset) if i.status in ("pending", "partial")]
+    if not items:
+        return None
+    sources = "; ".join(sorted({i.source for i in items}))
+    try:
+        check_long(sum(i.estimate_s for i in items), device, f"{nb.stem}: {len(items)} run(s) to train", sources,
+                   flag="--allow-long", log=lambda s: print(s.replace("[fedlib]", "[reproduce]"), flush=True))
+    except LongRunError as e:
+        return str(e)
+    return None
 
 
 VERDICT_COLUMNS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale", "pending")
@@ -141,12 +209,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. 00 01")
     ap.add_argument("--no-train", dest="train", action="store_false",
                     help="render stored records only (train=False); missing runs are shown as pending")
+    ap.add_argument("--allow-long", action="store_true",
+                    help="start paper-scale notebooks estimated longer than an hour on a CPU")
     ap.add_argument("--collect", action="store_true",
                     help="execute nothing: rebuild summary-<scale>.md from results/summary/<notebook>.<scale>.json")
     args = ap.parse_args(argv)
 
+    from .costs import ALLOW_LONG_ENV
     from .results import DEFAULT_ROOT, atomic_write_text
 
+    if args.allow_long:
+        os.environ[ALLOW_LONG_ENV] = "1"  # the kernels inherit it
     rows = []
     for nb in notebooks(args.only):
         summary = DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
@@ -157,8 +230,14 @@ def main(argv: list[str] | None = None) -> int:
                          **info})
             continue
         print(f"[reproduce] {nb.name} at scale={args.scale} device={args.device} ...", flush=True)
-        status, secs = execute(nb, args.scale, args.device, args.dataset, NOTEBOOKS / "executed" / args.scale,
-                               train=args.train)
+        why = too_long(nb, args.scale, args.device, args.dataset) if args.train else None
+        if why is not None:
+            print(f"[reproduce] {why}", flush=True)
+            rows.append({"notebook": nb.stem, "status": "not started (estimated > 1 h on a CPU; --allow-long)",
+                         "seconds": float("nan")})
+            continue
+        status, secs = execute_logged(nb, args.scale, args.device, args.dataset,
+                                      NOTEBOOKS / "executed" / args.scale, train=args.train)
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
         if info:  # the notebook's own summary keeps how long it took
             atomic_write_text(summary, json.dumps({**info, "seconds": round(secs, 1)}, indent=1))

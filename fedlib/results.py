@@ -3,7 +3,9 @@
 ``run(cfg)`` is the one entry point notebooks use. A record is keyed by ``cfg.key()`` (the hash of every field
 that changes the numbers); running a stored config again returns the stored record unless ``recompute=True``.
 A run with ``checkpoint_every > 0`` resumes from its last checkpoint after an interruption and ends with the same
-record as an uninterrupted run (the wall-clock fields aside).
+record as an uninterrupted run (the wall-clock fields aside); by default (``None``) a run estimated longer than a
+few minutes checkpoints. At paper scale ``run`` first prints the estimate of the notebook the run belongs to, and
+on a CPU stops above an hour unless told to go on (:func:`fedlib.costs.before_run`).
 
 Nothing is lost when a run fails: ``run`` checks that the store is writable before it trains; a run that raises
 (e.g. a non-finite loss in round k) leaves ``failed/<key>.json`` with its finished rounds and the error, and the
@@ -34,6 +36,7 @@ import torch
 from . import __version__
 from .atomic import atomic_save, atomic_write, atomic_write_text  # noqa: F401  (re-exported)
 from .config import Config, device_problem
+from .costs import before_run
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parent.parent / "results"))
 
@@ -63,9 +66,11 @@ def git_commit(path: Path | None = None) -> str:
 
 
 def device_name(device: str | torch.device) -> str:
+    """The name measurements are filed under: the GPU's name, ``"cuda (none on this machine)"`` for a CUDA device
+    this machine lacks (never the CPU's name: a CPU's timings must not stand for a GPU's), or the CPU's."""
     device = torch.device(device)
-    if device.type == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_name(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cuda (none on this machine)"
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
@@ -316,9 +321,14 @@ def is_pending(x: Any) -> bool:
     return False
 
 
-def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, progress: bool = True,
-        save: bool = True, data: Any = None, callback: Any = None, artifacts: bool = False) -> Record:
+def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, progress: bool | None = None,
+        save: bool = True, data: Any = None, callback: Any = None, artifacts: bool = False,
+        allow_long: bool | None = None) -> Record:
     """Run ``cfg`` (or return its stored record). Resumes from a checkpoint when one exists.
+
+    ``progress``: a line or bar per round (:mod:`fedlib.progress`; None: what the terminal or Jupyter shows
+    best, False: none). ``allow_long=True`` (or ``FEDLIB_ALLOW_LONG=1``) starts paper-scale work estimated longer
+    than an hour on a CPU, which otherwise raises :class:`fedlib.costs.LongRunError` before training.
 
     With ``artifacts=True`` the final global model and every client's latest local model are saved too
     (``Store.artifacts(key)``; not committed), and a stored record without them is recomputed.
@@ -351,11 +361,13 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
             warnings.warn(f"The last run of this config ({key}) failed in round {failure.get('failed_round')} with "
                           f"{err.get('type')}: {err.get('message')}. Its finished rounds are in "
                           f"{store.failed_path(key)}. Running it again.", RuntimeWarning, stacklevel=2)
-        store.check_writable("records", "failed", *(["checkpoints"] if cfg.checkpoint_every else []),
+    every = before_run(cfg, store, allow_long=allow_long).checkpoint_every  # long work on a CPU stops here
+    if save:
+        store.check_writable("records", "failed", *(["checkpoints"] if every else []),
                              *(["artifacts"] if artifacts else []))
     t0 = time.perf_counter()
-    engine = Engine(cfg, data=data, progress=progress, keep_client_models=artifacts)
-    ckpt = store.checkpoint_path(key) if (save and cfg.checkpoint_every) else None
+    engine = Engine(cfg.replace(checkpoint_every=every), data=data, progress=progress, keep_client_models=artifacts)
+    ckpt = store.checkpoint_path(key) if (save and every) else None
     if ckpt is not None and ckpt.exists() and not recompute:
         engine.load_checkpoint(ckpt)
     start_round = engine.round
@@ -369,6 +381,7 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     prov["executor"] = engine.executor_name  # what "auto" resolved to
     prov["wall_time_s"] = round(time.perf_counter() - t0, 3)
     prov["resumed_from_round"] = start_round
+    prov["checkpoint_every"] = every  # what checkpoint_every=None (auto) resolved to
     notes = learning_warnings(cfg, engine.history, engine.data.num_classes)
     for w in notes:
         warnings.warn(f"{cfg.label or key}: {w}", RuntimeWarning, stacklevel=2)

@@ -230,3 +230,23 @@ def test_ray_backend_gives_the_local_backends_records(tmp_path, plans):
     assert len(out["done"]) == 2 and not out["failed"]
     for c in runs.values():
         same_record(local.get(c), remote.get(c))
+
+
+def test_doc_regenerates_the_plans_numbers_in_their_block_only(tmp_path, plans):
+    cfgs = {"FedAvg": smoke(), "FedProx": smoke(strategy="fedprox", strategy_kw={"mu": 0.01})}
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"Table I": cfgs},
+             "08_x": lambda scale, **kw: {"fig1": {"again": cfgs["FedAvg"], "new": smoke(seed=3)}}})
+    doc = tmp_path / "campaign.md"
+    doc.write_text(f"# head\n\nkept\n{campaign.DOC_BEGIN}\nold numbers\n{campaign.DOC_END}\ntail kept\n")
+    args = ["doc", "--scale", "smoke", "--file", str(doc), "--store", str(tmp_path), "--costs", str(tmp_path / "c")]
+    assert campaign.main(args) == 0
+    text = doc.read_text()
+    assert text.startswith("# head\n\nkept\n") and text.endswith(f"{campaign.DOC_END}\ntail kept\n")
+    assert "old numbers" not in text and "python -m fedlib.campaign doc" in text
+    assert "**3 distinct runs," in text and "| 05_fedintr_benchmarks | 2 | fmnist |" in text
+    assert "| 08_x | 1 | fmnist |" in text  # a shared run counts once, under the first notebook listing it
+    assert "| 10 | 05 · Table I | 2 |" in text and "| 45 | 08 · fig1 | 1 |" in text
+    assert "0 of 3 estimates measured" in text and "Estimate sources: default:" in text
+    doc.write_text("no block\n")
+    with pytest.raises(SystemExit, match="campaign plan: begin"):
+        campaign.main(args)

@@ -1,0 +1,133 @@
+"""Cost estimates by device type, the guard before long work on a CPU, and checkpoints by default."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import fedlib.plans
+from fedlib import campaign, costs
+from fedlib.campaign import collect
+from fedlib.costs import CostTable, LongRunError, before_run, cost_key
+from fedlib.presets import preset
+from fedlib.results import Store, device_name, run
+
+
+@pytest.fixture
+def plans(monkeypatch):
+    def use(**fns):
+        monkeypatch.setattr(fedlib.plans, "PLANS", dict(fns))
+    return use
+
+
+@pytest.fixture(autouse=True)
+def fresh_guard(monkeypatch):
+    """The guard remembers the notebooks it has announced in this process: start each test afresh."""
+    monkeypatch.setattr(costs, "_ANNOUNCED", set())
+    monkeypatch.setattr(costs, "_PLANNED", {})
+    monkeypatch.delenv(costs.ALLOW_LONG_ENV, raising=False)
+
+
+def test_a_cpu_measurement_never_estimates_a_cuda_run(tmp_path, plans):
+    cfg = preset("fedintr", "paper")
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"FedAvg": cfg}}})
+    table = CostTable(None)
+    # this CPU's own measurement (by name and type) and an older entry without a type, named as CPUs are
+    table.table[device_name("cpu")] = {cost_key(cfg): {"s_per_pass": 1e-3, "runs": 2, "records": [], "type": "cpu"}}
+    table.table["cpu (x86_64, 7 threads)"] = {cost_key(cfg): {"s_per_pass": 2e-3, "runs": 1, "records": []}}
+    if not torch.cuda.is_available():
+        assert device_name("cuda") != device_name("cpu") and "cuda" in device_name("cuda")
+    est = table.estimate(cfg, "cuda", device_name=device_name("cuda"))
+    assert est.source.startswith("default") and est.seconds < 600  # the H100 model, not 52 min of this CPU
+    item, = collect("paper", "cuda", store=Store(tmp_path), costs=table)
+    assert item.source.startswith("default") and "cpu" not in item.source.split(":")[0]
+    assert table.estimate(cfg, "cpu", device_name=device_name("cpu")).source == \
+        f"measured on {device_name('cpu')} (2 runs)"
+    # a GPU's measurement estimates CUDA runs, never CPU ones
+    assert table.add("NVIDIA H100 80GB HBM3", "cuda", cfg, 1e-6, "gpu-check 2026-11-23 abc")
+    est = table.estimate(cfg, "cuda", device_name=device_name("cuda"))
+    assert est.source == "measured on NVIDIA H100 80GB HBM3 (gpu-check 2026-11-23 abc)"
+    assert est.seconds == pytest.approx(costs.RUN_OVERHEAD_S["cuda"] + 1e-6 * costs._work(cfg, range(1, 101)))
+    assert table.estimate(cfg, "cpu").source.startswith("measured on cpu")
+    out = campaign.format_plan([item], "paper", "cuda")
+    assert "| default |" in out  # every row names its estimate's source
+
+
+def test_a_gpu_check_measurement_never_replaces_finished_runs(tmp_path):
+    cfg = preset("fedintr", "paper")
+    table = CostTable(tmp_path / "c.json")
+    table.table["GPU"] = {cost_key(cfg): {"s_per_pass": 5e-6, "runs": 3, "records": ["a", "b", "c"], "type": "cuda"}}
+    assert not table.add("GPU", "cuda", cfg, 1e-6, "gpu-check")
+    assert table.table["GPU"][cost_key(cfg)]["s_per_pass"] == 5e-6
+    with pytest.raises(ValueError, match="kind 'gpu'"):
+        table.add("GPU", "gpu", cfg, 1e-6, "gpu-check")
+    with pytest.raises(ValueError, match="positive, finite"):
+        table.add("GPU", "cuda", cfg, float("nan"), "gpu-check")
+
+
+def tiny_paper(**kw):
+    """A smoke-sized run labelled paper scale: what the guard sees of a paper run, trained in a second."""
+    return preset("fedintr", "smoke", label="fedintr/paper", **kw)
+
+
+def test_paper_scale_on_a_cpu_stops_before_training_unless_allowed(tmp_path, plans, monkeypatch, capsys):
+    cfg = tiny_paper()
+    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": cfg, "b": tiny_paper(seed=1)}}})
+    monkeypatch.setattr(costs, "LONG_RUN_S", 1e-3)  # these two tiny runs count as "more than an hour"
+    store = Store(tmp_path)
+    with pytest.raises(LongRunError) as e:
+        run(cfg, store=store)
+    msg = str(e.value)
+    assert "notebook 05_x at scale paper: 2 run(s) to train" in msg and "nothing was started" in msg
+    assert "allow_long=True" in msg and "FEDLIB_ALLOW_LONG=1" in msg and "device='cuda'" in msg
+    assert "[fedlib] notebook 05_x at scale paper: 2 run(s) to train: estimated" in capsys.readouterr().out
+    assert not any(tmp_path.rglob("*.json")) and not any(tmp_path.rglob("*.pt"))  # nothing trained or written
+    with pytest.raises(LongRunError):  # asked again, it stops again
+        run(cfg, store=store)
+    assert run(cfg, store=store, allow_long=True, progress=False).key == cfg.key()
+    monkeypatch.setenv("FEDLIB_ALLOW_LONG", "1")  # what papermill's kernels inherit
+    assert run(tiny_paper(seed=1), store=store, progress=False) is not None
+
+
+def test_the_campaign_and_reproduce_stop_long_cpu_work_with_one_message(tmp_path, plans, monkeypatch, capsys):
+    from fedlib import reproduce
+
+    if campaign.dataset_missing("fmnist"):
+        pytest.skip("Fashion-MNIST is not on this machine (README, Data)")
+    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": tiny_paper()}}})
+    monkeypatch.setattr(costs, "LONG_RUN_S", 1e-3)
+    args = ["run", "--scale", "paper", "--budget", "10m", "--store", str(tmp_path), "--costs", str(tmp_path / "c.json")]
+    assert campaign.main(args) == 2
+    err = capsys.readouterr().err
+    assert "--allow-long" in err and "more than" in err and not (tmp_path / "records").exists()
+    why = reproduce.too_long(Path("05_x.ipynb"), "paper", "cpu", None)
+    assert why is not None and "--allow-long" in why
+    assert "[reproduce] 05_x: 1 run(s) to train: estimated" in capsys.readouterr().out
+    assert reproduce.too_long(Path("05_x.ipynb"), "quick", "cpu", None) is None
+    assert campaign.main([*args, "--allow-long", "--no-progress"]) == 0
+    assert Store(tmp_path).get(tiny_paper()) is not None
+
+
+def test_runs_longer_than_a_few_minutes_checkpoint_by_default_and_resume(tmp_path, monkeypatch):
+    cfg = preset("fedintr", "smoke", rounds=4)
+    assert cfg.checkpoint_every is None
+    assert before_run(cfg, Store(tmp_path)).checkpoint_every == 0  # seconds: no checkpoints
+    assert before_run(cfg.replace(checkpoint_every=3), Store(tmp_path)).checkpoint_every == 3
+    monkeypatch.setattr(costs, "CHECKPOINT_AFTER_S", 0.0)  # now it counts as a long run
+    assert before_run(cfg, Store(tmp_path)).checkpoint_every == 1  # every 5 % of the rounds, at least 1
+    assert before_run(cfg.replace(checkpoint_every=0), Store(tmp_path)).checkpoint_every == 0  # off stays off
+    store = Store(tmp_path)
+
+    def killed(engine, entry):
+        if entry["round"] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, store=store, callback=killed, progress=False)
+    assert torch.load(store.checkpoint_path(cfg.key()), weights_only=False)["round"] == 2
+    rec = run(cfg, store=store, progress=False)
+    assert rec.provenance["resumed_from_round"] == 2 and rec.provenance["checkpoint_every"] == 1
+    assert json.loads(store.record_path(cfg.key()).read_text())["key"] == cfg.key()
