@@ -48,11 +48,13 @@ def _costs(times):
 
 def test_cost_claims_are_decided_on_interleaved_repeats():
     scope = ablations_scope("quick")
-    assert scope.has(TIMING_PART)
     cnn = _costs({"FedAvg": [1.0] * 5, "SCAFFOLD": [1.1] * 5, "FedProx": [1.05] * 5, "MOON": [2.0] * 5,
                   "FedCKA": [2.2, 2.1, 1.9, 2.3, 2.4]})  # the third repeat: FedCKA below MOON
     metrics = _costs({"kernel CKA": [3.0, 3.2, 2.9, 3.1, 3.0], "linear CKA": [2.5, 2.4, 2.6, 2.5, 2.5]})
     vs = {v.claim: v for v in cost_verdicts({"cnn": cnn, "metrics": metrics, "r50": None}, scope, "quick")}
+    if not scope.has(TIMING_PART):  # the preset's runs left no room for the timing: said, with why
+        assert all(v.verdict == NOT_TESTABLE and "minutes" in v.why for v in vs.values())
+        return
     assert vs["kernel CKA costs more per round than linear CKA"].verdict == REPRODUCED
     largest = vs["simple CNN: FedCKA extends training by the largest amount"]
     assert largest.verdict == INCONCLUSIVE and largest.n == {"repeats": 5}  # the spread crosses 1

@@ -80,7 +80,8 @@ def test_quick_keeps_the_papers_best_mu_first_and_says_why_the_rest_is_left_out(
     assert "plateau" in s3.left_out["Appl. Sci. Fig. 5: local epochs"]
     assert all("minutes" in why for n, why in s3.left_out.items() if n.startswith("Table 2"))
     s4 = ablations_scope("quick")
-    assert s4.has("FedAvg and FedCKA (M = 2) at α = 5") and s4.has(TIMING_PART)
+    assert s4.has("FedAvg and FedCKA (M = 2) at α = 5")
+    assert s4.has(TIMING_PART) or "minutes" in s4.left_out[TIMING_PART]  # kept while the budget allows
     assert "ResNet-50" in next(iter(similarity_scope("quick").left_out))
     for scale in ("smoke", "paper"):  # every part runs at smoke (the code) and at paper (the papers' grids)
         assert not heterogeneity_scope(scale).left_out and not ablations_scope(scale).left_out
