@@ -85,23 +85,24 @@ def test_a_read_only_store_fails_before_training(tmp_path, mini_data):
         tmp_path.chmod(0o700)
 
 
-def _record(key: str) -> Record:
-    return Record(key=key, config=mini().to_dict(), history=[{"round": 1, "test_acc": 0.5}], provenance={},
+def _record(cfg: Config | None = None, acc: float = 0.5) -> Record:
+    cfg = cfg or mini()
+    return Record(key=cfg.key(), config=cfg.to_dict(), history=[{"round": 1, "test_acc": acc}], provenance={},
                   partition_hash="p", final_params_hash="f")
 
 
 def test_a_corrupt_record_is_named_and_skipped(tmp_path):
-    store = Store(tmp_path)
-    store.put(_record("good"))
+    store, good = Store(tmp_path), _record()
+    store.put(good)
     store.record_path("bad").write_text('{"key": "bad", "config": {"lr": 0.')  # cut short
     with pytest.raises(CorruptRecordError, match=r"bad\.json") as err:
         store.get("bad")
     assert "Delete it" in str(err.value)
     with pytest.warns(RuntimeWarning, match=r"bad\.json"):
         keys = [r.key for r in store.records()]
-    assert keys == ["good"]
+    assert keys == [good.key]
     with pytest.warns(RuntimeWarning):
-        assert list(store.frame()["key"]) == ["good"]
+        assert list(store.frame()["key"]) == [good.key]
 
 
 def test_run_recomputes_a_corrupt_record_of_its_config(tmp_path, mini_data):
@@ -176,6 +177,7 @@ def test_a_cuda_config_on_a_machine_without_cuda_fails_with_the_fix(tmp_path, mi
 def test_fetch_without_training_returns_pending_until_the_record_exists(tmp_path, mini_data):
     from fedlib.report import Report
     from fedlib.results import Pending, fetch, is_pending
+    from fedlib.verdicts import pending
 
     store, cfg = Store(tmp_path), mini(rounds=1)
     p = fetch(cfg, store=store, train=False)
@@ -185,5 +187,5 @@ def test_fetch_without_training_returns_pending_until_the_record_exists(tmp_path
     assert isinstance(rec, Record) and not is_pending({"a": [rec]})
     assert fetch(cfg, store=store, train=False).key == rec.key
     r = Report("x", scale="smoke", dataset="synthetic")
-    r.verdict("something", ok=False, pending=True)
+    r.verdict(pending("something", "a table"))
     assert r.claims[-1]["status"] == "pending"
