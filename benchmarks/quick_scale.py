@@ -61,9 +61,8 @@ def measure(setup: str, seed: int, horizon: float, threads: int) -> dict[str, An
 def table(curves: list[dict[str, Any]]) -> str:
     rows = ["| setup | precision | seeds | steps/client: round 1 | all | sample-passes | FedAvg at R (%) | rise over "
             "last 20 % (points) | plateau | +to horizon | s / round |", "|" + "---|" * 11]
-    for setup in dict.fromkeys(c["setup"] for c in curves):
-        cs = [c for c in curves if c["setup"] == setup]
-        r = cs[0]["quick_rounds"]
+    for setup, r in dict.fromkeys((c["setup"], c["quick_rounds"]) for c in curves):
+        cs = [c for c in curves if (c["setup"], c["quick_rounds"]) == (setup, r)]
         at = [statistics.median(c["acc"][r - 3: r]) for c in cs]
         rise = [smooth(c["acc"], r - 1) - smooth(c["acc"], max(0, round(0.8 * r) - 1)) for c in cs]
         more = [smooth(c["acc"], len(c["acc"]) - 1) - smooth(c["acc"], r - 1) for c in cs]

@@ -14,6 +14,7 @@ The per-paper presets (:func:`fedlib.presets.preset`) are re-exported here for c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -155,8 +156,20 @@ class Config:
         problems = _problems(self)
         if problems:
             msg = "Invalid config:\n  - " + "\n  - ".join(m for _, m in problems)
-            raise ConfigError(msg, [f for f, _ in problems])
+            raise ConfigError(msg, list(dict.fromkeys(f for f, _ in problems)))
         return self
+
+
+def _checked_init(init: Any) -> Any:
+    """``Config(...)`` with an unknown keyword raises :class:`ConfigError` naming it (not the dataclass TypeError)."""
+    @functools.wraps(init)
+    def __init__(self: Config, *args: Any, **kw: Any) -> None:
+        _reject_unknown(kw, "Config")
+        init(self, *args, **kw)
+    return __init__
+
+
+Config.__init__ = _checked_init(Config.__init__)  # type: ignore[method-assign]
 
 
 def _reject_unknown(d: dict[str, Any], where: str) -> None:
@@ -168,9 +181,17 @@ def _reject_unknown(d: dict[str, Any], where: str) -> None:
                           unknown)
 
 
+# names other libraries use for a field, for the "did you mean" hint
+_SYNONYMS = {"learning_rate": "lr", "num_rounds": "rounds", "epochs": "local_epochs", "clients": "num_clients",
+             "n_clients": "num_clients", "strategy_kwargs": "strategy_kw", "model_kwargs": "model_kw",
+             "optimizer_kwargs": "optimizer_kw", "partition_kwargs": "partition_kw", "wd": "weight_decay"}
+
+
 def _closest(name: str, valid: list[str]) -> str | None:
     import difflib
 
+    if name in _SYNONYMS and _SYNONYMS[name] in valid:
+        return _SYNONYMS[name]
     m = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
     return m[0] if m else None
 
@@ -348,18 +369,19 @@ def device_problem(device: str) -> str | None:
 
 
 def _problems(cfg: Config) -> list[tuple[str, str]]:
-    """``(field, message)`` for every field that breaks its rule."""
+    """``(field, message)`` for every field that breaks its rule, then for every strategy / model / optimizer option
+    (:mod:`fedlib.options`: typed by their signatures), in field order."""
+    from .options import config_option_problems
+
     out = []
     for name in Config.field_names():
         v = getattr(cfg, name)
         why = _RULES[name](v)
-        if why is None and name == "model_kw":  # the model's own keyword arguments (any model's if it is unknown)
-            from .models import MODELS, unknown_model_kw
-
-            why = unknown_model_kw(cfg.model if isinstance(cfg.model, str) and cfg.model in MODELS else None, v)
         if why is not None:
             out.append((name, f"{name} {v!r}: {why}."))
-    return out
+    out += config_option_problems(cfg, {f for f, _ in out})
+    order = Config.field_names()
+    return sorted(out, key=lambda p: order.index(p[0]))
 
 
 def _jsonable(o: Any) -> Any:

@@ -221,6 +221,13 @@ class Engine:
                               steps=ft.epochs * num_batches(len(self.client_idx[cid]), bs, c.drop_last),
                               lr=spec.lr, first_visit=False, state={}) for cid in cids]
         results = self._finetune_executor(task, [ClientJob(ctx=x, start=p) for x, p in zip(ctxs, starts)])
+        for cid, r in zip(cids, results):  # a NaN model would still "score" an accuracy: never store one
+            bad = first_non_finite(r.params)
+            if bad is not None:
+                raise NonFiniteLossError(
+                    f"Client {cid}'s fine-tuned {bad!r} is non-finite (fine-tuning of strategy {s.name!r} for a "
+                    f"personalized evaluation: lr {spec.lr}, {ft.epochs} epoch(s), batch {bs}; mean loss {r.loss}), so "
+                    f"it has no personalized accuracy. Lower the fine-tuning learning rate (strategy_kw['ft_lr']).")
         return [r.params for r in results]
 
     def personal_evaluation(self) -> dict[str, float]:

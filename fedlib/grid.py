@@ -20,7 +20,7 @@ from .config import Config
 from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 
-__all__ = ["method_name", "runs_frame", "seed_summary", "best_mu", "cell", "PENDING", "DIVERGED",
+__all__ = ["method_name", "runs_frame", "seed_summary", "best_mu", "cell", "seed_values", "PENDING", "DIVERGED",
            "Diverged", "fetch_runs"]
 
 PENDING = "pending"
@@ -139,3 +139,14 @@ def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = Fal
     if pending or mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return PENDING
     return f"{mean:.2f}" if n <= 1 or math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
+
+
+def seed_values(df: pd.DataFrame, col: str = "acc", **where: Any) -> dict[int, float]:
+    """``{seed: value of col}`` over the rows of ``df`` matching every ``column=value`` of ``where`` (numbers compare
+    as floats, so ``μ=10`` matches 10.0): the per-seed input of :func:`fedlib.verdicts.decide`."""
+    sel = pd.Series(True, index=df.index)
+    for k, v in where.items():
+        col_k = df[k]
+        sel &= (col_k.astype(float) == float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+            else (col_k == v)
+    return {int(s): float(x) for s, x in zip(df.loc[sel, "seed"], df.loc[sel, col])}

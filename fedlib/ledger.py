@@ -82,9 +82,11 @@ def claims_section(scale: str, items: list[Any], store: Store, summary_root: Pat
                       and any(u[0] == nb for u in i.uses)), default=0.0)
         if newest > p.stat().st_mtime:
             notes.append(f"- {nb}: its summary predates newer records: render it again to update the verdicts.")
-        for c in doc.get("claims", []):
-            detail = str(c.get("detail", "")).replace("|", "/")
-            out.append(f"| {nb} | {c['claim'].replace('|', '/')} | {c['status']} | {detail} |")
+        from .reproduce import claim_rows
+
+        for row in claim_rows(doc.get("claims", [])):
+            verdict, claim, source, *numbers = (str(x).replace("|", "/") for x in row)
+            out.append(f"| {nb} | {claim} ({source}) | {verdict} | {'; '.join(n for n in numbers if n != '—')} |")
     return out + [""] + notes + [""]
 
 

@@ -24,7 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["FedModel", "SimpleCNN", "IntrCNN", "ResNet", "MODELS", "build_model", "model_kwargs", "conv_pool_relu"]
+from .options import Option, at_least, option_problems, signature_options
+
+__all__ = ["FedModel", "SimpleCNN", "IntrCNN", "ResNet", "MODELS", "build_model", "model_kwargs", "model_options",
+           "conv_pool_relu"]
 
 
 class FedModel(nn.Module):
@@ -356,43 +359,30 @@ MODELS: dict[str, Callable[..., FedModel]] = {
 
 
 _FIXED_KW = {"resnet20": ("option_a",)}  # set by the builder itself: not the caller's to pass
+# the valid range of each model option (Config.model_kw); their types come from the builders' signatures
+MODEL_OPTION_RANGES = {"out_dim": at_least(1), "proj_dim": at_least(1), "proj_hidden": at_least(1),
+                       "width": at_least(1), "intr_pool": at_least(1)}
+
+
+def model_options(name: str) -> dict[str, Option]:
+    """The typed options (``Config.model_kw``) model ``name`` takes; the ResNet builders forward theirs to
+    :class:`ResNet`."""
+    return signature_options(MODELS[name], 2, MODEL_OPTION_RANGES, exclude=_FIXED_KW.get(name, ()),
+                             forward=ResNet, forward_skip=5)  # after in_shape, num_classes / block, ..., num_classes
 
 
 def model_kwargs(name: str) -> tuple[str, ...]:
-    """The keyword arguments (``Config.model_kw``) model ``name`` accepts; the ResNet builders forward theirs to
-    :class:`ResNet`."""
-    import inspect
-
-    def named(fn: Callable, skip: int) -> list[str]:
-        ps = list(inspect.signature(fn).parameters.values())
-        return [p.name for p in ps[skip:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-
-    fn = MODELS[name]
-    out = named(fn, 2)  # after in_shape, num_classes
-    if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
-        out += [k for k in named(ResNet.__init__, 6) if k not in out]  # after self, block, ..., num_classes
-    return tuple(k for k in out if k not in _FIXED_KW.get(name, ()))
-
-
-def unknown_model_kw(name: str | None, kwargs: dict) -> str | None:
-    """What is wrong with ``kwargs`` for model ``name`` (``None``: for any model), or None if nothing: the unknown
-    names and the valid ones."""
-    valid = model_kwargs(name) if name is not None else tuple(dict.fromkeys(k for m in MODELS for k in model_kwargs(m)))
-    bad = [k for k in kwargs if k not in valid]
-    if not bad:
-        return None
-    what = (f"model {name!r} takes no keyword argument", "its") if name is not None else \
-        ("no model takes a keyword argument", "the models'")
-    return f"{what[0]} {', '.join(map(repr, bad))}; {what[1]} keyword arguments are {', '.join(map(repr, valid))}"
+    """The names of the keyword arguments (``Config.model_kw``) model ``name`` accepts."""
+    return tuple(model_options(name))
 
 
 def build_model(name: str, in_shape: tuple[int, int, int], num_classes: int, **kwargs) -> FedModel:
     """Build model ``name`` for inputs of shape ``in_shape`` (C, H, W) and ``num_classes`` outputs."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; valid models: {sorted(MODELS)}")
-    why = unknown_model_kw(name, kwargs)
-    if why is not None:
-        raise ValueError(f"{why}.")
+    problems = option_problems("model_kw", f"model {name!r}", model_options(name), kwargs)
+    if problems:
+        raise ValueError(" ".join(problems))
     return MODELS[name](tuple(in_shape), num_classes, **kwargs)
 
 

@@ -23,6 +23,11 @@ Package optimizers (FedER thesis §4.1), used as their packages ship them, never
   and :meth:`OptimizerSpec.state_dict` / :meth:`~OptimizerSpec.load_state_dict` / :meth:`~OptimizerSpec.reset`
   save, restore and reset them with the tensors, so a client's RMSGD survives a round, or a checkpoint, whole.
 
+``Config.optimizer_kw`` is checked against :data:`OPTIMIZER_OPTIONS` before training: a package optimizer takes
+the options of its own signature (typed by it, within its ranges) except those fedlib sets from the Config (``lr``,
+``momentum``, ``weight_decay``, and Adam's ``betas``, ``eps``); ``sgd`` takes ``nesterov`` (torch's Nesterov SGD,
+and the same update in :func:`sgd_step`); ``adam`` takes none.
+
 A per-epoch StepLR (``lr_step = (step_size, gamma)``, FedER thesis Table 4.1: 25, 0.5) sets the group's ``lr`` to
 ``lr · gamma^⌊epoch / step_size⌋`` at the start of each local epoch (:meth:`OptimizerSpec.epoch_lr`): the rates
 ``torch.optim.lr_scheduler.StepLR`` stepped once per epoch gives (tested against it).
@@ -37,13 +42,16 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-__all__ = ["OptimizerSpec", "OPTIMIZERS", "FUNCTIONAL", "EPOCH_END", "ATTRIBUTE_STATE", "sgd_step", "adam_step",
-           "init_optimizer_state"]
+from .options import Option, at_least, between, option_problems, signature_options
+
+__all__ = ["OptimizerSpec", "OPTIMIZERS", "OPTIMIZER_OPTIONS", "optimizer_options", "FUNCTIONAL", "EPOCH_END",
+           "ATTRIBUTE_STATE", "sgd_step", "adam_step", "init_optimizer_state"]
 
 # name -> builder of the torch.optim optimizer for a list of parameters
 OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], "OptimizerSpec"], torch.optim.Optimizer]] = {
-    "sgd": lambda ps, s: torch.optim.SGD(ps, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay),
-    "adam": lambda ps, s: torch.optim.Adam(ps, lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay),
+    "sgd": lambda ps, s: torch.optim.SGD(ps, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay, **s.extra),
+    "adam": lambda ps, s: torch.optim.Adam(ps, lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay,
+                                           **s.extra),
 }
 FUNCTIONAL = ("sgd", "adam")  # optimizers with a functional (vectorizable) step
 
@@ -77,6 +85,55 @@ EPOCH_END: dict[str, Callable[[torch.optim.Optimizer], None]] = {"rmsgd": lambda
 ATTRIBUTE_STATE: dict[str, tuple[str, ...]] = {
     "rmsgd": ("epoch", "KG", "velocity", "lr_vector", "zeta", "not_ready", "metrics.history"),
 }
+
+
+@dataclass(frozen=True)
+class OptimizerOptions:
+    """What ``Config.optimizer_kw`` may hold for one optimizer: the options of ``source``'s signature (typed by it),
+    only ``takes`` of them where fedlib implements only those (None: all), less ``fixed`` (set by fedlib from the
+    Config), within ``ranges`` (:mod:`fedlib.options`)."""
+
+    source: str  # "module:Class"
+    fixed: tuple[str, ...]
+    takes: tuple[str, ...] | None = None
+    ranges: dict[str, Any] = field(default_factory=dict)
+
+
+OPTIMIZER_OPTIONS: dict[str, OptimizerOptions] = {
+    # nesterov: torch's SGD and sgd_step (so the vectorized executor too); other SGD options are not implemented
+    "sgd": OptimizerOptions("torch.optim:SGD", ("lr", "momentum", "weight_decay"), takes=("nesterov",)),
+    "adam": OptimizerOptions("torch.optim:Adam", ("lr", "betas", "eps", "weight_decay"), takes=()),
+    "adamp": OptimizerOptions("adamp:AdamP", ("lr", "betas", "eps", "weight_decay"),
+                              ranges={"delta": at_least(0), "wd_ratio": between(0, 1)}),
+    "rmsgd": OptimizerOptions("rmsgd:RMSGD", ("lr", "momentum", "weight_decay"),
+                              ranges={"beta": between(0, 1, hi_open=True), "gamma": at_least(0),
+                                      "step_size": at_least(1), "dampening": between(0, 1)}),
+}
+_FIXED_HOW = {"lr": "set Config.lr (and lr_step, lr_milestones) instead", "momentum": "set Config.momentum instead",
+              "weight_decay": "set Config.weight_decay instead", "betas": "fedlib uses (0.9, 0.999)",
+              "eps": "fedlib uses 1e-8"}
+
+
+def optimizer_options(name: str) -> dict[str, Option]:
+    """The typed options (``Config.optimizer_kw``) optimizer ``name`` takes, from its class's own signature."""
+    import importlib
+
+    if name not in OPTIMIZER_OPTIONS:  # registered without a declaration: it takes no options
+        return {}
+    o = OPTIMIZER_OPTIONS[name]
+    module, cls = o.source.split(":")
+    try:
+        source = getattr(importlib.import_module(module), cls)
+    except ImportError as e:
+        raise ImportError(f"needs the package {module!r}, which is not installed ({e}); run scripts/setup.sh or "
+                          f"pip install {module}") from None
+    opts = signature_options(source, 1, o.ranges, exclude=o.fixed)  # after params
+    return opts if o.takes is None else {k: v for k, v in opts.items() if k in o.takes}
+
+
+def optimizer_fixed(name: str) -> dict[str, str]:
+    """The options fedlib sets itself for optimizer ``name`` -> how to change them."""
+    return {k: _FIXED_HOW[k] for k in OPTIMIZER_OPTIONS[name].fixed} if name in OPTIMIZER_OPTIONS else {}
 
 
 @dataclass(frozen=True)
@@ -142,9 +199,27 @@ class OptimizerSpec:
         return replace(self, **changes)
 
     def validate(self) -> "OptimizerSpec":
+        """``self`` if its name, its options (``extra``, see :data:`OPTIMIZER_OPTIONS`) and their combination with
+        the momentum are valid; else a ValueError naming each problem."""
         if self.name not in OPTIMIZERS:
             raise ValueError(f"Unknown optimizer {self.name!r}; valid optimizers: {sorted(OPTIMIZERS)}.")
+        problems = option_problems("optimizer_kw", f"optimizer {self.name!r}", optimizer_options(self.name),
+                                   self.extra, optimizer_fixed(self.name))
+        if not problems and (why := self.combination_problem()):
+            problems = [f"optimizer_kw {self.extra!r}: {why}."]
+        if problems:
+            raise ValueError(" ".join(problems))
         return self
+
+    def combination_problem(self) -> str | None:
+        """What the optimizer would refuse in these settings together (torch's SGD and RMSGD: Nesterov momentum
+        needs a momentum and no dampening), or None."""
+        if self.extra.get("nesterov") and self.name in ("sgd", "rmsgd"):
+            if self.momentum <= 0:
+                return f"nesterov=True needs momentum > 0 (momentum is {self.momentum}); set it, e.g. 0.9"
+            if self.extra.get("dampening", 0) != 0:
+                return f"nesterov=True needs dampening=0 (dampening is {self.extra['dampening']})"
+        return None
 
     def build(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
         """The ``torch.optim`` optimizer this spec describes (the sequential executor's)."""
@@ -169,7 +244,7 @@ class OptimizerSpec:
         """One step at (0-based) step count ``t`` of every client; returns (new parameters, new state). Pure."""
         if self.name == "sgd":
             new_p, new_b = sgd_step(params, grads, state["momentum_buffer"], lr=lr, momentum=self.momentum,
-                                    weight_decay=self.weight_decay)
+                                    weight_decay=self.weight_decay, nesterov=bool(self.extra.get("nesterov")))
             return new_p, {"momentum_buffer": new_b}
         if self.name == "adam":
             new_p, m, v = adam_step(params, grads, state["exp_avg"], state["exp_avg_sq"], step=t + 1, lr=lr,  # type: ignore[arg-type]
@@ -222,17 +297,19 @@ def _lr_alpha(p: Tensor, lr: float | Tensor) -> float | Tensor:
 
 
 def sgd_step(params: list[Tensor], grads: list[Tensor], bufs: list[Tensor | None], *, lr: float | Tensor,
-             momentum: float = 0.0, weight_decay: float = 0.0) -> tuple[list[Tensor], list[Tensor | None]]:
-    """One ``torch.optim.SGD`` step (dampening 0, no nesterov) on stacked tensors; returns (params, buffers).
+             momentum: float = 0.0, weight_decay: float = 0.0,
+             nesterov: bool = False) -> tuple[list[Tensor], list[Tensor | None]]:
+    """One ``torch.optim.SGD`` step (dampening 0) on stacked tensors; returns (params, buffers).
 
     ``d = g + wd·p``; momentum buffer ``b = d`` on the first step (``bufs[i] is None``), ``b = m·b + d`` after;
-    ``p ← p − lr·b`` (``lr`` a float, or one value per client). Pure: the inputs are not modified."""
+    ``p ← p − lr·b``, or with ``nesterov`` ``p ← p − lr·(d + m·b)`` (``lr`` a float, or one value per client).
+    Pure: the inputs are not modified."""
     new_p, new_b = [], []
     for p, g, b in zip(params, grads, bufs):
         d = g.add(p, alpha=weight_decay) if weight_decay != 0 else g
         if momentum != 0:
             b = d.detach().clone() if b is None else b.mul(momentum).add_(d)
-            d = b
+            d = d.add(b, alpha=momentum) if nesterov else b
         a = _lr_alpha(p, lr)
         new_p.append(p.add(d, alpha=-a) if not isinstance(a, Tensor) else p - a * d)
         new_b.append(b)

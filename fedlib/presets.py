@@ -73,7 +73,7 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
         # training set (12,000 images, 1,200 per client on average) with batch 64, 6 local epochs (~113 steps per
         # client in round 1, past the ~100-150 steps this CNN spends at chance at lr 0.01), 15 rounds (~1,700 steps;
         # the paper: ~11,700), 5000 test images. FedAvg ends on its plateau (benchmarks/RESULTS.md).
-        "quick": dict(rounds=15, local_epochs=6, n_train=12000, n_test=5000, batch_size=64),
+        "quick": dict(rounds=40, local_epochs=6, n_train=12000, n_test=5000, batch_size=64),
         "smoke": dict(rounds=2, local_epochs=1, n_train=1200, n_test=400),
     },
     "fedcka": {
@@ -81,7 +81,7 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
         # images (15,000) with batch 64, 5 local epochs (~117 steps per client in round 1: at lr 0.01 this CNN sits
         # at chance for its first ~100), 12 rounds (~1,400 steps; the paper: ~3,900), 2,000 test images. FedAvg ends
         # on its plateau (benchmarks/RESULTS.md).
-        "quick": dict(rounds=12, local_epochs=5, n_train=15000, n_test=2000, batch_size=64),
+        "quick": dict(rounds=20, local_epochs=5, n_train=15000, n_test=2000, batch_size=64),
         "smoke": dict(rounds=2, local_epochs=1, n_train=1200, n_test=400),
     },
     "fedshibu": {

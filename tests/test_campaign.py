@@ -162,7 +162,7 @@ def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
     accs = [100 * r.final("test_acc") for r in recs]
     mean, std = sum(accs) / 2, abs(accs[0] - accs[1]) / 2 ** 0.5
     assert "| 01_fedavg_baseline | table1 | 2 / 2 |" in text
-    assert "| FedProx performs like FedAvg | pending | 1 / 3 seeds |" in text
+    assert "| FedProx performs like FedAvg (FedIntR Table I) | pending | 1 / 3 seeds |" in text
     assert f"| 01_fedavg_baseline | table1 | FedAvg | 2 / 2 | {mean:.2f} ± {std:.2f} |" in text
     assert "not paper-scale results" in text
 

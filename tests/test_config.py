@@ -111,7 +111,7 @@ def test_replace_and_preset_reject_unknown_keys():
 
 
 def test_to_dict_from_dict_round_trip():
-    cfg = preset("fedintr", "quick", lr_milestones=(0.5, 0.75), strategy_kw={"mu": 0.01})
+    cfg = preset("fedintr", "quick", lr_milestones=(0.5, 0.75), strategy="fedprox", strategy_kw={"mu": 0.01})
     back = Config.from_dict(cfg.to_dict())
     assert back == cfg and back.key() == cfg.key()
 
@@ -196,5 +196,5 @@ def test_unknown_model_keyword_names_the_models_keyword_arguments():
     Config(model="resnet18", model_kw={"width": 8}).validate()  # forwarded to ResNet: accepted
     from fedlib.models import build_model
 
-    with pytest.raises(ValueError, match=r"'resnet20' takes no keyword argument 'option_a'.*'projection'"):
+    with pytest.raises(ValueError, match=r"'option_a' is not an option of model 'resnet20'.*'projection'"):
         build_model("resnet20", (3, 32, 32), 10, option_a=False)  # fixed by the builder (He et al.'s option A)

@@ -134,7 +134,7 @@ def test_config_identity_ignores_execution_fields():
 
 @pytest.mark.parametrize("change,match", [
     (dict(strategy="fedfoo"), "valid strategies"),
-    (dict(strategy="fedprox", strategy_kw={"mu": -1}), "mu must be"),
+    (dict(strategy="fedprox", strategy_kw={"mu": -1}), r"strategy_kw\['mu'\] -1: .* >= 0"),
     (dict(optimizer="lion"), "valid optimizers"),
     (dict(sample_fraction=0.0), "sample_fraction"),
 ])

@@ -189,7 +189,7 @@ def test_fetch_without_training_returns_pending_until_the_record_exists(tmp_path
     assert isinstance(rec, Record) and not is_pending({"a": [rec]})
     assert fetch(cfg, store=store, train=False).key == rec.key
     r = Report("x", scale="smoke", dataset="synthetic")
-    r.verdict(pending("something", "a table"))
+    r.verdict(pending("something", "T1"))
     assert r.claims[-1]["status"] == "pending"
 
 

@@ -12,14 +12,14 @@ from typing import Any, Callable
 
 from ..config import SCALES
 from ._base import Plan
-from .baseline import BASELINE_SEEDS, baseline_plan
+from .baseline import BASELINE_LEFT_OUT, BASELINE_SEEDS, baseline_plan
 from .feder import feder_plan
 from .fedcka import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan
 from .fedintr import fedintr_benchmarks_plan, fedintr_scaling_plan
 from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_methods, fedshibu_plan
 
 __all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS",
-           "baseline_plan", "BASELINE_SEEDS", "feder_plan", "fedintr_benchmarks_plan", "fedintr_scaling_plan",
+           "baseline_plan", "BASELINE_SEEDS", "BASELINE_LEFT_OUT", "feder_plan", "fedintr_benchmarks_plan", "fedintr_scaling_plan",
            "fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan"]
 
 PLANS: dict[str, Callable[..., Plan]] = {

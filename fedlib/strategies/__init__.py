@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..options import Option, option_problems, signature_options
 from .base import ClientContext, FineTune, LocalBatch, Needs, Params, Strategy, weighted_average
 from .centralized import Centralized
 from .fedavg import FedAvg
@@ -32,14 +33,22 @@ STRATEGIES: dict[str, type[Strategy]] = {
 }
 
 
+def strategy_options(name: str) -> dict[str, Option]:
+    """The options (``Config.strategy_kw``) strategy ``name`` takes: its ``__init__``'s typed keyword arguments with
+    their declared ranges (``option_ranges``)."""
+    cls = STRATEGIES[name]
+    return signature_options(cls, ranges=cls.option_ranges)
+
+
 def build_strategy(name: str, **kw: Any) -> Strategy:
+    """Strategy ``name`` with options ``kw``, checked against :func:`strategy_options` first (nothing coerced)."""
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy {name!r}; valid strategies: {sorted(STRATEGIES)}.")
-    try:
-        return STRATEGIES[name](**kw)
-    except TypeError as e:
-        raise ValueError(f"Bad options for strategy {name!r}: {e}. See help(fedlib.strategies.{name}).") from None
+    problems = option_problems("strategy_kw", f"strategy {name!r}", strategy_options(name), kw)
+    if problems:
+        raise ValueError(" ".join(problems))
+    return STRATEGIES[name](**kw)
 
 
-__all__ = ["STRATEGIES", "build_strategy", "ClientContext", "FineTune", "LocalBatch", "Needs", "Params", "Strategy",
-           "weighted_average"]
+__all__ = ["STRATEGIES", "build_strategy", "strategy_options", "ClientContext", "FineTune", "LocalBatch", "Needs",
+           "Params", "Strategy", "weighted_average"]

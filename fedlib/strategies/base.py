@@ -64,6 +64,10 @@ class Strategy:
     name = "fedavg"
     needs = Needs()
     centralized = False  # one client holds the whole training set (the centralized baseline)
+    trains_global_model = True  # False: only the personalized evaluation is a result (personal_eval=True)
+    # the valid range (fedlib.options.Interval) or values (a tuple) of each __init__ option; types come from the
+    # signature. Config.validate and build_strategy check strategy_kw against both (fedlib.options)
+    option_ranges: dict[str, Any] = {}
 
     def setup(self, model: torch.nn.Module, cfg: Any) -> None:
         """Called once with the model the engine trains."""

@@ -13,6 +13,7 @@ choice (the FedSHIBU paper is silent on fine-tuning). Training: lr 0.1 decayed Ã
 
 from __future__ import annotations
 
+from ..options import at_least, between
 from .base import FineTune, Strategy
 
 FT_PARTS = ("head", "full")
@@ -20,6 +21,8 @@ FT_PARTS = ("head", "full")
 
 class FedBABU(Strategy):
     name = "fedbabu"
+    option_ranges = {"ft_epochs": at_least(0), "ft_lr": at_least(0), "ft_momentum": between(0, 1, hi_open=True),
+                     "ft_batch_size": at_least(1), "ft_part": FT_PARTS}
 
     def __init__(self, ft_epochs: int = 5, ft_lr: float = 1e-3, ft_momentum: float = 0.9, ft_batch_size: int = 50,
                  ft_part: str = "head") -> None:

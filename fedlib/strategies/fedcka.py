@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from ..contrastive import FEDCKA_SIMILARITIES, fedcka_loss
+from ..options import at_least
 from .base import ClientContext, LocalBatch, Needs
 from .previous import WithPrevious
 
@@ -32,6 +33,8 @@ from .previous import WithPrevious
 class FedCKA(WithPrevious):
     name = "fedcka"
     needs = Needs(references=("global", "prev"))
+    option_ranges = {"mu": at_least(0), "M": at_least(1), "sim": tuple(FEDCKA_SIMILARITIES),
+                     "on": ("activations", "heads")}
 
     def __init__(self, mu: float = 3.0, M: int = 2, sim: str = "linear_cka", on: str = "activations") -> None:
         if mu < 0 or M < 1:

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from ..kernels import layer_metric
+from ..options import at_least
 from .base import ClientContext, Params, Strategy, weighted_average
 
 METRICS = ("entropy", "entropy_as_printed", "erank", "stable_rank")
@@ -41,6 +42,8 @@ VERSIONS = ("improved", "naive")
 
 class FedER(Strategy):
     name = "feder"
+    option_ranges = {"metric": METRICS, "version": VERSIONS, "floor": at_least(0),
+                     "denoise": ("auto", "evbmf", "none")}
 
     def __init__(self, metric: str = "entropy", version: str = "improved", floor: float = 1e-3,
                  denoise: str = "auto") -> None:

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from ..contrastive import fedintr_loss
+from ..options import above, at_least
 from .base import ClientContext, LocalBatch, Needs
 from .previous import WithPrevious
 
@@ -31,6 +32,7 @@ from .previous import WithPrevious
 class FedIntR(WithPrevious):
     name = "fedintr"
     needs = Needs(references=("global", "prev"))
+    option_ranges = {"mu": at_least(0), "tau": above(0), "weighting": ("alpha", "uniform")}
 
     def __init__(self, mu: float = 10.0, tau: float = 0.5, per_sample: bool = False, weighting: str = "alpha") -> None:
         if mu < 0 or tau <= 0:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..options import at_least
 from .base import ClientContext, LocalBatch, Needs, Strategy
 
 
 class FedProx(Strategy):
     name = "fedprox"
     needs = Needs(global_params=True)
+    option_ranges = {"mu": at_least(0)}
 
     def __init__(self, mu: float = 0.01, squared: bool = True) -> None:
         if mu < 0:

@@ -23,6 +23,7 @@ from typing import Any
 from torch import Tensor
 
 from ..crsm import crsm, group_crsm, mix, row_weights
+from ..options import above, at_least
 from .base import ClientContext, FineTune, Params, Strategy, weighted_average
 from .fedbabu import FedBABU
 
@@ -30,6 +31,8 @@ from .fedbabu import FedBABU
 class FedSHIBU(FedBABU):
     name = "fedshibu"
     decoupled = True
+    option_ranges = {**FedBABU.option_ranges, "sim": ("linear", "rbf", "uniform", "groups"), "n": at_least(2),
+                     "rbf_threshold": above(0), "keep_crsm": at_least(0)}
 
     def __init__(self, sim: str = "linear", n: int = 100, paired: bool = False, rbf_threshold: float = 0.5,
                  keep_crsm: int = 20, groups: list[list[int]] | None = None, **ft: Any) -> None:
@@ -89,6 +92,11 @@ class FedAvgCRSM(FedSHIBU):
     name = "fedavg_crsm"
     decoupled = False
 
+    def __init__(self, sim: str = "linear", n: int = 100, paired: bool = False, rbf_threshold: float = 0.5,
+                 keep_crsm: int = 20, groups: list[list[int]] | None = None) -> None:
+        """FedSHIBU's CRSM options; no fine-tuning options (FedAvg+CRSM does not fine-tune)."""
+        super().__init__(sim, n, paired, rbf_threshold, keep_crsm, groups)
+
     def trainable(self, name: str) -> bool:
         return True
 
@@ -101,6 +109,7 @@ class LocalOnly(Strategy):
     trained, so only the personalized accuracy is meaningful."""
 
     name = "local_only"
+    trains_global_model = False
 
     def client_start(self, ctx: ClientContext, global_params: Params) -> Params:
         return ctx.state.get("own", global_params)

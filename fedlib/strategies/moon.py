@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from ..contrastive import moon_loss
+from ..options import above, at_least
 from .base import ClientContext, LocalBatch, Needs, Params
 from .previous import WithPrevious
 
@@ -28,6 +29,7 @@ from .previous import WithPrevious
 class MOON(WithPrevious):
     name = "moon"
     needs = Needs(references=("global", "prev"), tensors=("has_prev",))
+    option_ranges = {"mu": at_least(0), "tau": above(0)}
 
     def __init__(self, mu: float = 1.0, tau: float = 0.5, tap: str | None = None) -> None:
         if mu < 0 or tau <= 0:
