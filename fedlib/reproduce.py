@@ -145,8 +145,9 @@ def parameter_problems(nbs: list[Path], args: argparse.Namespace) -> list[str]:
     warn and run with the notebook's defaults)."""
     from .config import device_problem, field_problem
 
-    bad = [f"--device {args.device!r}: {why}" for why in [field_problem("device", args.device)
-                                                          or device_problem(args.device)] if why]
+    bad = []
+    if why := field_problem("device", args.device) or device_problem(args.device):
+        bad.append(f"--device {args.device!r}: {why}")
     if args.dataset is not None and (why := field_problem("dataset", args.dataset)):
         bad.append(f"--dataset {args.dataset!r}: {why}")
     if bad or args.collect:

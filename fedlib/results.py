@@ -196,7 +196,8 @@ class Store:
         return torch.load(self.artifact_path(key), map_location=device, weights_only=True)
 
     def get(self, cfg_or_key: Config | str) -> Record | None:
-        """The finished record of a config or key, or None. An unreadable file raises :class:`CorruptRecordError`."""
+        """The finished record of a config or key, or None. An unreadable file raises :class:`CorruptRecordError`
+        (:class:`RecordMismatchError` when it holds another config's record)."""
         key = cfg_or_key if isinstance(cfg_or_key, str) else cfg_or_key.key()
         p = self.record_path(key)
         return self._load(p) if p.exists() else None
