@@ -5,9 +5,10 @@ subset of its own data; ``CRSM[i, j] = SimMet(D̂_i, D̂_j)`` (linear or RBF CKA
 ``Σ_j CRSM[i, j] / Σ_j' CRSM[i, j'] · θ_j``. Everything here is batched on the device: one all-pairs CKA call
 (:func:`fedlib.kernels.cka_matrix`) for the matrix, one ``einsum`` per tensor for all clients' models.
 
-The paper's D̂_i come from each client's *own* samples, so rows of D̂_i and D̂_j are different images ("unpaired";
-CKA compares the two sets' similarity structures). The ``paired`` variant evaluates every client's extractor on
-one shared probe batch instead (the usual CKA setting).
+Which samples D̂_i holds (each client's own, or the same ones for every client) is the strategy's ``samples``
+option (:mod:`fedlib.strategies.fedshibu`); here they are just matrices. The controls ``"identity"`` (each client
+keeps its own extractor) and ``"uniform"`` (all rows equal: FedBABU) need no representations; :func:`crsm_stats`
+summarizes a CRSM by the self-weight it leaves each client and its mean off-diagonal similarity.
 """
 
 from __future__ import annotations
@@ -18,24 +19,44 @@ from torch import Tensor
 from .kernels import cka_matrix
 from .params import Params
 
-__all__ = ["SIMS", "crsm", "group_crsm", "row_weights", "mix", "label_overlap", "offdiag_corr"]
+__all__ = ["SIMS", "CONTROLS", "crsm", "control_crsm", "crsm_stats", "group_crsm", "row_weights", "mix",
+           "label_overlap", "offdiag_corr"]
 
-SIMS = ("linear", "rbf", "uniform")
+CONTROLS = ("identity", "uniform")
+SIMS = ("linear", "rbf") + CONTROLS
+
+
+def control_crsm(m: int, sim: str) -> Tensor:
+    """The CRSM of a control for ``m`` clients (float64): ``"identity"``, each client keeps its own extractor (pure
+    local training); ``"uniform"``, all ones (every client gets the unweighted average: FedBABU)."""
+    if sim not in CONTROLS:
+        raise ValueError(f"Unknown CRSM control {sim!r}; valid: {CONTROLS}.")
+    return torch.eye(m, dtype=torch.float64) if sim == "identity" else torch.ones(m, m, dtype=torch.float64)
 
 
 def crsm(features: list[Tensor], sim: str = "linear", threshold: float = 0.5) -> Tensor:
     """The (m, m) float64 CRSM of ``m`` clients' representations (each (n_i, d)). Unpaired representations of
-    different sizes are cut to the smallest n. ``sim="uniform"``: all ones (FedSHIBU reduces to FedBABU);
+    different sizes are cut to the smallest n. ``sim`` "identity" / "uniform": :func:`control_crsm`;
     ``threshold``: the RBF bandwidth as a multiple of the median distance (Kornblith et al. 2019)."""
     if sim not in SIMS:
         raise ValueError(f"Unknown CRSM similarity {sim!r}; valid: {SIMS}.")
     m = len(features)
-    if sim == "uniform":
-        return torch.ones(m, m, dtype=torch.float64, device=features[0].device)
+    if sim in CONTROLS:
+        return control_crsm(m, sim).to(features[0].device)
     n = min(len(f) for f in features)
     if n < 2:
         raise ValueError(f"CRSM needs at least 2 samples per client, got {n}.")
     return cka_matrix([f[:n] for f in features], kind=sim, threshold=threshold)
+
+
+def crsm_stats(S: Tensor) -> dict[str, float]:
+    """``crsm_self``: the mean over clients of the weight each keeps of its own extractor (the diagonal of
+    :func:`row_weights`; 1 = local training, 1/m = uniform); ``crsm_offdiag``: the mean off-diagonal entry of ``S``
+    (NaN for one client)."""
+    m = len(S)
+    off = ~torch.eye(m, dtype=torch.bool, device=S.device)
+    return {"crsm_self": float(row_weights(S).diagonal().mean()),
+            "crsm_offdiag": float(S[off].mean()) if m > 1 else float("nan")}
 
 
 def row_weights(S: Tensor) -> Tensor:

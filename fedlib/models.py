@@ -155,6 +155,10 @@ class IntrCNN(FedModel):
     post-pool activation, tap ``"proj:<layer>"``; the classifier does not pass through them. Hidden width
     ``proj_hidden`` = 256 by default (``None`` = the head's input dim, as MOON's l1; costly on conv maps).
 
+    ``fc2_proj_hidden``: the hidden width of fc2's head alone. The paper states only "a 2-layer MLP with an output
+    dimension of 256"; the FedIntR code's heads are 256 wide except fc2's, which is 96 (fc2's own width). ``None``
+    (default) keeps ``proj_hidden`` for fc2 too; 96 is the code's head (preset variant ``"code_fc2_head"``).
+
     ``code_input=True``: the input as the FedIntR code feeds Fashion-MNIST — resized (bilinear) to 32 × 32 and
     replicated to 3 channels inside the model — and convs without padding: 32→15→6→2 spatially, flatten 128.
     """
@@ -162,8 +166,12 @@ class IntrCNN(FedModel):
     _layers = ("conv1", "conv2", "conv3", "fc1", "fc2")
 
     def __init__(self, in_shape: tuple[int, int, int], num_classes: int, proj_dim: int = 256,
-                 proj_hidden: int | None = 256, code_input: bool = False) -> None:
+                 proj_hidden: int | None = 256, code_input: bool = False,
+                 fc2_proj_hidden: int | None = None) -> None:
         super().__init__()
+        if fc2_proj_hidden is not None and not (isinstance(fc2_proj_hidden, int) and fc2_proj_hidden >= 1):
+            raise ValueError(f"intr_cnn: fc2_proj_hidden={fc2_proj_hidden!r} must be None (proj_hidden, the "
+                             f"paper's reading) or a whole number >= 1 (96: the FedIntR code's fc2 head).")
         self.code_input = code_input
         c, h, w = (3, 32, 32) if code_input else in_shape
         pad = 0 if code_input else 1
@@ -179,7 +187,8 @@ class IntrCNN(FedModel):
         self.fc2 = nn.Linear(128, 96)
         self.fc3 = nn.Linear(96, num_classes)
         dims = (8 * h1 * w1, 16 * h2 * w2, self.flat_dim, 128, 96)
-        self.proj = nn.ModuleDict({k: _proj_head(d, proj_hidden, proj_dim) for k, d in zip(self._layers, dims)})
+        hidden = dict.fromkeys(self._layers, proj_hidden) | ({"fc2": fc2_proj_hidden} if fc2_proj_hidden else {})
+        self.proj = nn.ModuleDict({k: _proj_head(d, hidden[k], proj_dim) for k, d in zip(self._layers, dims)})
         self.layer_taps = self._layers + ("fc3",)
         self.side_taps = self.intr_taps = tuple(f"proj:{k}" for k in self._layers)
         self.moon_tap, self.head = "proj:fc2", "fc3"

@@ -2,6 +2,7 @@
 grid it runs in (Adam, AdamP, RMSGD, per-epoch StepLR, per-client optimizer state across rounds)."""
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from fedlib.models import build_model
 from fedlib.optim import EPOCH_END, OptimizerSpec
 from fedlib.results import Store, run
 from fedlib.strategies import FedER, weighted_average
+from fedlib.strategies.feder import floored_share
 
 
 def small(**kw) -> Config:
@@ -125,6 +127,24 @@ def test_eq_2_9_as_printed_makes_feder_uniform_averaging():
     assert all(e > 0 for er in FedER().layer_weights(ups)[0].values() for e in er)  # the meaningful sign
 
 
+def test_floored_share_counts_the_client_layers_the_floor_decides():
+    """A weight at initialization (pure noise: EVBMF keeps nothing) sits at the floor; a learned one does not. The
+    share is what the history records, and Eq. 2.9 as printed floors every client-layer."""
+    g = torch.Generator().manual_seed(3)
+    ups = conv_net_uploads()
+    ups[0]["conv2.weight"] = torch.randn(12, 16, 3, 3, generator=g) * 0.05  # noise only
+    s = FedER()
+    aggregate(s, ups)
+    m = s.round_metrics()
+    assert m["feder_rank"]["conv2.weight"][0] <= 1e-3 < min(m["feder_rank"]["conv1.weight"])
+    assert m["feder_floored"] == pytest.approx(1 / 6)  # 1 of 2 layers x 3 clients
+    assert floored_share(m["feder_rank"]) == m["feder_floored"]
+    printed = FedER(metric="entropy_as_printed")
+    aggregate(printed, conv_net_uploads())
+    assert printed.round_metrics()["feder_floored"] == 1.0
+    assert math.isnan(floored_share({}))
+
+
 def test_feder_runs_and_records_its_weights_per_round(tiny_data, tmp_path):
     cfg = small(strategy="feder", rounds=2, local_epochs=1)
     rec = run(cfg, store=Store(tmp_path), data=tiny_data, progress=False)
@@ -135,6 +155,7 @@ def test_feder_runs_and_records_its_weights_per_round(tiny_data, tmp_path):
     for a in h["feder_alpha"].values():
         assert len(a) == 3 and sum(a) == pytest.approx(1.0)
     assert len(h["client_loss"]) == 3 and rec.strategy["metric"] == "entropy"
+    assert all(0.0 <= e["feder_floored"] <= 1.0 for e in rec.history)
     assert rec.history[-1]["test_acc"] > 0.2  # it learns (10 classes)
 
 

@@ -86,6 +86,23 @@ def test_intr_cnn_projection_heads() -> None:
     torch.testing.assert_close(m(x), logits)
 
 
+def test_intr_cnn_fc2_head_width_paper_and_code() -> None:
+    """The paper's heads (hidden 256 on every layer) by default; the FedIntR code's fc2 head (96 wide) by name."""
+    from fedlib.presets import preset
+
+    hidden = lambda m: {k: h[0].out_features for k, h in m.proj.items()}  # noqa: E731
+    assert hidden(_model("intr_cnn", (1, 28, 28), 10)) == dict.fromkeys(("conv1", "conv2", "conv3", "fc1", "fc2"), 256)
+    cfg = preset("fedintr", "smoke", variant="code_fc2_head")
+    code = _model("intr_cnn", (1, 28, 28), 10, **cfg.model_kw)
+    assert hidden(code) == {"conv1": 256, "conv2": 256, "conv3": 256, "fc1": 256, "fc2": 96}
+    assert tuple(code.proj["fc2"][0].weight.shape) == (96, 96)
+    _, z = code(torch.randn(2, 1, 28, 28), taps=code.intr_taps)
+    assert [tuple(t.shape) for t in z] == [(2, 256)] * 5  # every head still ends in 256
+    assert cfg.key() != preset("fedintr", "smoke").key()  # a different model: a different record
+    with pytest.raises(ValueError, match="fc2_proj_hidden=0"):
+        _model("intr_cnn", (1, 28, 28), 10, fc2_proj_hidden=0)
+
+
 def test_side_heads_run_only_when_requested() -> None:
     m = _model("intr_cnn", (3, 32, 32), 10)
     calls: list[str] = []

@@ -106,7 +106,7 @@ def test_builders_reject_what_config_rejects():
 @pytest.mark.parametrize("changes", [
     dict(strategy="fedcka", strategy_kw={"mu": 3, "M": 7}),  # an int is a number; M's upper bound is the model's
     dict(strategy="fedshibu", strategy_kw={"sim": "groups", "groups": [[0, 1], [2, 3]]}),
-    dict(strategy="fedavg_crsm", strategy_kw={"sim": "uniform", "paired": True}),
+    dict(strategy="fedavg_crsm", strategy_kw={"sim": "uniform", "samples": "shared"}),
     dict(strategy="moon", strategy_kw={"tap": None, "tau": 0.1}),
     dict(model="resnet18", model_kw={"width": 8, "proj_hidden": None, "intr_pool": 2}),
     dict(optimizer="rmsgd", optimizer_kw={"beta": 0.98, "step_size": None, "linear": True}),

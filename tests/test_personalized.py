@@ -45,7 +45,7 @@ def test_mix_is_one_weighted_sum_per_client():
 def test_uniform_crsm_reduces_fedshibu_to_fedbabu(tiny_data):
     """Equal client sizes (iid, 480 / 5): unweighted rows equal FedAvg's weights, so every client's body is
     FedBABU's global body and training is the same."""
-    babu = trained(cfg(strategy="fedbabu"), tiny_data)
+    babu = trained(cfg(strategy="fedbabu", strategy_kw={"head": "dense"}), tiny_data)
     shibu = trained(cfg(strategy="fedshibu", strategy_kw={"sim": "uniform"}), tiny_data)
     close(babu.global_params, shibu.global_params)
     for cid in range(5):
@@ -95,9 +95,10 @@ def test_personal_evaluation_uses_each_clients_own_test_classes(tiny_data, monke
 
 def test_paired_crsm_finds_two_planted_groups(tiny_data):
     """Clients 0-4 see labels 0-4, clients 5-9 labels 5-9: trained bodies represent a shared probe batch alike
-    within a group, so the CRSM (recorded every round) is block-structured."""
-    c = cfg(strategy="fedshibu", strategy_kw={"paired": True, "n": 80}, partition="label_groups", num_clients=10,
-            rounds=3, local_epochs=2)
+    within a group (fc2's output, the last dense layer's input), so the CRSM (recorded every round) is
+    block-structured."""
+    c = cfg(strategy="fedshibu", strategy_kw={"samples": "shared", "n": 80, "head": "last"}, partition="label_groups",
+            num_clients=10, rounds=3, local_epochs=2)
     eng = trained(c, tiny_data)
     S = np.array(eng.history[-1]["crsm"])
     assert eng.history[-1]["crsm_clients"] == list(range(10))

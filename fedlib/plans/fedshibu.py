@@ -1,50 +1,88 @@
-"""Notebook 08 (FedSHIBU): the shard sweep, the label groups, the CRSM and FedAvg+CRSM."""
+"""Notebook 08 (FedSHIBU): the shard sweep with the CRSM's controls, the label groups, the CRSM and FedAvg+CRSM.
+
+Every run is a :func:`~fedlib.presets.preset` ``("fedshibu", scale)`` config, named ``"<method> | s=<s> | seed=<n>"``
+(``s``: shards per user). FedBABU takes FedSHIBU's head (every dense layer after the extractor, §3.3), so it is
+exactly the uniform-CRSM control; the identity-CRSM control keeps each client's own body (local training of the
+body, the head frozen as in FedBABU); local-only trains each client's whole model alone, the identity control of
+FedAvg+CRSM, whose uniform control is FedAvg. A run two artifacts share is the same Config, trained once.
+
+``quick`` (10 clients, 1,000 local steps per client, 3 seeds; about 100 s per run on one core, 36 runs):
+
+* Table 1: s ∈ {2, 5} (the paper's "extreme heterogeneity", where it claims FedSHIBU's gain), FedSHIBU (linear
+  CKA), FedBABU and the identity control; FedAvg at s = 5 only (Fig. 5's). RBF CKA, s ≥ 8 (where the paper finds
+  the methods equal) and FedAvg elsewhere are left to ``paper``.
+* Fig. 3: Table 1's FedSHIBU runs at s = 5 (the quick federation has Fig. 3's 10 clients) and the same with D̂_i on
+  samples shared by every client (the other reading of Algorithm 2).
+* Fig. 5: FedAvg, FedAvg+CRSM and local-only at s = 5, evaluated every round.
+* Fig. 1: FedBABU vs aggregation within each label group, 10 clients.
+
+``paper``: the paper's setup (ResNet-18, 100 clients) with every s of Table 1, both CKAs, FedBABU, FedAvg and the
+identity control; Figs. 1 and 3 with 10 clients. ``smoke``: quick's runs with one seed, on a few hundred images.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
+from ..config import Config
 from ..presets import preset
 from ._base import Plan
 
-__all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS"]
+__all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
+           "FIG_S", "split_name"]
 
-FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 20), "smoke": (2,)}
+FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5), "smoke": (2, 5)}
+FEDSHIBU_SEEDS = {"paper": (0, 1, 2), "quick": (0, 1, 2), "smoke": (0,)}
+FIG_S = 5  # Figs. 3 and 5: s = 5
+LINEAR, RBF, BABU, AVG, IDENTITY = ("FedSHIBU (CKA linear)", "FedSHIBU (CKA RBF)", "FedBABU", "FedAvg",
+                                    "identity CRSM (local bodies)")
 FEDSHIBU_METHODS: dict[str, dict[str, Any]] = {
-    "FedSHIBU (CKA linear)": dict(strategy="fedshibu", strategy_kw={"sim": "linear"}),
-    "FedSHIBU (CKA RBF)": dict(strategy="fedshibu", strategy_kw={"sim": "rbf"}),
-    "FedBABU": dict(strategy="fedbabu", strategy_kw={}),
-    "FedAvg": dict(strategy="fedavg", strategy_kw={}),
-    "Local only": dict(strategy="local_only", strategy_kw={}),
+    LINEAR: dict(strategy="fedshibu", strategy_kw={"sim": "linear"}),
+    RBF: dict(strategy="fedshibu", strategy_kw={"sim": "rbf"}),
+    BABU: dict(strategy="fedbabu", strategy_kw={"head": "dense"}),  # = FedSHIBU with the uniform CRSM
+    AVG: dict(strategy="fedavg", strategy_kw={}),
+    IDENTITY: dict(strategy="fedshibu", strategy_kw={"sim": "identity"}),
 }
 GROUPS = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
 
 
-def fedshibu_methods(scale: str) -> dict[str, dict[str, Any]]:
-    """Table 1's methods at ``scale``: all five, except that ``quick`` (a 2-core CPU) leaves out RBF CKA, whose
-    CRSM differs from the linear one only in its kernel (the paper's RBF column is at or below linear for s ≤ 5)."""
-    if scale == "quick":
-        return {m: kw for m, kw in FEDSHIBU_METHODS.items() if m != "FedSHIBU (CKA RBF)"}
-    return dict(FEDSHIBU_METHODS)
+def fedshibu_methods(scale: str, s: int) -> dict[str, dict[str, Any]]:
+    """Table 1's methods at ``scale`` and shards per user ``s``: all at ``paper``; at ``quick`` / ``smoke`` no RBF
+    CKA (its CRSM differs from the linear one only in its kernel) and FedAvg only at Fig. 5's s."""
+    if scale == "paper":
+        return dict(FEDSHIBU_METHODS)
+    return {m: kw for m, kw in FEDSHIBU_METHODS.items() if m != RBF and (m != AVG or s == FIG_S)}
 
 
-def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
+def split_name(name: str) -> dict[str, Any]:
+    """``{"method", "s", "seed"}`` of a run name ``"<method> | s=<s> | seed=<n>"`` (``s`` None when absent)."""
+    parts = name.split(" | ")
+    kv = dict(p.split("=", 1) for p in parts[1:])
+    return {"method": parts[0], "s": int(kv["s"]) if "s" in kv else None, "seed": int(kv["seed"])}
+
+
+def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Sequence[int] | None = None,
                   executor: str = "auto") -> Plan:
-    """FedSHIBU's artifacts: Table 1 / Fig. 4 (shards sweep × methods), Fig. 1 (label groups: all bodies vs
-    within-group aggregation), Fig. 3 (the CRSM of 10 clients at s = 5, unpaired and paired), Fig. 5 (FedAvg vs
-    FedAvg+CRSM at s = 5, evaluated every round)."""
-    base = preset("fedshibu", scale, dataset=dataset, device=device, seed=seed, executor=executor)
-    table = {f"{m} | s={s}": base.replace(partition_kw={"shards_per_user": s}, **kw)
-             for s in FEDSHIBU_LEVELS[scale] for m, kw in fedshibu_methods(scale).items()}
-    ten = base.replace(num_clients=10, eval_every=max(1, base.rounds // 10))
-    groups = ten.replace(partition="label_groups", partition_kw={})
-    fig1 = {"all bodies aggregated (FedBABU)": groups.replace(strategy="fedbabu"),
-            "aggregated within each group": groups.replace(strategy="fedshibu",
-                                                           strategy_kw={"sim": "groups", "groups": GROUPS})}
-    s5 = ten.replace(partition_kw={"shards_per_user": 5})
-    fig3 = {"unpaired (the paper's D̂_i)": s5.replace(strategy="fedshibu", strategy_kw={"sim": "linear"}),
-            "paired (one shared probe batch)": s5.replace(strategy="fedshibu",
-                                                          strategy_kw={"sim": "linear", "paired": True})}
-    every = base.replace(partition_kw={"shards_per_user": 5}, eval_every=1)
-    fig5 = {"FedAvg": every.replace(strategy="fedavg"), "FedAvg+CRSM": every.replace(strategy="fedavg_crsm")}
+    """FedSHIBU's artifacts (see the module docstring): ``table1``, ``fig1``, ``fig3``, ``fig5``."""
+    seeds = tuple(seeds) if seeds is not None else FEDSHIBU_SEEDS[scale]
+    base = preset("fedshibu", scale, dataset=dataset, device=device, executor=executor)
+
+    def at(c: Config, s: int, method: str, seed: int, **kw: Any) -> Config:
+        return c.replace(seed=seed, partition_kw={"shards_per_user": s}, **{**FEDSHIBU_METHODS[method], **kw})
+
+    every = dict(eval_every=1)  # no fine-tuning: evaluating every round is cheap (Fig. 5's curves)
+    table = {f"{m} | s={s} | seed={n}": at(base, s, m, n, **(every if m == AVG else {}))
+             for s in FEDSHIBU_LEVELS[scale] for m in fedshibu_methods(scale, s) for n in seeds}
+    ten = base.replace(num_clients=10)
+    fig3 = {f"{label} | s={FIG_S} | seed={n}": at(ten, FIG_S, LINEAR, n, strategy_kw={"sim": "linear", **kw})
+            for label, kw in (("own samples (§4.3)", {}), ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
+            for n in seeds}
+    fig5 = {f"{label} | s={FIG_S} | seed={n}": at(base, FIG_S, AVG, n, **every).replace(strategy=strategy)
+            for label, strategy in (("FedAvg", "fedavg"), ("FedAvg+CRSM", "fedavg_crsm"), ("Local only", "local_only"))
+            for n in seeds}
+    groups = ten.replace(partition="label_groups", partition_kw={}, eval_every=max(1, ten.rounds // 5))
+    fig1 = {f"{label} | seed={n}": groups.replace(seed=n, strategy=st, strategy_kw=kw)
+            for label, st, kw in (("all bodies aggregated (FedBABU)", "fedbabu", {"head": "dense"}),
+                                  ("aggregated within each group", "fedshibu", {"sim": "groups", "groups": GROUPS}))
+            for n in seeds}
     return {"table1": table, "fig1": fig1, "fig3": fig3, "fig5": fig5}

@@ -1,7 +1,11 @@
 """FedBABU (Oh et al. 2022): train and aggregate the body only; fine-tune the head per client to evaluate.
 
-The head — the model's final linear layer (``FedModel.head``) — stays at its shared random initialization during
-federated training (lr 0: it is not trained); the body is averaged (FedAvg's weights) and broadcast. Personalized
+The head stays at its shared random initialization during federated training (lr 0: it is not trained); the body
+is averaged (FedAvg's weights) and broadcast. ``head`` says which layers form it: ``"last"`` (default), the final
+linear layer (``FedModel.head``; FedBABU's Fig. 1: "the head (i.e., the last linear classifier)"); ``"dense"``,
+every dense layer following the extractor (FedSHIBU §3.3: "All dense layers following the extractor form the
+classifier"; with the FedIntR CNN fc1, fc2 and fc3). Both papers' networks (ResNet-18, 4convNet) end in one dense
+layer, where the two coincide; with more, a comparison with FedSHIBU uses its head set. Personalized
 evaluation: each client fine-tunes the head (``ft_part="full"``: the whole model) for ``ft_epochs`` epochs on its
 own training split and is tested on its own test split; the engine reports the unweighted mean ± std over clients,
 with and without fine-tuning (``personal_acc_*``, ``personal_noft_acc_*``).
@@ -13,31 +17,60 @@ choice (the FedSHIBU paper is silent on fine-tuning). Training: lr 0.1 decayed �
 
 from __future__ import annotations
 
+from torch import nn
+
 from ..options import at_least, between
 from .base import FineTune, Strategy
 
 FT_PARTS = ("head", "full")
+HEADS = ("last", "dense")
+
+
+def head_layers(model: nn.Module, head: str = "last") -> tuple[str, ...]:
+    """The main-path layers (``model.layer_taps``) forming the head: ``"last"``, the final linear layer
+    (``model.head``); ``"dense"``, the trailing run of ``nn.Linear`` layers. The tap before them is the extractor's
+    output (:func:`extractor_tap`)."""
+    if head not in HEADS:
+        raise ValueError(f"Unknown head {head!r}; valid: {HEADS}.")
+    taps = model.layer_taps
+    if head == "last":
+        return (model.head,) if model.head else ()
+    i = len(taps)
+    while i > 0 and isinstance(getattr(model, taps[i - 1], None), nn.Linear):
+        i -= 1
+    return tuple(taps[i:])
+
+
+def extractor_tap(model: nn.Module, head: str = "last") -> str:
+    """The tap feeding the head: the representation FedSHIBU compares (with ``"dense"``, the last conv output)."""
+    taps = model.layer_taps
+    return taps[taps.index(head_layers(model, head)[0]) - 1]
 
 
 class FedBABU(Strategy):
     name = "fedbabu"
     option_ranges = {"ft_epochs": at_least(0), "ft_lr": at_least(0), "ft_momentum": between(0, 1, hi_open=True),
-                     "ft_batch_size": at_least(1), "ft_part": FT_PARTS}
+                     "ft_batch_size": at_least(1), "ft_part": FT_PARTS, "head": HEADS}
 
     def __init__(self, ft_epochs: int = 5, ft_lr: float = 1e-3, ft_momentum: float = 0.9, ft_batch_size: int = 50,
-                 ft_part: str = "head") -> None:
+                 ft_part: str = "head", head: str = "last") -> None:
         if ft_part not in FT_PARTS:
             raise ValueError(f"Unknown ft_part {ft_part!r}; valid: {FT_PARTS}.")
+        if head not in HEADS:
+            raise ValueError(f"Unknown head {head!r}; valid: {HEADS} (the final linear layer, or every dense layer "
+                             f"following the extractor).")
         if ft_epochs < 0 or ft_lr < 0 or ft_batch_size < 1:
             raise ValueError("FedBABU needs ft_epochs >= 0, ft_lr >= 0 and ft_batch_size >= 1.")
         self.ft_epochs, self.ft_lr, self.ft_momentum = int(ft_epochs), float(ft_lr), float(ft_momentum)
-        self.ft_batch_size, self.ft_part = int(ft_batch_size), ft_part
+        self.ft_batch_size, self.ft_part, self.head = int(ft_batch_size), ft_part, head
         self._head: frozenset[str] = frozenset()
 
     def setup(self, model, cfg) -> None:
-        self._head = frozenset(model.head_parameter_names())
+        layers = head_layers(model, self.head)
+        self._head = frozenset(n for n, _ in model.named_parameters() if n.split(".")[0] in layers)
         if not self._head:
-            raise ValueError(f"{type(model).__name__} names no head (FedModel.head); FedBABU needs one.")
+            raise ValueError(f"{type(model).__name__} has no head={self.head!r} layers (FedModel.head, or dense "
+                             f"layers at the end of its main path); FedBABU needs one.")
 
     def is_head(self, name: str) -> bool:
         return name in self._head

@@ -23,7 +23,9 @@ whose clients all measure 0 falls back to uniform weights instead of 0/0) and no
 
 ``denoise``: ``"auto"`` (EVBMF for the entropy metrics, the raw weight for the stable rank), ``"evbmf"`` or
 ``"none"``. :meth:`round_metrics` records every conv layer's metric and weights per client (``feder_rank``,
-``feder_alpha``: ``{layer: [value per client]}``, the rank before the floor) in the round's history.
+``feder_alpha``: ``{layer: [value per client]}``, the rank before the floor) in the round's history, and
+``feder_floored``: the share of client-layers whose rank is at or below the floor (EVBMF kept no component, or
+one). Where it is 1, every weight is the floor's and FedER is FedAvg's uniform average.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ from .base import ClientContext, Params, Strategy, weighted_average
 
 METRICS = ("entropy", "entropy_as_printed", "erank", "stable_rank")
 VERSIONS = ("improved", "naive")
+
+
+def floored_share(ranks: dict[str, list[float]], floor: float = 1e-3) -> float:
+    """The share of client-layers (conv layer × client) whose rank is at or below ``floor`` (Alg. 4's 0.001): the
+    weights FedER's floor decides rather than the clients' spectra. NaN when there is no conv layer."""
+    values = [e for er in ranks.values() for e in er]
+    return sum(e <= floor for e in values) / len(values) if values else float("nan")
 
 
 class FedER(Strategy):
@@ -90,8 +99,8 @@ class FedER(Strategy):
         out: Params = {}
         for name, a in alphas.items():
             out.update(weighted_average([{name: u[name]} for u in uploads], a.to(uploads[0][name].device)))
-        self._last = {"feder_rank": ranks,
-                      "feder_alpha": {k: alphas[k].tolist() for k in ranks}}
+        self._last = {"feder_rank": ranks, "feder_alpha": {k: alphas[k].tolist() for k in ranks},
+                      "feder_floored": floored_share(ranks, self.floor)}
         return out
 
     def round_metrics(self) -> dict[str, Any]:

@@ -1,19 +1,46 @@
 """FedSHIBU (Algorithms 1–3) and FedAvg+CRSM (Algorithm 4): one model per client, aggregated by client similarity.
 
 FedSHIBU is FedBABU (head frozen, body trained; head fine-tuned before evaluation) whose server keeps one body
-per client: after local training client i uploads its body θ_i and D̂_i, the body's output (the tap feeding the
-head: ResNet-18's pooled last conv layer) on ``n`` random samples of its own data; the server computes
-``CRSM[i, j] = CKA(D̂_i, D̂_j)`` (``sim``: "linear" or "rbf") and gives client i the body
-``Σ_j CRSM[i, j] / Σ_j' CRSM[i, j'] · θ_j`` (:mod:`fedlib.crsm`), which it starts from next round and is
-evaluated with. ``sim="uniform"`` makes every row equal: FedBABU with unweighted averaging; ``sim="groups"`` with
-``groups=[[0..4], [5..9]]`` is Fig. 1's oracle grouping (aggregation within each group).
+per client: after local training client i uploads its body θ_i and D̂_i, the body's output (the extractor's
+output, which feeds the head) on ``n`` random samples; the server computes ``CRSM[i, j] = CKA(D̂_i, D̂_j)``
+(``sim``: "linear" or "rbf") and gives client i the body ``Σ_j CRSM[i, j] / Σ_j' CRSM[i, j'] · θ_j``
+(:mod:`fedlib.crsm`), which it starts from next round and is evaluated with.
 
-Choices the paper leaves open: ``n = 100`` samples (exposed); unpaired D̂ by default (the paper's: each client's
-own samples), ``paired=True`` evaluates all bodies on one shared batch; the CRSM mixes the round's participants
+Controls (``sim``): ``"identity"`` keeps every client's own body (pure local training of the body: the limit of a
+CRSM whose off-diagonal is 0); ``"uniform"`` makes every row equal (FedBABU: the same body for all, equal to its
+sample-weighted average when the clients are equally large, as shards make them); ``"groups"`` with
+``groups=[[0..4], [5..9]]`` is Fig. 1's oracle grouping (aggregation within each group). Every round's history
+entry carries ``crsm_self`` (the mean weight a client keeps of its own body, the diagonal of the row-normalized
+CRSM) and ``crsm_offdiag`` (the mean off-diagonal similarity), and the CRSM itself (``crsm``, ``crsm_clients``)
+when at most ``keep_crsm`` clients took part.
+
+``head`` (FedBABU's option) defaults to ``"dense"``: §3.3, "All dense layers following the extractor form the
+classifier", and "the representation returned in Algorithm 2 is the output of the last convolutional layer"; with
+the FedIntR CNN the head is fc1, fc2 and fc3 and D̂_i is conv3's output. ``head="last"`` takes the final linear
+layer alone (fc3; D̂_i is fc2's output), FedBABU's own definition. ResNet-18 (the paper's) has one dense layer,
+where the two coincide.
+
+Algorithm 2 writes ``D_i ← random subset of data samples at client i; D̂_i ← f(θ_i,ext, D)``: which samples each
+body is evaluated on is ambiguous (``D_i`` or ``D``). ``samples``:
+
+* ``"own"`` (default): each client's own ``n`` samples (§4.3: "A fixed number of data samples are randomly chosen
+  from each client and their representations from the extractors are retrieved"). Rows of D̂_i and D̂_j are then
+  different images: CKA compares two sets' similarity structures, which for different images is small, so the
+  CRSM's diagonal (1) dominates each row and every client keeps most of its own body.
+* ``"shared"``: the same ``n`` samples of the whole training set for every client (Algorithm 2's literal ``D``, the
+  usual paired CKA). Bodies trained from a common start represent the same images alike: the CRSM is nearly
+  uniform and FedSHIBU close to FedBABU.
+
+The paper's numbers fit ``"own"``: FedSHIBU's Table 1 accuracies at s = 2 (CIFAR-100 91.12 %, CIFAR-10 94.04 %,
+vs FedBABU 15.55 % / 68.43 %) are what a client's model reaches on its own two classes, i.e. mostly local
+training, which a high self-weight gives and a nearly uniform CRSM cannot.
+
+Other choices the paper leaves open: ``n = 100`` samples (exposed); the CRSM mixes the round's participants
 (m = N in the paper); the "global" model reported as ``test_acc`` is the sample-weighted body average (FedBABU's).
-The CRSM of every round is recorded (``crsm``, ``crsm_clients``) when at most ``keep_crsm`` clients took part.
 
-FedAvg+CRSM (Algorithm 4) applies the same aggregation to the whole model, without decoupling or fine-tuning.
+FedAvg+CRSM (Algorithm 4) applies the same aggregation to the whole model, without decoupling or fine-tuning (its
+``head`` only chooses the representation D̂_i); with ``sim="identity"`` it is local-only training, with
+``"uniform"`` FedAvg.
 """
 
 from __future__ import annotations
@@ -22,37 +49,41 @@ from typing import Any
 
 from torch import Tensor
 
-from ..crsm import crsm, group_crsm, mix, row_weights
+from ..crsm import CONTROLS, SIMS, control_crsm, crsm, crsm_stats, group_crsm, mix, row_weights
 from ..options import above, at_least
 from .base import ClientContext, FineTune, Params, Strategy, weighted_average
-from .fedbabu import FedBABU
+from .fedbabu import FedBABU, extractor_tap
+
+SAMPLES = ("own", "shared")
 
 
 class FedSHIBU(FedBABU):
     name = "fedshibu"
     decoupled = True
-    option_ranges = {**FedBABU.option_ranges, "sim": ("linear", "rbf", "uniform", "groups"), "n": at_least(2),
+    option_ranges = {**FedBABU.option_ranges, "sim": SIMS + ("groups",), "samples": SAMPLES, "n": at_least(2),
                      "rbf_threshold": above(0), "keep_crsm": at_least(0)}
 
-    def __init__(self, sim: str = "linear", n: int = 100, paired: bool = False, rbf_threshold: float = 0.5,
-                 keep_crsm: int = 20, groups: list[list[int]] | None = None, **ft: Any) -> None:
-        super().__init__(**ft)
-        if sim not in ("linear", "rbf", "uniform", "groups"):
-            raise ValueError(f"Unknown CRSM similarity {sim!r}; valid: ('linear', 'rbf', 'uniform', 'groups').")
+    def __init__(self, sim: str = "linear", n: int = 100, samples: str = "own", rbf_threshold: float = 0.5,
+                 keep_crsm: int = 20, groups: list[list[int]] | None = None, head: str = "dense", **ft: Any) -> None:
+        super().__init__(head=head, **ft)
+        if sim not in SIMS + ("groups",):
+            raise ValueError(f"Unknown CRSM similarity {sim!r}; valid: {SIMS + ('groups',)}.")
         if (sim == "groups") != (groups is not None):
             raise ValueError("sim='groups' (the oracle grouping of Fig. 1) and groups=[[client ids], ...] go together.")
+        if samples not in SAMPLES:
+            raise ValueError(f"Unknown samples {samples!r} (what each client's body is evaluated on for D̂_i); valid: "
+                             f"{SAMPLES} (its own samples, or the same samples for every client).")
         self.groups = None if groups is None else [list(map(int, g)) for g in groups]
         if n < 2:
             raise ValueError(f"FedSHIBU needs n >= 2 samples per client for the CRSM, got {n}.")
-        self.sim, self.n, self.paired, self.rbf_threshold, self.keep_crsm = sim, int(n), bool(paired), \
+        self.sim, self.n, self.samples, self.rbf_threshold, self.keep_crsm = sim, int(n), samples, \
             float(rbf_threshold), int(keep_crsm)
         self._uploads: dict[int, Tensor] = {}
         self._last: dict[str, Any] = {}
 
     def setup(self, model, cfg) -> None:
-        if self.decoupled:
-            super().setup(model, cfg)
-        self._tap = model.layer_taps[-2]  # the representation feeding the classifier
+        super().setup(model, cfg)
+        self._tap = extractor_tap(model, self.head)  # D̂_i: the representation feeding the classifier
         self._names = [k for k in model.state_dict() if not self.is_head(k)]
 
     def is_head(self, name: str) -> bool:
@@ -66,17 +97,23 @@ class FedSHIBU(FedBABU):
         return self.own(ctx.state, global_params)
 
     def client_end(self, ctx: ClientContext, start: Params, params: Params) -> Params:
-        self._uploads[ctx.cid] = ctx.features(params, (self._tap,), self.n, shared=self.paired)[0]
+        if self.sim not in CONTROLS and self.groups is None:  # the controls and the oracle need no D̂_i
+            self._uploads[ctx.cid] = ctx.features(params, (self._tap,), self.n, shared=self.samples == "shared")[0]
         return params
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
                   ctxs: list[ClientContext]) -> Params:
-        feats = [self._uploads.pop(c.cid) for c in ctxs]
-        S = group_crsm([c.cid for c in ctxs], self.groups) if self.groups else crsm(feats, self.sim, self.rbf_threshold)
+        if self.groups:
+            S = group_crsm([c.cid for c in ctxs], self.groups)
+        elif self.sim in CONTROLS:
+            S = control_crsm(len(ctxs), self.sim)
+        else:
+            S = crsm([self._uploads.pop(c.cid) for c in ctxs], self.sim, self.rbf_threshold)
         for ctx, own in zip(ctxs, mix(uploads, row_weights(S), self._names)):
             ctx.state["own"] = own
-        self._last = {"crsm": S.cpu().tolist(), "crsm_clients": [c.cid for c in ctxs]} \
-            if len(ctxs) <= self.keep_crsm else {}
+        self._last = crsm_stats(S)
+        if len(ctxs) <= self.keep_crsm:
+            self._last.update(crsm=S.cpu().tolist(), crsm_clients=[c.cid for c in ctxs])
         return weighted_average(uploads, weights)
 
     def round_metrics(self) -> dict[str, Any]:
@@ -92,10 +129,10 @@ class FedAvgCRSM(FedSHIBU):
     name = "fedavg_crsm"
     decoupled = False
 
-    def __init__(self, sim: str = "linear", n: int = 100, paired: bool = False, rbf_threshold: float = 0.5,
+    def __init__(self, sim: str = "linear", n: int = 100, samples: str = "own", rbf_threshold: float = 0.5,
                  keep_crsm: int = 20, groups: list[list[int]] | None = None) -> None:
-        """FedSHIBU's CRSM options; no fine-tuning options (FedAvg+CRSM does not fine-tune)."""
-        super().__init__(sim, n, paired, rbf_threshold, keep_crsm, groups)
+        """FedSHIBU's CRSM options; no fine-tuning or head options (FedAvg+CRSM trains and mixes the whole model)."""
+        super().__init__(sim, n, samples, rbf_threshold, keep_crsm, groups)
 
     def trainable(self, name: str) -> bool:
         return True

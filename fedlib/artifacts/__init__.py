@@ -1,0 +1,1 @@
+"""Per-notebook tables, figures and verdicts on the papers' claims, kept out of the notebooks' cells."""

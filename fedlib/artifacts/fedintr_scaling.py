@@ -1,0 +1,228 @@
+"""Notebook 06: FedIntR Table IV / Fig. 4 (many clients) and Fig. 5 (local epochs) as tables and verdicts.
+
+Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
+:func:`fedlib.plans.fedintr_scaling_plan`); :func:`runs_frame` reads each run's method, N, E and seed from its name.
+Every claim is decided by :func:`fedlib.verdicts.decide` over seeds (10 classes: chance is 10 %); a claim whose runs
+are not stored yet is pending, and one whose artifact a scale leaves out is not testable there, with the reason.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..grid import Diverged, cell
+from ..plans.fedintr import split_name
+from ..results import Pending, Record
+from ..verdicts import Verdict, decide, not_testable, pending
+
+__all__ = ["CHANCE", "PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "table4_frame", "curves",
+           "mean_table",
+           "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
+
+CHANCE = 10.0  # Fashion-MNIST and CIFAR-10 have 10 classes
+T4_SOURCE = "FedIntR §IV-D, Table IV"
+FIG5_SOURCE = "FedIntR §IV-E, Fig. 5"
+
+PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each reported T}
+    50: {"FedAvg": (49.41, 57.79, 65.26, 64.62), "FedCKA (μ=1)": (45.28, 56.76, 64.90, 63.96),
+         "FedCKA (μ=10)": (44.45, 53.83, 58.69, 59.08), "FedProx (μ=0.01)": (46.17, 58.12, 65.44, 65.75),
+         "MOON (μ=1)": (48.25, 57.98, 64.24, 64.23), "MOON (μ=10)": (42.71, 55.83, 64.52, 65.18),
+         "FedIntR (μ=1)": (47.02, 58.01, 63.89, 63.75), "FedIntR (μ=10)": (46.63, 56.39, 65.48, 66.94)},
+    100: {"FedAvg": (37.98, 50.69, 61.00, 63.64, 64.90), "FedCKA (μ=1)": (36.81, 47.10, 60.43, 64.30, 64.41),
+          "FedCKA (μ=10)": (36.68, 46.85, 56.51, 59.91, 60.49),
+          "FedProx (μ=0.01)": (37.79, 50.37, 61.08, 64.48, 64.75),
+          "MOON (μ=1)": (38.08, 47.98, 60.08, 63.66, 64.85), "MOON (μ=10)": (34.34, 46.81, 61.68, 63.97, 65.12),
+          "FedIntR (μ=1)": (35.87, 48.15, 60.59, 63.46, 64.26),
+          "FedIntR (μ=10)": (32.13, 49.76, 61.31, 65.55, 66.57)},
+}
+PAPER_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
+INTR = "FedIntR (μ=10)"
+
+Run = Record | Pending | Diverged
+
+
+def label(d: Mapping[str, Any]) -> str:
+    """``"FedIntR (μ=10)"`` from a parsed run name (:func:`fedlib.plans.fedintr.split_name`)."""
+    return d["method"] + ("" if d["μ"] is None else f" (μ={d['μ']:g})")
+
+
+def accuracy_at(record: Record, T: int, window: int = 10) -> float:
+    """Table IV's statistic: the median test accuracy (%) of the evaluated rounds T − window + 1 … T."""
+    s = record.metric("test_acc")
+    s = s[(s.index > T - window) & (s.index <= T)]
+    return 100 * float(s.median()) if len(s) else np.nan
+
+
+def runs_frame(runs: Mapping[str, Run], values: Mapping[str, Callable[[Record], float]]) -> pd.DataFrame:
+    """One row per run and value: ``name, method, N, E, seed, pending, diverged, what, acc`` (``acc``: ``values[what]``
+    of the record, NaN when pending or diverged)."""
+    rows = []
+    for name, r in runs.items():
+        d = split_name(name)
+        p, dv = isinstance(r, Pending), isinstance(r, Diverged)
+        for what, f in values.items():
+            rows.append({"name": name, "method": label(d), "N": d.get("N"), "E": d.get("E"), "seed": d["seed"],
+                         "pending": p, "diverged": dv, "what": what, "acc": np.nan if p or dv else f(r)})
+    return pd.DataFrame(rows, columns=["name", "method", "N", "E", "seed", "pending", "diverged", "what", "acc"])
+
+
+def table4_frame(runs: Mapping[str, Run], at: Mapping[int, tuple[int, ...]]) -> pd.DataFrame:
+    """:func:`runs_frame` of Table IV's runs with ``what`` = ``"T=<round>"`` for the rounds ``at[N]`` of each N."""
+    parts = [runs_frame({k: r for k, r in runs.items() if split_name(k)["N"] == n},
+                        {f"T={T}": (lambda r, T=T: accuracy_at(r, T)) for T in ts}) for n, ts in at.items()]
+    return pd.concat(parts, ignore_index=True) if parts else runs_frame({}, {})
+
+
+def curves(runs: Mapping[str, Run], **where: Any) -> pd.DataFrame:
+    """Test accuracy (%) per round (rows) and method (columns), the mean over the finished seeds of the runs whose
+    name has every ``key=value`` of ``where`` (e.g. ``N=100``)."""
+    series: dict[str, list[pd.Series]] = {}
+    for name, r in runs.items():
+        d = split_name(name)
+        if isinstance(r, Record) and all(d.get(k) == v for k, v in where.items()):
+            series.setdefault(label(d), []).append(100 * r.metric("test_acc"))
+    return pd.DataFrame({m: pd.concat(ss, axis=1).mean(axis=1) for m, ss in series.items()})
+
+
+def mean_table(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
+    """``index`` × ``columns`` cells "mean ± std" over seeds ("pending", "diverged")."""
+    g = df.groupby([index, columns], sort=False)
+    cells = {k: cell(x["acc"].mean(), x["acc"].std(ddof=1), x["acc"].count(), bool(x["pending"].any()),
+                     bool(x["diverged"].any())) for k, x in g}
+    out = pd.Series(cells).unstack()
+    return out.loc[list(dict.fromkeys(df[index])), list(dict.fromkeys(df[columns]))]
+
+
+def _side(df: pd.DataFrame) -> tuple[dict[int, float], bool, list[str]]:
+    return dict(zip(df["seed"].astype(int), df["acc"])), bool(df["pending"].any()) or df.empty, \
+        list(df.loc[df["diverged"], "name"])
+
+
+def _compare(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str], kind: str,
+             paper: str = "") -> Verdict:
+    (av, ap, ad), (bv, bp, bd) = _side(a), _side(b)
+    if ap or bp:
+        return pending(claim, source)
+    return decide(claim, source, av, bv, kind=kind, names=names, chance=CHANCE, diverged=ad + bd, paper=paper)
+
+
+def _runner_up(df: pd.DataFrame, exclude: str) -> str | None:
+    """The method other than ``exclude`` with the highest mean (None while some run is pending)."""
+    others = df[df["method"] != exclude]
+    if others.empty or others["pending"].any():
+        return None
+    return others.groupby("method", sort=False)["acc"].mean().idxmax()
+
+
+def _paper_t4(n: int, i: int) -> tuple[float, float, str]:
+    row = {m: v[i] for m, v in PAPER_T4[n].items()}
+    med = statistics.median(v for m, v in row.items() if m != "FedAvg")
+    second = max((m for m in row if m != INTR), key=row.get)
+    return row["FedAvg"] - med, row[INTR] - row[second], second
+
+
+def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> list[Verdict]:
+    """Table IV's two claims for each N: FedAvg beats the majority of the regularized methods at the first two
+    reported rounds, and FedIntR (μ = 10) beats every other method at the last one. ``df``: :func:`runs_frame` with
+    ``what`` = ``"T=<round>"``; ``left_out``: why this scale does not run Table IV (every claim not testable)."""
+    out = []
+    Ts = {n: PAPER_T4_AT[n] for n in PAPER_T4} if df is None or df.empty else \
+        {int(n): tuple(int(w[2:]) for w in dict.fromkeys(g["what"])) for n, g in df.groupby("N", sort=False)}
+    for n, ts in Ts.items():
+        pn = n if n in PAPER_T4 else max(PAPER_T4)
+        for i, T in enumerate(ts[:2]):
+            claim = f"FedAvg beats the majority of the other methods early in training (N = {n}, T = {T})"
+            src = f"{T4_SOURCE}: 'vanilla FedAvg outperforms the majority of other approaches in the early training " \
+                  f"rounds (i.e., T = 100 and T = 200)'"
+            eff = _paper_t4(pn, i)[0]
+            paper = f"FedAvg − median of the others: {eff:+.2f} at N = {pn}, T = {PAPER_T4_AT[pn][i]}"
+            if left_out:
+                out.append(not_testable(claim, src, left_out, paper))
+                continue
+            at = df[(df["N"] == n) & (df["what"] == f"T={T}")]
+            if at["pending"].any():
+                out.append(pending(claim, src))
+                continue
+            wide = at.pivot(index="seed", columns="method", values="acc")
+            others = [m for m in wide.columns if m != "FedAvg"]
+            d = {int(s): float(wide.loc[s, "FedAvg"] - wide.loc[s, others].median()) for s in wide.index}
+            out.append(decide(claim, src, d, kind="greater", names=("FedAvg − median of the others", ""),
+                              chance=CHANCE, runs=list(at["acc"]), diverged=list(at.loc[at["diverged"], "name"]),
+                              paper=paper))
+        T = ts[-1]
+        _, eff, second = _paper_t4(pn, len(PAPER_T4_AT[pn]) - 1)
+        claim = f"FedIntR (μ = 10) beats every other method after enough rounds (N = {n}, T = {T})"
+        src = f"{T4_SOURCE}: 'with a sufficient number of training rounds, FedIntR with μ = 10 can significantly " \
+              f"outperform all other approaches'"
+        paper = f"{eff:+.2f} over the second best, {second}, at N = {pn}, T = {PAPER_T4_AT[pn][-1]}"
+        if left_out:
+            out.append(not_testable(claim, src, left_out, paper))
+            continue
+        at = df[(df["N"] == n) & (df["what"] == f"T={T}")]
+        other = _runner_up(at, INTR)
+        out.append(pending(claim, src) if other is None else
+                   _compare(claim, src, at[at["method"] == INTR], at[at["method"] == other], (INTR, other),
+                            "greater", paper))
+    return out
+
+
+def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "") -> list[Verdict]:
+    """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
+    ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5.
+    ``df``: :func:`runs_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale runs no E beyond
+    ``default_e`` (those claims are then not testable)."""
+    out = []
+    Es = sorted(set(df["E"]))
+    methods = list(dict.fromkeys(df["method"]))
+    above = [e for e in Es if e > default_e]
+    for m in methods:
+        d = df[df["method"] == m]
+        claim = f"E = 1 gives {m} a lower accuracy than E = {default_e}"
+        src = f"{FIG5_SOURCE}: 'setting E = 1 results in poor accuracy for all approaches'"
+        out.append(_compare(claim, src, d[d["E"] == 1], d[d["E"] == default_e], ("E=1", f"E={default_e}"), "less"))
+    for m in methods:
+        d = df[df["method"] == m]
+        claim = f"{m} is best at the default E = {default_e} (the paper's 10)"
+        src = f"{FIG5_SOURCE}: 'setting E = 10 enables them to achieve their best performance'"
+        rest = [e for e in Es if e not in (1, default_e)]
+        if not rest:
+            out.append(not_testable(claim, src, budget_note or "no E besides 1 and the default was run"))
+            continue
+        if d["pending"].any():
+            out.append(pending(claim, src))
+            continue
+        best = d[d["E"].isin(rest)].groupby("E")["acc"].mean().idxmax()
+        out.append(_compare(claim, src, d[d["E"] == default_e], d[d["E"] == best], (f"E={default_e}", f"E={best}"),
+                            "greater"))
+    for m in methods:
+        d = df[df["method"] == m]
+        claim = f"E ≥ 20 lowers {m}'s accuracy below E = {default_e}"
+        src = f"{FIG5_SOURCE}: 'using a larger number of local epochs (i.e., 20 or 40) can decrease the performance " \
+              f"for all approaches'"
+        if not above:
+            out.append(not_testable(claim, src, budget_note or f"no E above {default_e} was run"))
+            continue
+        if d["pending"].any():
+            out.append(pending(claim, src))
+            continue
+        best = d[d["E"].isin(above)].groupby("E")["acc"].mean().idxmax()  # the better of the large E's
+        out.append(_compare(claim, src, d[d["E"] == best], d[d["E"] == default_e], (f"E={best}", f"E={default_e}"),
+                            "less"))
+    intr = next((m for m in methods if m.startswith("FedIntR")), None)  # at Table I's μ for the dataset
+    if intr is None:
+        out.append(not_testable("FedIntR beats the other methods at every E but 5",
+                                f"{FIG5_SOURCE}: 'FedIntR achieves the best performance in most settings except E = 5'",
+                                budget_note or "FedIntR was not run at this scale"))
+    for e in [e for e in Es if e != 5] if intr else []:
+        at = df[df["E"] == e]
+        claim = f"{intr} beats {', '.join(m for m in methods if m != intr)} at E = {e}"
+        src = f"{FIG5_SOURCE}: 'FedIntR achieves the best performance in most settings except E = 5'"
+        other = _runner_up(at, intr)
+        out.append(pending(claim, src) if other is None else
+                   _compare(claim, src, at[at["method"] == intr], at[at["method"] == other], (intr, other),
+                            "greater"))
+    return out

@@ -1,0 +1,300 @@
+"""Notebook 08: FedSHIBU Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 as tables and verdicts.
+
+Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
+:func:`fedlib.plans.fedshibu_plan`); :func:`runs_frame` reads method, s and seed from the names
+(:func:`fedlib.plans.fedshibu.split_name`). Accuracies are personalized: the mean over clients of each client's
+accuracy on its own test split (FedBABU and FedSHIBU after fine-tuning the head). Chance is per client: the share
+of the most frequent class in its test split (50 % for a client holding two classes), averaged over clients. Every
+claim is decided by :func:`fedlib.verdicts.decide` over seeds; a claim whose runs are not stored is pending, and a
+run within 2 points of its chance makes a claim not testable.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..config import Config
+from ..crsm import label_overlap, offdiag_corr
+from ..grid import Diverged
+from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR, split_name
+from ..results import Pending, Record
+from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, pending
+
+__all__ = ["PAPER_T1", "PAPER_ORDER", "chance", "overlap", "runs_frame", "seed_summary", "wide", "curves",
+           "crsm_rounds", "plot_crsm", "table1_verdicts", "fig1_verdicts", "fig3_verdicts", "fig5_verdicts"]
+
+Run = Record | Pending | Diverged
+PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
+PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
+    "cifar10": {2: (94.04, 90.69, 68.43, 58.13), 3: (81.12, 78.62, 77.74, 69.58), 4: (85.07, 85.9, 84.06, 83.88),
+                5: (89.26, 88.18, 86.93, 85.96), 8: (89.32, 89.92, 89.38, 89.01), 10: (90.34, 90.28, 90.24, 89.67),
+                20: (90.64, 90.93, 90.85, 90.58), 50: (90.88, 90.94, 91.03, 91.28),
+                100: (90.93, 91.23, 90.87, 90.94)},
+    "cifar100": {2: (91.12, 41.65, 15.55, 24.92), 3: (54.12, 41.95, 33.03, 37.98), 4: (57.96, 49.47, 47.22, 47.27),
+                 5: (59.48, 53.62, 53.88, 52.36), 8: (63.63, 62.71, 60.77, 60.36), 10: (69.72, 66.07, 66.46, 62.45),
+                 20: (72.33, 69.97, 71.86, 67.31), 50: (73.88, 70.93, 73.44, 69.01),
+                 100: (72.97, 71.31, 73.37, 70.17)},
+}
+T1 = "FedSHIBU Table 1 / Fig. 4"
+_LABELS: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+_DATA: dict[tuple, Any] = {}
+
+
+def _counts(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) label histograms of ``cfg``'s clients (clients × classes), cached per partition."""
+    from ..engine import build_partition, load_data
+    from ..strategies import build_strategy
+
+    key = json.dumps([cfg.dataset, cfg.n_train, cfg.n_test, cfg.partition, cfg.partition_kw, cfg.num_clients,
+                      cfg.seed], sort_keys=True)
+    if key not in _LABELS:
+        dkey = (cfg.dataset, cfg.n_train, cfg.n_test)
+        if dkey not in _DATA:
+            _DATA[dkey] = load_data(cfg.replace(device="cpu"))
+        data = _DATA[dkey]
+        part = build_partition(cfg, data, build_strategy(cfg.strategy, **cfg.strategy_kw))
+        ytr, yte = data.y_train.numpy(), data.y_test.numpy()
+        hist = lambda y, ixs: np.stack([np.bincount(y[ix], minlength=data.num_classes) for ix in ixs])  # noqa: E731
+        _LABELS[key] = hist(ytr, part.client_indices), hist(yte, part.test_indices or part.client_indices)
+    return _LABELS[key]
+
+
+def chance(cfg: Config) -> float:
+    """Personalized chance (%): per client the share of its test split's most frequent class, mean over clients."""
+    test = _counts(cfg)[1]
+    return float(100 * np.mean(test.max(1) / test.sum(1).clip(1)))
+
+
+def overlap(cfg: Config) -> torch.Tensor:
+    """The clients' label overlap (cosine of their training label histograms): what a CRSM tracking data similarity
+    should find (Fig. 3)."""
+    return label_overlap(torch.as_tensor(_counts(cfg)[0]))
+
+
+def _last(r: Record, key: str) -> float:
+    h = [e[key] for e in r.history if key in e]
+    return float(h[-1]) if h else np.nan
+
+
+def runs_frame(runs: Mapping[str, Run]) -> pd.DataFrame:
+    """One row per run: ``name, method, s, seed, pending, diverged``, final personalized ``acc`` and ``acc (no ft)``
+    (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, and ``s / round``."""
+    rows = []
+    for name, r in runs.items():
+        done = isinstance(r, Record)
+        rows.append({"name": name, **split_name(name), "pending": isinstance(r, Pending),
+                     "diverged": isinstance(r, Diverged), "chance": chance(r.cfg),
+                     "acc": 100 * _last(r, "personal_acc_mean") if done else np.nan,
+                     "acc (no ft)": 100 * _last(r, "personal_noft_acc_mean") if done else np.nan,
+                     "self-weight": _last(r, "crsm_self") if done else np.nan,
+                     "off-diagonal": _last(r, "crsm_offdiag") if done else np.nan,
+                     "s / round": float(np.median([h["train_time_s"] for h in r.history])) if done else np.nan})
+    return pd.DataFrame(rows)
+
+
+def _cell(g: pd.DataFrame, col: str) -> str:
+    v = g[col].dropna()
+    if g["pending"].any() or (v.empty and not g["diverged"].any()):
+        return "pending"
+    if g["diverged"].any():
+        return "diverged"
+    d = 3 if col in ("self-weight", "off-diagonal") else 2
+    return f"{v.mean():.{d}f}" + (f" ± {v.std(ddof=1):.{d}f}" if len(v) > 1 else "")
+
+
+def seed_summary(frame: pd.DataFrame, cols: tuple[str, ...] = ("acc", "acc (no ft)", "self-weight", "off-diagonal")
+                 ) -> pd.DataFrame:
+    """One row per (method, s): ``n`` finished seeds and, per column of ``cols``, mean ± std over seeds ("pending",
+    "diverged"; "–" where a run has no such number, e.g. no CRSM)."""
+    rows = []
+    for (m, s), g in frame.groupby(["method", frame["s"].fillna(-1)], sort=False):
+        rows.append({"method": m, "s": None if s == -1 else int(s), "n": int(g["acc"].notna().sum()),
+                     **{c: _cell(g, c) if g[c].notna().any() or g["pending"].any() else "–" for c in cols}})
+    return pd.DataFrame(rows)
+
+
+def wide(summary: pd.DataFrame, col: str = "acc") -> pd.DataFrame:
+    """s × method: the column ``col`` of :func:`seed_summary` ("not run" where a scale leaves a pair out)."""
+    methods = list(dict.fromkeys(summary["method"]))
+    return summary.pivot(index="s", columns="method", values=col)[methods].fillna("not run")
+
+
+def curves(runs: Mapping[str, Run], metric: str = "personal_acc_mean") -> pd.DataFrame:
+    """Per round (rows) and method (columns): ``metric`` (× 100) averaged over the stored seeds."""
+    per: dict[str, list[pd.Series]] = {}
+    for name, r in runs.items():
+        if isinstance(r, Record):
+            s = r.metric(metric)
+            per.setdefault(split_name(name)["method"], []).append(100 * s if "acc" in metric else s)
+    return pd.DataFrame({m: pd.concat(v, axis=1).mean(axis=1) for m, v in per.items()})
+
+
+def crsm_rounds(runs: Mapping[str, Run]) -> pd.DataFrame:
+    """Per method (run kind) and round: the CRSM's mean self-weight, mean off-diagonal and the correlation of its
+    off-diagonal with the clients' label overlap, each averaged over the stored seeds."""
+    rows = []
+    for name, r in runs.items():
+        if isinstance(r, Record):
+            ov = overlap(r.cfg)
+            rows += [{"method": split_name(name)["method"], "round": e["round"], "self-weight": e["crsm_self"],
+                      "off-diagonal": e["crsm_offdiag"],
+                      "corr. with label overlap": offdiag_corr(torch.tensor(e["crsm"]), ov)}
+                     for e in r.history if "crsm" in e]
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows).groupby(["method", "round"], sort=False).mean().round(3)
+
+
+def plot_crsm(runs: Mapping[str, Run], axes: np.ndarray) -> list[str]:
+    """Fig. 3: per method (a row of ``axes``, 5 wide) the first stored seed's CRSM at four rounds, then the clients'
+    label overlap. Returns the methods drawn."""
+    drawn, row = [], iter(axes)
+    for name, r in runs.items():
+        method = split_name(name)["method"]
+        if not isinstance(r, Record) or method in drawn:
+            continue
+        drawn.append(method)
+        ax = next(row)
+        hist = [e for e in r.history if "crsm" in e]
+        picks = sorted({int(round(q * (len(hist) - 1))) for q in (0, 1 / 3, 2 / 3, 1)})
+        for a, i in zip(ax, picks + [None] * (4 - len(picks))):
+            if i is not None:
+                a.imshow(np.array(hist[i]["crsm"]), cmap="viridis")
+                a.set_title(f"{method.split(' (')[0]} · round {hist[i]['round']}", fontsize=8)
+            a.set_xticks([]), a.set_yticks([])
+        ax[4].imshow(overlap(r.cfg).numpy(), cmap="viridis")
+        ax[4].set_title(f"label overlap (seed {split_name(name)['seed']})", fontsize=8)
+        ax[4].set_xticks([]), ax[4].set_yticks([])
+    return drawn
+
+
+def _judge(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame | None, names: tuple[str, str], *,
+           col: str = "acc", kind: str = "greater", margin: float = 0.0, paper: str = "",
+           a_vals: Mapping[int, float] | None = None, b_vals: Mapping[int, float] | None = None) -> Verdict:
+    """Decide ``claim`` from the runs of side ``a`` and ``b`` (rows of :func:`runs_frame`): pending while any is
+    missing; not testable when one diverged or sits within 2 points of its chance; else :func:`decide` on ``col``
+    per seed (or on ``a_vals`` / ``b_vals``, derived per seed from these runs)."""
+    rows = pd.concat([a] + ([b] if b is not None else []))
+    if rows.empty or rows["pending"].any():
+        return pending(claim, source)
+    low = rows[rows["acc"] <= rows["chance"] + CHANCE_MARGIN]
+    if len(low) and not rows["diverged"].any():
+        return not_testable(claim, source, f"{len(low)} run(s) within {CHANCE_MARGIN:g} points of their chance "
+                                           f"accuracy: {', '.join(low['name'])}", paper)
+    vals = lambda d: {int(s): float(v) for s, v in zip(d["seed"], d[col]) if np.isfinite(v)}  # noqa: E731
+    return decide(claim, source, a_vals if a_vals is not None else vals(a),
+                  None if b is None else (b_vals if b_vals is not None else vals(b)), kind=kind, margin=margin,
+                  names=names, diverged=list(rows.loc[rows["diverged"], "name"]), paper=paper)
+
+
+def _pick(frame: pd.DataFrame, method: str, s: int | None = None) -> pd.DataFrame:
+    f = frame[frame["method"] == method]
+    return f if s is None else f[f["s"] == s]
+
+
+def _gap(frame: pd.DataFrame, s: int) -> dict[int, float]:
+    a, b = (_pick(frame, m, s).set_index("seed")["acc"] for m in (LINEAR, BABU))
+    return {int(k): float(v) for k, v in (a - b).dropna().items()}
+
+
+def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10") -> list[Verdict]:
+    """Table 1's claims, each against the CRSM's controls: FedSHIBU beats FedBABU (uniform CRSM) and the identity
+    CRSM (local bodies) for s ≤ 5; the FedSHIBU − FedBABU gap shrinks as s grows; FedSHIBU equals FedBABU on
+    homogeneous data (s = 100); FedBABU beats FedAvg for s > 5 (§4.1)."""
+    levels = sorted(frame["s"].dropna().unique().astype(int))
+    paper = PAPER_T1[column]
+    out = []
+    for s in [s for s in levels if s <= 5]:
+        d = paper[s][0] - paper[s][2]
+        out.append(_judge(f"FedSHIBU (linear CKA) beats FedBABU (the uniform CRSM) at s = {s}",
+                          f"{T1}; §4.3 'When the data is heterogeneous, FedSHIBU outperforms FedBABU'",
+                          _pick(frame, LINEAR, s), _pick(frame, BABU, s), ("FedSHIBU", "FedBABU"),
+                          paper=f"{column}: {d:+.2f}"))
+        out.append(_judge(f"FedSHIBU (linear CKA) beats keeping each client's own body (the identity CRSM) at s = {s}",
+                          "FedSHIBU §1, 'similarity-based aggregation improves the performance of clients', against "
+                          "the identity-CRSM control", _pick(frame, LINEAR, s), _pick(frame, IDENTITY, s),
+                          ("FedSHIBU", "identity CRSM")))
+    lo, hi = min(levels), max(levels)
+    claim = f"The FedSHIBU − FedBABU gap is larger at s = {lo} than at s = {hi}"
+    src = "FedSHIBU Fig. 4 caption, 'With decreasing heterogeneity, the difference in performance decreases'"
+    both = pd.concat([_pick(frame, m, s) for m in (LINEAR, BABU) for s in (lo, hi)])
+    out.append(_judge(claim, src, both, None, ("gap difference", ""), a_vals={
+        k: v - _gap(frame, hi)[k] for k, v in _gap(frame, lo).items() if k in _gap(frame, hi)},
+        paper=f"{column}: {paper[lo][0] - paper[lo][2]:+.2f} at s = {lo}, {paper[hi][0] - paper[hi][2]:+.2f} at "
+              f"s = {hi}") if hi > lo else not_testable(claim, src, "one level of s at this scale"))
+    claim, src = "FedSHIBU equals FedBABU (within 1 point) when the data are homogeneous (s = 100)", \
+        "FedSHIBU §4.3, 'When the data distribution is homogeneous ... FedSHIBU would equal FedBABU'"
+    out.append(_judge(claim, src, _pick(frame, LINEAR, 100), _pick(frame, BABU, 100), ("FedSHIBU", "FedBABU"),
+                      kind="within", margin=1.0, paper=f"{column}: {paper[100][0] - paper[100][2]:+.2f}")
+               if 100 in levels else not_testable(claim, src, f"s = 100 is not run at {scale} scale"))
+    above = [s for s in levels if s > 5 and len(_pick(frame, AVG, s))]
+    for s in above:
+        out.append(_judge(f"FedBABU beats FedAvg at s = {s}", "FedSHIBU §4.1, 'FedBABU performs better than FedAVG "
+                          "when data distribution across clients is heterogeneous (s > 5)'", _pick(frame, BABU, s),
+                          _pick(frame, AVG, s), ("FedBABU", "FedAvg"),
+                          paper=f"{column}: {paper[s][2] - paper[s][3]:+.2f}"))
+    if not above:
+        out.append(not_testable("FedBABU beats FedAvg for s > 5", "FedSHIBU §4.1",
+                                f"FedAvg is not run at s > 5 at {scale} scale"))
+    return out
+
+
+def fig1_verdicts(frame: pd.DataFrame) -> list[Verdict]:
+    """Fig. 1: aggregating bodies within each label group beats aggregating all of them (FedBABU)."""
+    grouped, everything = (frame[frame["method"].str.startswith(p)] for p in ("aggregated within", "all bodies"))
+    return [_judge("Aggregating extractors within each label group beats aggregating all of them (FedBABU)",
+                   "FedSHIBU Fig. 1; §1, 'the average performance of all clients where the extractors were grouped "
+                   "is better'", grouped, everything, ("within groups", "all (FedBABU)"))]
+
+
+def _corr(r: Record, ov: torch.Tensor, which: int) -> float:
+    h = [e for e in r.history if "crsm" in e]
+    return offdiag_corr(torch.tensor(h[which]["crsm"]), ov) if h else np.nan
+
+
+def fig3_verdicts(frame: pd.DataFrame, runs: Mapping[str, Run]) -> list[Verdict]:
+    """Fig. 3, per reading of D̂_i: the CRSM's correlation with the clients' label overlap is higher at the last
+    round than at the first ('as it converges the groups become more prominent')."""
+    out = []
+    for method, f in frame.groupby("method", sort=False):
+        first, last = {}, {}
+        for name, seed in zip(f["name"], f["seed"]):
+            r = runs[name]
+            if isinstance(r, Record):
+                ov = overlap(r.cfg)
+                first[int(seed)], last[int(seed)] = _corr(r, ov, 0), _corr(r, ov, -1)
+        out.append(_judge(f"The CRSM tracks the clients' label overlap more closely at the end of training than at "
+                          f"its start ({method})", "FedSHIBU Fig. 3 caption, 'as it converges the groups become "
+                          "more prominent'", f, None, ("last − first round", ""),
+                          a_vals={k: last[k] - first[k] for k in last}))
+    return out
+
+
+def _rounds_to(s: pd.Series, target: float) -> float:
+    hit = s[s >= target]
+    return float(hit.index[0]) if len(hit) else float(s.index[-1] + 1)
+
+
+def fig5_verdicts(frame: pd.DataFrame, runs: Mapping[str, Run]) -> list[Verdict]:
+    """Fig. 5 at s = 5: FedAvg+CRSM ends more accurate than FedAvg (the uniform CRSM) and than local-only training
+    (the identity CRSM), and reaches 90 % of FedAvg's final accuracy in fewer rounds."""
+    crsm, avg, local = (_pick(frame, m) for m in ("FedAvg+CRSM", "FedAvg", "Local only"))
+    src = "FedSHIBU Fig. 5; §4.4, 'significant performance improvement along with faster convergence'"
+    out = [_judge("FedAvg+CRSM ends more accurate than FedAvg (the uniform CRSM) at s = 5", src, crsm, avg,
+                  ("FedAvg+CRSM", "FedAvg")),
+           _judge("FedAvg+CRSM ends more accurate than local-only training (the identity CRSM) at s = 5",
+                  src + ", against the identity-CRSM control", crsm, local, ("FedAvg+CRSM", "local only"))]
+    faster: dict[int, float] = {}
+    for seed in set(crsm["seed"]) & set(avg["seed"]):
+        a, c = (runs[f[f["seed"] == seed]["name"].iloc[0]] for f in (avg, crsm))
+        if isinstance(a, Record) and isinstance(c, Record):
+            sa, sc = (100 * r.metric("personal_acc_mean") for r in (a, c))
+            faster[int(seed)] = _rounds_to(sa, 0.9 * sa.iloc[-1]) - _rounds_to(sc, 0.9 * sa.iloc[-1])
+    out.append(_judge("FedAvg+CRSM reaches 90 % of FedAvg's final accuracy in fewer rounds than FedAvg", src,
+                      pd.concat([crsm, avg]), None, ("rounds saved", ""), a_vals=faster))
+    return out
