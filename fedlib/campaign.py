@@ -2,22 +2,25 @@
 
     python -m fedlib.campaign plan --scale paper --device cuda        # every run: cost, priority, status
     python -m fedlib.campaign run --scale paper --device cuda --budget 25m [--backend local|ray]
-    python -m fedlib.campaign ledger --scale paper                    # results/summary-paper.md
+    python -m fedlib.campaign ledger --scale paper                    # results/ledger-paper.md
 
 The runs come from :data:`fedlib.plans.PLANS` (the notebooks load the same runs with ``fetch(cfg, train=False)``);
 a run that several artifacts share (same :meth:`Config.key`) is one run. Its **priority** comes from
 :data:`PRIORITIES`, keyed by (notebook number, artifact): the Fashion-MNIST tables with paper numbers first
 (FedIntR Table I, II, V), then FedCKA Table 2, and so on; an artifact the table does not know gets
-:data:`DEFAULT_PRIORITY`. Its **status** is ``done`` (a record is in the store), ``pending`` (``partial`` when a
-checkpoint holds some of its rounds) or ``blocked`` (its dataset's files are not on this machine: named, never
+:data:`DEFAULT_PRIORITY`. Its **status** is ``done`` (a record is in the store), ``diverged`` (it stopped with a
+non-finite loss, ``failed/<key>.json``, or its record holds non-finite metrics: a finished result, never retried
+unless ``--retry-diverged``), ``pending`` (``partial`` when a checkpoint holds some of its rounds) or ``blocked``
+(its dataset's files are not on this machine, or its record file holds another config's record: named, never
 attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 
 ``run`` trains the pending runs in priority order and never starts one whose estimate exceeds the remaining budget
 (it goes on with the next one that fits). Every run checkpoints (``checkpoint_every``), so a job killed at the end
 of its slice resumes there next time; records are written atomically by :func:`fedlib.results.run`; a finished
 run's time updates the cost table. Run again, it continues; with everything done it does nothing. After a ``run``
-the ledger ``results/summary-<scale>.md`` lists artifact × runs done / needed, the claims' verdicts (from the
-notebooks' ``results/summary/*.<scale>.json``) and mean ± std over seeds where a plan has several.
+the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`; never the batch summary) lists artifact × runs
+finished / needed, the claims' verdicts (from the notebooks' ``results/summary/*.<scale>.json``) and mean ± std over
+seeds where a plan has several.
 
 Batching runs that share a model and shapes (seeds, μ values) into one computation was measured on the CPU and
 gains at most 4 %, within noise (``benchmarks/batching.py``, ``docs/campaign.md``): runs are trained one after
@@ -36,13 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .atomic import writable_problem
 from .config import SCALES, Config
 from .costs import DEFAULT_COSTS, CostTable
 from .costs import fmt_s as _fmt_s
-from .results import CorruptRecordError, Record, Store, device_name
+from .results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
+from .schedule import NonFiniteLossError
 
 __all__ = ["Item", "PRIORITIES", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
-           "run_local", "format_plan", "main"]
+           "run_local", "format_plan", "unknown_notebooks", "main"]
 
 # (notebook number, artifact id) -> priority (lower runs first). Artifact ids are normalized: lower case, letters
 # and digits only, Roman table numbers as digits ("Table II" -> "table2"); "*" matches any artifact.
@@ -114,11 +119,13 @@ class Item:
     uses: list[tuple[str, str, str]] = field(default_factory=list)  # (notebook, artifact, run name)
     priority: int = DEFAULT_PRIORITY
     order: int = 0  # declaration order (ties)
-    status: str = "pending"  # done | pending | partial | blocked
+    status: str = "pending"  # done | diverged | pending | partial | blocked
     why: str = ""
     rounds_done: int = 0
     estimate_s: float = 0.0
     source: str = ""
+    retry: bool = False  # train it again even if it diverged (--retry-diverged)
+    recompute: bool = False  # its stored record is a diverged one: retrying replaces it
 
     @property
     def sort_key(self) -> tuple:
@@ -132,10 +139,11 @@ def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> dict[
 
 def collect(scale: str, device: str = "cpu", *, store: Store | None = None, costs: CostTable | None = None,
             only: list[str] | None = None, dataset: str | None = None,
-            plans: dict[str, Callable[..., Any]] | None = None, errors: list[str] | None = None) -> list[Item]:
+            plans: dict[str, Callable[..., Any]] | None = None, errors: list[str] | None = None,
+            retry_diverged: bool = False) -> list[Item]:
     """Every run of every plan (``only``: notebook names or number prefixes), deduplicated by key, with its
     priority, status and estimated cost on ``device``, in the order ``run`` takes them. A plan that fails to
-    build is skipped and its error appended to ``errors``."""
+    build is skipped and its error appended to ``errors``. With ``retry_diverged`` a diverged run is pending."""
     from .plans import PLANS
 
     store = store or Store.for_scale(scale)
@@ -156,7 +164,7 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
                 if it is None:
                     every = cfg.checkpoint_every or max(1, math.ceil(cfg.rounds / 20))
                     it = items[k] = Item(k, cfg.replace(device=device, checkpoint_every=every),
-                                         priority=priority(nb, art), order=len(items))
+                                         priority=priority(nb, art), order=len(items), retry=retry_diverged)
                 it.uses.append((nb, art, name))
                 it.priority = min(it.priority, priority(nb, art))
     missing: dict[str, str | None] = {}
@@ -173,14 +181,22 @@ def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | N
     ds = it.cfg.dataset
     if ds not in missing:
         missing[ds] = dataset_missing(ds)
+    it.rounds_done, it.recompute = 0, False
     try:
-        done = store.get(it.key) is not None
-    except CorruptRecordError as e:
-        done, it.why = False, str(e)
-    it.rounds_done = 0
-    if done:
+        rec = store.get(it.key)
+    except RecordMismatchError as e:  # another config's record under this key: the user decides
+        it.status, it.why, it.estimate_s, it.source = "blocked", str(e), 0.0, ""
+        return it
+    except CorruptRecordError as e:  # unreadable: run() recomputes it
+        rec, it.why = None, str(e)
+    why = "; ".join(rec.problems()) if rec is not None else _divergence(store, it.key)
+    if why and not it.retry:
+        it.status, it.why, it.estimate_s, it.source = "diverged", why, 0.0, ""
+        return it
+    if rec is not None and not why:
         it.status, it.estimate_s, it.source = "done", 0.0, ""
         return it
+    it.recompute = rec is not None
     if missing[ds]:
         it.status, it.why = "blocked", missing[ds]
     else:
@@ -193,6 +209,14 @@ def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | N
     return it
 
 
+def _divergence(store: Store, key: str) -> str:
+    """How the last run of ``key`` diverged (a non-finite loss, in ``failed/<key>.json``), or ``""``."""
+    f = store.last_failure(key)
+    if f is None or f.get("error", {}).get("type") != NonFiniteLossError.__name__:
+        return ""
+    return f"diverged in round {f.get('failed_round')}: {f['error'].get('message', '')}"
+
+
 def _checkpoint_round(path: Path) -> int:
     if not path.exists():
         return 0
@@ -202,6 +226,15 @@ def _checkpoint_round(path: Path) -> int:
         return int(torch.load(path, map_location="cpu", weights_only=False)["round"])
     except Exception:  # noqa: BLE001 — an unreadable checkpoint: the run starts over (results.run decides)
         return 0
+
+
+def unknown_notebooks(only: list[str], plans: dict[str, Any] | None = None) -> str | None:
+    """Why some of ``only`` (notebook names or number prefixes) name no notebook with a plan; None if all do."""
+    from .plans import PLANS
+
+    names = sorted(plans if plans is not None else PLANS)
+    bad = [o for o in only if not any(nb == o or nb.startswith(o) for nb in names)]
+    return f"no notebook with a plan matches {', '.join(map(repr, bad))}; valid: {', '.join(names)}" if bad else None
 
 
 def parse_budget(text: str) -> float:
@@ -226,11 +259,14 @@ def format_plan(items: list[Item], scale: str, device: str) -> str:
         status = it.status + (f" {it.rounds_done}/{it.cfg.rounds}" if it.status == "partial" else "")
         est, src = (_fmt_s(it.estimate_s), _short_source(it.source)) if it.status != "done" else ("", "")
         rows.append(f"| {i} | {it.priority} | {status} | {est} | {_cell(src)} | {it.cfg.dataset} | {it.cfg.strategy} | {_cell(f'{nb} · {art} · {name}')}{more} | {it.key} |")
-    by = {s: [i for i in items if i.status.startswith(s)] for s in ("done", "pending", "partial", "blocked")}
+    by = {s: [i for i in items if i.status.startswith(s)]
+          for s in ("done", "diverged", "pending", "partial", "blocked")}
     todo = by["pending"] + by["partial"]
-    rows += ["", f"done {len(by['done'])}, pending {len(todo)} ({_fmt_s(sum(i.estimate_s for i in todo))} "
+    rows += ["", f"done {len(by['done'])}, diverged {len(by['diverged'])} (finished: not retried unless "
+                 f"--retry-diverged), pending {len(todo)} ({_fmt_s(sum(i.estimate_s for i in todo))} "
                  f"estimated on {device}), blocked {len(by['blocked'])} "
                  f"({_fmt_s(sum(i.estimate_s for i in by['blocked']))} once their data is present)."]
+    rows += [f"diverged: {i.key}: {i.why}" for i in by["diverged"]]
     blocked = sorted({i.why for i in by["blocked"]})
     rows += [f"blocked: {w}" for w in blocked]
     sources = sorted({i.source for i in todo + by["blocked"]})
@@ -326,8 +362,8 @@ def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable
         log(f"[campaign] run  {_what(it)}: estimated {_fmt_s(it.estimate_s)} ({it.source}); {_fmt_s(left)} left")
         t = time.monotonic()
         try:
-            rec = run(it.cfg, store=store, progress=progress, allow_long=True,  # admitted by the budget
-                      artifacts=keeps_models(it.cfg))
+            rec = run(it.cfg, store=store, progress=progress, recompute=it.recompute,
+                      allow_long=True, artifacts=keeps_models(it.cfg))  # admitted by the budget
         except Exception as e:  # noqa: BLE001 — the failure is in results/failed/<key>.json; go on with the rest
             out["failed"].append(it.key)
             log(f"[campaign] FAILED {_what(it)}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -377,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
                            help="no line per round (round, accuracy, loss, s/round, ETA)")
             p.add_argument("--allow-long", action="store_true",
                            help="go on when the work within the budget is estimated longer than an hour on a CPU")
+            p.add_argument("--retry-diverged", action="store_true",
+                           help="train the runs that diverged again (by default a diverged run is a result)")
         if name == "doc":
             p.add_argument("--file", default=str(Path(__file__).resolve().parent.parent / "docs" / "campaign.md"),
                            help="the markdown file whose generated block is rewritten")
@@ -387,7 +425,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if (why := field_problem("device", a.device)) or (a.cmd == "run" and (why := device_problem(a.device))):
         ap.error(f"--device {a.device!r}: {why}")
+    if a.only and (why := unknown_notebooks(a.only)):
+        ap.error(f"--only {' '.join(a.only)}: {why}")
     store = Store(a.store) if a.store else Store.for_scale(a.scale)
+    if a.cmd in ("run", "ledger"):
+        from .ledger import ledger_path
+
+        subs = ("records", "failed", "checkpoints") if a.cmd == "run" else ("records",)
+        for d in [store.root / sub for sub in subs] + [ledger_path(a.scale, store).parent]:
+            if (why := writable_problem(d)) is not None:
+                ap.error(f"--store {store.root}: cannot write to {d} ({why}); nothing was trained. Make it "
+                         f"writable or pass --store <a writable folder>.")
     # smoke runs are all set-up: they would spoil the committed table's estimates (an explicit --costs file learns)
     costs = CostTable(a.costs)
     if a.scale == "smoke" and a.costs == str(DEFAULT_COSTS):
@@ -401,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{dev} | {k} | {1e6 * e['s_per_pass']:.2f} µs per sample-pass | {e['runs']} run(s)")
         return 0
     errors: list[str] = []
-    items = collect(a.scale, a.device, store=store, costs=costs, only=a.only, dataset=a.dataset, errors=errors)
+    items = collect(a.scale, a.device, store=store, costs=costs, only=a.only, dataset=a.dataset, errors=errors,
+                    retry_diverged=getattr(a, "retry_diverged", False))
     for e in errors:
         print(f"[campaign] plan error (skipped): {e}", file=sys.stderr)
     if a.cmd == "plan":
@@ -428,8 +477,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[campaign] {e}", file=sys.stderr)
                 return 2
         if not todo:
-            n_blocked = sum(i.status == "blocked" for i in items)
-            print(f"[campaign] nothing to do: {sum(i.status == 'done' for i in items)} done, {n_blocked} blocked.")
+            n = {s: sum(i.status == s for i in items) for s in ("done", "diverged", "blocked")}
+            print(f"[campaign] nothing to do: {n['done']} done, {n['diverged']} diverged (a result; "
+                  f"--retry-diverged trains them again), {n['blocked']} blocked.")
         elif a.backend == "ray":
             from .ray_backend import run_ray
 

@@ -52,15 +52,18 @@ def fetch_runs(runs: Mapping[str, Config], *, store: Store, train: bool = True,
                artifacts: Callable[[Config], bool] = lambda c: False, **run_kw: Any
                ) -> dict[str, Record | Pending | Diverged]:
     """:func:`~fedlib.results.fetch` every run (``artifacts(cfg)``: keep its models). A run whose last attempt
-    stopped with a non-finite loss is :class:`Diverged` (training is deterministic: it is not retried); one that
-    diverges now is recorded as such by :func:`~fedlib.results.run` and returned as :class:`Diverged`."""
+    stopped with a non-finite loss is :class:`Diverged` (training is deterministic: it is not retried), and so is a
+    stored record with non-finite metrics; one that diverges now is recorded as such by :func:`~fedlib.results.run`
+    and returned as :class:`Diverged`."""
     out: dict[str, Record | Pending | Diverged] = {}
     for name, cfg in runs.items():
         if store.get(cfg) is None and (d := _diverged(store, cfg)) is not None:
             out[name] = d
             continue
         try:
-            out[name] = fetch(cfg, store=store, train=train, artifacts=train and artifacts(cfg), **run_kw)
+            out[name] = rec = fetch(cfg, store=store, train=train, artifacts=train and artifacts(cfg), **run_kw)
+            if isinstance(rec, Record) and rec.problems():  # non-finite metrics: flagged by the store, not a result
+                out[name] = Diverged(rec.key, rec.config, len(rec.history), "; ".join(rec.problems()))
         except NonFiniteLossError:
             d = _diverged(store, cfg)
             if d is None:

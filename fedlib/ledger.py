@@ -1,16 +1,18 @@
 """The ledger of a scale: artifact × runs done / needed, the claims' verdicts, and statistics over seeds.
 
-``results/summary-<scale>.md`` — written by ``python -m fedlib.campaign run|ledger`` (and its run and seed
-sections by ``python -m fedlib.reproduce``). The runs are the plans' (:data:`fedlib.plans.PLANS`); a run is done
-when its record is in the store. Verdicts come from the notebooks' own summaries (``results/summary/<notebook>.
-<scale>.json``, written when a notebook renders, e.g. ``papermill ... -p train False``); a summary written before
+``results/ledger-<scale>.md`` — written by ``python -m fedlib.campaign run|ledger`` (its run and seed sections
+also close the batch summary ``results/summary-<scale>.md`` of ``python -m fedlib.reproduce``, which the campaign
+never writes). The runs are the plans' (:data:`fedlib.plans.PLANS`); a run is finished when its record is in the
+store (done) or it diverged (a non-finite loss or non-finite metrics: a result, counted and never averaged).
+Verdicts come from the notebooks' own summaries (``results/summary/<notebook>.<scale>.json``, written when a
+notebook renders, e.g. ``papermill ... -p train False``); a summary written before
 the newest record of its notebook is flagged as stale. Where a plan runs the same configuration with several
-seeds, the final test accuracy is given as mean ± std over the seeds done (n).
+seeds, the final test accuracy is given as mean ± std over the seeds done (n). The file is rewritten only when its
+content changes.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import re
 import statistics
@@ -24,7 +26,7 @@ __all__ = ["ledger", "write_ledger", "runs_section", "claims_section", "seeds_se
 
 def ledger_path(scale: str, store: Store) -> Path:
     root = DEFAULT_ROOT if store.root in (DEFAULT_ROOT, DEFAULT_ROOT / "smoke") else store.root
-    return root / f"summary-{scale}.md"
+    return root / f"ledger-{scale}.md"
 
 
 def _items(scale: str, store: Store, only: list[str] | None, dataset: str | None,
@@ -47,20 +49,22 @@ def runs_section(items: list[Any]) -> list[str]:
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for it in items:
         for nb, art, _ in it.uses:
-            r = rows.setdefault((nb, art), {"n": 0, "done": 0, "blocked": set(), "left": 0.0, "prio": it.priority})
+            r = rows.setdefault((nb, art), {"n": 0, "done": 0, "diverged": 0, "blocked": set(), "prio": it.priority})
             r["n"] += 1
-            r["done"] += it.status == "done"
+            r["done"] += it.status in ("done", "diverged")
+            r["diverged"] += it.status == "diverged"
             if it.status == "blocked":
                 r["blocked"].add(it.cfg.dataset)
             r["prio"] = min(r["prio"], it.priority)
-    out = ["## Runs by artifact", "", "| notebook | artifact | done / needed | blocked (dataset absent) | priority |",
-           "|:--|:--|--:|:--|--:|"]
+    out = ["## Runs by artifact", "", "| notebook | artifact | finished / needed | of which diverged | blocked "
+           "(dataset absent) | priority |", "|:--|:--|--:|--:|:--|--:|"]
     for (nb, art), r in sorted(rows.items(), key=lambda kv: (kv[1]["prio"], kv[0])):
         blocked = ", ".join(sorted(r["blocked"]))
-        out.append(f"| {nb} | {art} | {r['done']} / {r['n']} | {blocked} | {r['prio']} |")
-    uniq = len(items)
-    out += ["", f"{sum(i.status == 'done' for i in items)} of {uniq} distinct runs done (a run shared by artifacts "
-                f"counts once); {sum(i.status == 'blocked' for i in items)} blocked.", ""]
+        out.append(f"| {nb} | {art} | {r['done']} / {r['n']} | {r['diverged']} | {blocked} | {r['prio']} |")
+    n = {s: sum(i.status == s for i in items) for s in ("done", "diverged", "blocked")}
+    out += ["", f"{n['done'] + n['diverged']} of {len(items)} distinct runs finished (a run shared by artifacts "
+                f"counts once), {n['diverged']} of them diverged (a result, not retried); {n['blocked']} blocked.",
+            ""]
     return out
 
 
@@ -110,13 +114,14 @@ def seeds_section(items: list[Any], store: Store, scale: str) -> list[str]:
         name = _strip_seed(next(n for it in its for b, a, n in it.uses if (b, a) == (nb, art)))
         recs = [(it.cfg.seed, store.get(it.key)) for it in its if it.status == "done"]
         vals = [(s, _final(r, scale)) for s, r in recs if r is not None]
+        div = sorted(it.cfg.seed for it in its if it.status == "diverged")
         if vals:
             m = statistics.mean(v for _, v in vals)
             sd = statistics.stdev(v for _, v in vals) if len(vals) > 1 else float("nan")
             stat = f"{m:.2f} ± {sd:.2f}" if len(vals) > 1 else f"{m:.2f} (n = 1)"
         else:
             stat = "pending"
-        per = ", ".join(f"s{s}: {v:.2f}" for s, v in sorted(vals))
+        per = ", ".join([f"s{s}: {v:.2f}" for s, v in sorted(vals)] + [f"s{s}: diverged" for s in div])
         out.append(f"| {nb} | {art} | {name.replace('|', '/')} | {len(vals)} / {len(its)} | {stat} | {per} |")
         n_rows += 1
     if not n_rows:
@@ -130,9 +135,8 @@ def ledger(scale: str, *, store: Store | None = None, only: list[str] | None = N
     items = _items(scale, store, only, dataset, plans)
     summary_root = summary_root or (DEFAULT_ROOT if ledger_path(scale, store).parent == DEFAULT_ROOT
                                     else store.root) / "summary"
-    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     head = [f"# fedlib ledger — scale `{scale}`", "",
-            f"_Written by `python -m fedlib.campaign` on {date} at commit {git_commit()}: the runs every notebook's "
+            f"_Written by `python -m fedlib.campaign` at commit {git_commit()}: the runs every notebook's "
             f"plan needs (`fedlib/plans/`), which are done (records in `{store.root.name}/records/`), and what the "
             f"notebooks concluded from them._", ""]
     if scale != "paper":
@@ -142,6 +146,7 @@ def ledger(scale: str, *, store: Store | None = None, only: list[str] | None = N
 
 
 def write_ledger(scale: str, *, store: Store | None = None, **kw: Any) -> Path:
+    """Write :func:`ledger` to :func:`ledger_path` (``ledger-<scale>.md``, never the batch summary)."""
     store = store or Store.for_scale(scale)
     path = ledger_path(scale, store)
     atomic_write_text(path, ledger(scale, store=store, **kw))

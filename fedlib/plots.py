@@ -1,11 +1,15 @@
 """Figures and paper-vs-ours tables that always say what produced them.
 
-Every figure saved with :func:`save_figure` carries a provenance footer (scale, dataset, device, seeds, commit)
-and is written as PNG and PDF to ``figures/<scale>/``, with a JSON sidecar holding the same provenance.
+Every figure saved with :func:`save_figure` carries a provenance footer and is written as PNG and PDF to
+``figures/<scale>/``, with a JSON sidecar holding the same provenance. The footer of a figure that shows runs comes
+from their records (``provenance_line(..., runs=records)``): the commits, devices and seeds that trained them, and,
+separately, the commit that rendered it. Files are written deterministically (no dates in their metadata) and only
+when their bytes change, so rendering the same records again leaves them untouched.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -14,23 +18,60 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .results import atomic_write_text, device_name, git_commit
+from .atomic import atomic_write_bytes, atomic_write_text
+from .provenance import device_name, git_commit, runs_provenance, short_commit
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
+# no creation dates or versions in the files: the same figure gives the same bytes
+_METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}
 
-def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] | int, **extra: Any) -> str:
-    """One line naming how a figure was produced; the paper's setup is only ever called 'paper' scale."""
+
+class Provenance(str):
+    """A footer line that also carries its fields (``.fields``), which :func:`save_figure` writes to the sidecar."""
+
+    fields: dict[str, Any]
+
+    def __new__(cls, text: str, fields: dict[str, Any]) -> "Provenance":
+        obj = super().__new__(cls, text)
+        obj.fields = fields
+        return obj
+
+
+def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] | int, *, runs: Any = None,
+                    **extra: Any) -> Provenance:
+    """One line naming how a figure was produced; the paper's setup is only ever called 'paper' scale.
+
+    ``runs`` (the Records behind the figure, or nested dicts / lists of them, pending and diverged placeholders
+    included, or a :class:`~fedlib.report.Report` whose ``runs`` were registered) gives the seeds, commits and
+    devices of the runs that made it; the rendering commit is stated after them. Without ``runs`` (a figure
+    computed while rendering, e.g. the partitions) the line gives ``seeds``, and the commit and ``device`` of the
+    rendering."""
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
-    parts = [f"scale={scale}", f"dataset={dataset}", f"device={device_name(device)}",
-             f"seeds={','.join(map(str, seeds))}", f"commit={git_commit()}"]
+    fields: dict[str, Any] = {"scale": scale, "dataset": dataset, "rendered_commit": git_commit()}
+    parts = [f"scale={scale}", f"dataset={dataset}"]
+    if runs is None:
+        fields.update(seeds=seeds, device=device_name(device))
+        parts += [f"seeds={','.join(map(str, seeds))}", f"rendered at commit={fields['rendered_commit']} "
+                                                        f"on device={fields['device']}"]
+    else:
+        prov = dict(runs.provenance) if hasattr(runs, "table_provenance") else runs_provenance(runs)
+        fields["runs"] = {k: prov.get(k) for k in ("runs", "pending", "diverged", "seeds", "commits", "devices")}
+        n, pend, div = prov.get("runs", 0), prov.get("pending", 0), prov.get("diverged", 0)
+        count = f"runs={n}" + (f" ({pend} pending)" if pend else "") + (f" ({div} diverged)" if div else "")
+        parts += [count, f"seeds={','.join(map(str, prov.get('seeds') or [])) or 'none yet'}",
+                  f"trained at commit={','.join(short_commit(str(c)) for c in prov.get('commits') or []) or '—'}",
+                  f"on device={'; '.join(map(str, prov.get('devices') or [])) or '—'}",
+                  f"rendered at commit={short_commit(fields['rendered_commit'])}"]
     parts += [f"{k}={v}" for k, v in extra.items()]
+    fields.update(extra={k: str(v) for k, v in extra.items()})
     note = "" if scale == "paper" else "  [NOT paper scale]"
-    return "fedlib · " + " · ".join(parts) + note
+    return Provenance("fedlib · " + " · ".join(parts) + note, fields)
 
 
 def save_figure(fig: plt.Figure, name: str, provenance: str, scale: str, directory: Path | None = None) -> list[Path]:
-    """Stamp ``provenance`` under the figure and write ``figures/<scale>/<name>.{png,pdf,json}``.
+    """Stamp ``provenance`` under the figure and write ``figures/<scale>/<name>.{png,pdf,json}``; a file whose
+    bytes would not change is left as it is.
 
     Each scale has its own folder, so a smoke or quick run never overwrites a paper-scale figure
     (``figures/smoke/`` is not committed)."""
@@ -40,12 +81,12 @@ def save_figure(fig: plt.Figure, name: str, provenance: str, scale: str, directo
     fig.text(0.5, -0.01, provenance, ha="center", va="top", fontsize=6, color="0.35")
     out = []
     for ext in ("png", "pdf"):
-        p = directory / f"{name}.{ext}"
-        tmp = p.with_name(f".{p.stem}.tmp.{ext}")
-        fig.savefig(tmp, dpi=150 if ext == "png" else None, bbox_inches="tight")
-        tmp.replace(p)
-        out.append(p)
-    atomic_write_text(directory / f"{name}.json", json.dumps({"figure": name, "provenance": provenance}, indent=1))
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=150 if ext == "png" else None, bbox_inches="tight",
+                    metadata=_METADATA[ext])
+        out.append(atomic_write_bytes(directory / f"{name}.{ext}", buf.getvalue()))
+    side = {"figure": name, "provenance": str(provenance), **getattr(provenance, "fields", {})}
+    atomic_write_text(directory / f"{name}.json", json.dumps(side, indent=1, default=str))
     return out
 
 

@@ -14,12 +14,16 @@ this scale) from :func:`fedlib.verdicts.decide`; it never raises (a faithful rei
 with a paper). Invariants of our own code go through :meth:`Report.check`, which raises when they fail.
 
 Every notebook calls :func:`check_params` right after its parameters cell, so a bad ``papermill -p`` value fails
-at once instead of producing outputs labelled with it.
+at once instead of producing outputs labelled with it; so does a ``-p`` name the parameters cell does not define
+(``-p sedd 3``: papermill only warns and runs with the default seed).
+
+A table's provenance comes from its runs: ``report.table(name, df, runs=records)`` stores their commits, devices and
+seeds beside the table; the summary's ``commit`` is the commit that rendered it.
 """
 
 from __future__ import annotations
 
-
+import ast
 import json
 import math
 from pathlib import Path
@@ -28,19 +32,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
+from .provenance import runs_provenance
 from .results import DEFAULT_ROOT, atomic_write_text, git_commit, is_pending
 from .verdicts import Verdict, not_testable
-
-
-def _flatten(x: Any) -> Any:
-    if isinstance(x, dict):
-        for v in x.values():
-            yield from _flatten(v)
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            yield from _flatten(v)
-    elif x is not None:
-        yield x
 
 
 def _n_eval(v: Any) -> str | None:
@@ -71,14 +65,41 @@ _PARAM_RULES = {
 }
 
 
-def check_params(**params: Any) -> None:
+def injected_names(history: list[str] | None = None) -> list[str] | None:
+    """The names papermill's injected-parameters cell assigned in this kernel (the latest executed cell that starts
+    with papermill's ``# Parameters`` header, before the current one), or None when there is none (not run by
+    papermill, or not in IPython). ``history``: the executed cells' sources, oldest first (default: IPython's)."""
+    if history is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return None
+        ip = get_ipython()
+        history = list(ip.user_ns.get("In", [])) if ip is not None else []
+    for src in reversed(history[:-1]):  # the last one is the cell running now
+        if isinstance(src, str) and src.lstrip().startswith("# Parameters\n"):
+            try:
+                tree = ast.parse(src)
+            except SyntaxError:
+                return None
+            return [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                    if isinstance(t, ast.Name)]
+    return None
+
+
+def check_params(*, _history: list[str] | None = None, **params: Any) -> None:
     """Check a notebook's parameters (``scale``, ``dataset``, ``device``, ``seed``, ``seeds``, ``executor``,
     ``n_eval``, ``train``, ``variant``: its validity per preset is checked by :func:`fedlib.presets.preset`);
-    raise one ``ValueError`` naming each bad parameter, its value and the valid values."""
+    raise one ``ValueError`` naming each bad parameter, its value and the valid values. Under papermill, a ``-p``
+    name that is not one of ``params`` (the notebook's parameters) is named too (:func:`injected_names`)."""
     unknown = sorted(set(params) - set(_PARAM_RULES))
     if unknown:
         raise ValueError(f"check_params: unknown parameter(s) {unknown}; known: {sorted(_PARAM_RULES)}.")
     bad = [f"{k}={v!r}: {why}." for k, v in params.items() if (why := _PARAM_RULES[k](v)) is not None]
+    stray = [n for n in injected_names(_history) or [] if n not in params]
+    if stray:
+        bad.append(f"{', '.join(stray)}: not a parameter of this notebook (papermill ran it with the default "
+                   f"instead); its parameters are {', '.join(params)}.")
     if bad:
         raise ValueError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - " + "\n  - ".join(bad))
 
@@ -118,25 +139,24 @@ class Report:
         self.claims: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
         self.provenance: dict[str, Any] = {}
+        self.table_provenance: dict[str, dict[str, Any]] = {}
 
-    def table(self, name: str, df: pd.DataFrame) -> pd.DataFrame:
+    def table(self, name: str, df: pd.DataFrame, *, runs: Any = None) -> pd.DataFrame:
+        """Add a table; ``runs`` (the records behind it) gives its provenance: their commits, devices, seeds."""
         self.tables[name] = df
+        if runs is not None:
+            self.table_provenance[name] = runs_provenance(runs)
         return df
 
     def runs(self, records: Any) -> dict[str, Any]:
         """Register the runs behind this notebook (a Record, or nested dicts / lists of them; pending and diverged
         placeholders are counted, not timed): their training minutes, seeds, commits, devices and precisions."""
-        flat = list(_flatten(records))
-        recs = [r for r in flat if hasattr(r, "provenance") and hasattr(r, "history")]
-        prov = self.provenance
-        prov["runs"] = prov.get("runs", 0) + len(flat)
-        prov["pending"] = prov.get("pending", 0) + sum(is_pending(r) for r in flat)
-        prov["training_minutes"] = round(prov.get("training_minutes", 0.0)
-                                         + sum(r.provenance.get("wall_time_s", 0.0) for r in recs) / 60, 2)
-        for k, get in (("seeds", lambda r: r.config.get("seed")), ("commits", lambda r: r.provenance.get("commit")),
-                       ("devices", lambda r: r.provenance.get("device_name") or r.provenance.get("device")),
-                       ("precisions", lambda r: r.config.get("precision", "fp32"))):
-            prov[k] = sorted({*prov.get(k, []), *(str(get(r)) for r in recs)}, key=str)
+        new, prov = runs_provenance(records), self.provenance
+        for k in ("runs", "pending", "diverged"):
+            prov[k] = prov.get(k, 0) + new[k]
+        prov["training_minutes"] = round(prov.get("training_minutes", 0.0) + new["training_minutes"], 2)
+        for k in ("seeds", "commits", "devices", "precisions"):
+            prov[k] = sorted({*prov.get(k, []), *map(str, new[k])}, key=str)
         return prov
 
     def check(self, text: str, ok: bool, *, detail: str = "") -> None:
@@ -161,10 +181,14 @@ class Report:
         return v
 
     def save(self, root: Path | None = None) -> Path:
+        """Write ``results/summary/<notebook>.<scale>.json`` (only if its content changed): ``commit`` is the
+        rendering commit; ``commits``, ``devices`` and ``seeds`` are the runs' (:meth:`runs`), and
+        ``table_provenance`` those of each table given ``runs``."""
         root = Path(root or DEFAULT_ROOT) / "summary"
         doc = {"notebook": self.notebook, "scale": self.scale, "dataset": self.dataset, "commit": git_commit(),
                **self.meta, **self.provenance, "claims": self.claims, "checks": self.checks,
-               "tables": {k: json.loads(v.reset_index().to_json(orient="records")) for k, v in self.tables.items()}}
+               "tables": {k: json.loads(v.reset_index().to_json(orient="records")) for k, v in self.tables.items()},
+               **({"table_provenance": self.table_provenance} if self.table_provenance else {})}
         path = root / f"{self.notebook}.{self.scale}.json"
         atomic_write_text(path, json.dumps(doc, indent=1))
         return path

@@ -17,6 +17,12 @@ While a notebook trains, its rounds are printed here, one line each (round, accu
 kernels append them to ``$FEDLIB_ROUND_LOG``, :mod:`fedlib.progress`). At paper scale each notebook's estimate is
 printed before it starts, and on a CPU a notebook estimated longer than an hour is not started unless
 ``--allow-long`` (:func:`fedlib.costs.check_long`).
+
+Before anything runs, ``--device`` and ``--dataset`` are checked (a CUDA device on a machine without one is named
+with the fix), every parameter passed is checked against each notebook's ``parameters`` cell, and the results
+folder must be writable. The committed ``results/summary-<scale>.md`` is replaced only by a batch that covers every
+notebook without a failure (and only when its text changed); any other batch writes
+``results/summary-<scale>.partial.md`` (not committed) and leaves the committed summary as it was.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
         status = "ok"
     except Exception as e:  # papermill wraps the cell's exception; keep going with the other notebooks
         name = getattr(e, "ename", type(e).__name__)
-        status = f"FAILED ({name}: {str(getattr(e, 'evalue', e)).splitlines()[0][:160]})"
+        status = f"FAILED ({name}: {' '.join(str(getattr(e, 'evalue', e)).split())[:400]})"
     return status, time.perf_counter() - t0
 
 
@@ -201,6 +207,30 @@ def _ledger(scale: str, only: list[str] | None) -> str:
     return "\n" + "\n".join(runs_section(items) + seeds_section(items, store, scale))
 
 
+def parameter_problems(nbs: list[Path], args: argparse.Namespace) -> list[str]:
+    """What is wrong with the options and the parameters they pass, before any notebook runs: ``--device`` and
+    ``--dataset`` values, and parameters a notebook's ``parameters`` cell does not define (papermill would only
+    warn and run with the notebook's defaults)."""
+    from .config import device_problem, field_problem
+
+    bad = []
+    if why := field_problem("device", args.device) or device_problem(args.device):
+        bad.append(f"--device {args.device!r}: {why}")
+    if args.dataset is not None and (why := field_problem("dataset", args.dataset)):
+        bad.append(f"--dataset {args.dataset!r}: {why}")
+    if bad or args.collect:
+        return bad
+    import papermill as pm
+
+    passed = ["scale", "device"] + (["dataset"] if args.dataset else [])
+    for nb in nbs:
+        known = set(pm.inspect_notebook(str(nb)))
+        missing = [p for p in passed if p not in known]
+        if missing:
+            bad.append(f"{nb.name} has no parameter {', '.join(missing)} (its parameters: {', '.join(sorted(known))})")
+    return bad
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", default="quick", choices=["smoke", "quick", "paper"])
@@ -215,13 +245,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="execute nothing: rebuild summary-<scale>.md from results/summary/<notebook>.<scale>.json")
     args = ap.parse_args(argv)
 
+    from .atomic import writable_problem
     from .costs import ALLOW_LONG_ENV
     from .results import DEFAULT_ROOT, atomic_write_text
 
     if args.allow_long:
         os.environ[ALLOW_LONG_ENV] = "1"  # the kernels inherit it
+
+    nbs = notebooks(args.only)
+    if bad := parameter_problems(nbs, args):
+        ap.error("nothing was run:\n  - " + "\n  - ".join(bad))
+    for d in [DEFAULT_ROOT] + ([] if args.collect else [DEFAULT_ROOT / "summary", NOTEBOOKS / "executed"]):
+        if (why := writable_problem(d)) is not None:
+            ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set FEDLIB_RESULTS to a "
+                     f"writable results folder.")
     rows = []
-    for nb in notebooks(args.only):
+    for nb in nbs:
         summary = DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
         if args.collect:
             info = json.loads(summary.read_text()) if summary.exists() else {}
@@ -239,16 +278,20 @@ def main(argv: list[str] | None = None) -> int:
         status, secs = execute_logged(nb, args.scale, args.device, args.dataset,
                                       NOTEBOOKS / "executed" / args.scale, train=args.train)
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
-        if info:  # the notebook's own summary keeps how long it took
-            atomic_write_text(summary, json.dumps({**info, "seconds": round(secs, 1)}, indent=1))
-        info.pop("seconds", None)
+        info.pop("seconds", None)  # wall time is printed, not stored: an unchanged batch leaves the files unchanged
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
         print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
     text = summarize(rows, args.scale) + _ledger(args.scale, args.only)
-    path = DEFAULT_ROOT / f"summary-{args.scale}.md"
+    ok = args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows)
+    whole = ok and len(nbs) == len(notebooks())
+    path = DEFAULT_ROOT / f"summary-{args.scale}{'' if whole else '.partial'}.md"
     atomic_write_text(path, text)
     print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
-    return 0 if args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows) else 1
+    if not whole:
+        print(f"{DEFAULT_ROOT / f'summary-{args.scale}.md'} is left as it was ("
+              f"{'a notebook failed' if not ok else 'not every notebook was in this batch'}); `python -m "
+              f"fedlib.reproduce --collect --scale {args.scale}` rebuilds it from every notebook's stored summary.")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

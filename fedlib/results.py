@@ -11,19 +11,19 @@ Nothing is lost when a run fails: ``run`` checks that the store is writable befo
 (e.g. a non-finite loss in round k) leaves ``failed/<key>.json`` with its finished rounds and the error, and the
 next ``run`` of that config warns what happened before it retries. A run that ends at chance accuracy is flagged
 (a warning and ``provenance["warnings"]``). Unreadable records are named; listing skips them with a warning.
+Every record is checked when it is read: its key and its config's key must be its file name (else
+:class:`RecordMismatchError`), and non-finite metrics are flagged (:meth:`Record.problems`). A record is rewritten
+only when its result changed. An unreadable checkpoint is moved to ``failed/`` and the run starts over.
 Temporary files of writes killed midway are removed by the next ``run``.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import hashlib
 import json
 import math
 import os
-import platform
 import re
-import subprocess
+import shutil
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -33,59 +33,12 @@ from typing import Any, Iterable
 import pandas as pd
 import torch
 
-from . import __version__
 from .atomic import atomic_save, atomic_write, atomic_write_text  # noqa: F401  (re-exported)
-from .config import Config, device_problem
+from .config import Config, ConfigError, device_problem
 from .costs import before_run
+from .provenance import device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parent.parent / "results"))
-
-
-# ---------------------------------------------------------------------------------------- provenance
-
-_CODE_PATHS = ("fedlib", "notebooks/*.ipynb", "benchmarks", "pyproject.toml")
-
-
-def git_commit(path: Path | None = None) -> str:
-    """``$FEDLIB_COMMIT`` if set (a copy of the tree run elsewhere, e.g. on a GPU machine), else the repository's HEAD
-    commit, or ``"unknown"``; ``-dirty`` when code that produces numbers (the package,
-    the notebooks, the benchmarks, pyproject.toml) differs from HEAD. Regenerated outputs (figures/, results/)
-    do not count: a batch run rewrites them while it runs."""
-    cwd = path or Path(__file__).resolve().parent
-    if os.environ.get("FEDLIB_COMMIT"):
-        return os.environ["FEDLIB_COMMIT"]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True,
-                             text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
-                                *(f":(top){p}" for p in _CODE_PATHS)],
-                               cwd=cwd, capture_output=True, text=True, timeout=5).stdout.strip()
-        return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def device_name(device: str | torch.device) -> str:
-    """The name measurements are filed under: the GPU's name, ``"cuda (none on this machine)"`` for a CUDA device
-    this machine lacks (never the CPU's name: a CPU's timings must not stand for a GPU's), or the CPU's."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cuda (none on this machine)"
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
-def params_hash(params: dict[str, torch.Tensor]) -> str:
-    h = hashlib.sha256()
-    for k in sorted(params):
-        h.update(k.encode())
-        h.update(params[k].detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-def provenance(cfg: Config) -> dict[str, Any]:
-    return {"fedlib": __version__, "commit": git_commit(), "torch": torch.__version__,
-            "device": device_name(cfg.device), "executor": cfg.executor, "python": platform.python_version(),
-            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
 # -------------------------------------------------------------------------------------------- record
@@ -124,6 +77,16 @@ class Record:
         df.insert(0, "key", self.key)
         return df
 
+    def problems(self) -> list[str]:
+        """Non-finite metrics (NaN or inf) in the history, e.g. ``"test_acc is nan in round(s) 3"``: such a record is
+        a diverged run, not a result (empty for a sound record)."""
+        bad: dict[str, list[Any]] = {}
+        for h in self.history:
+            for k, v in h.items():
+                if isinstance(v, float) and not math.isfinite(v):
+                    bad.setdefault(k, []).append((h.get("round"), v))
+        return [f"{k} is {vs[-1][1]} in round(s) {', '.join(str(r) for r, _ in vs)}" for k, vs in bad.items()]
+
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "config": self.config, "history": self.history, "provenance": self.provenance,
                 "partition_hash": self.partition_hash, "final_params_hash": self.final_params_hash,
@@ -140,6 +103,10 @@ class StoreNotWritableError(PermissionError):
 
 class CorruptRecordError(ValueError):
     """A stored record that cannot be read; the message names the file and the fix."""
+
+
+class RecordMismatchError(CorruptRecordError):
+    """A stored record whose key, or its config's key, is not its file name (a copied or renamed file)."""
 
 
 _TMP = re.compile(r"^\.?(?P<name>.+)\.tmp(?P<pid>\d+)$")  # ".<name>.tmp<pid>" (here) and "<name>.tmp<pid>"
@@ -168,6 +135,33 @@ def _read_json(path: Path) -> dict[str, Any]:
     return d
 
 
+def _check_key(p: Path, d: dict[str, Any]) -> None:
+    """Raise :class:`RecordMismatchError` unless ``p``'s name, the record's ``key`` and its config's key agree (a
+    config of an older version, which only ``Config.from_dict(..., migrate=True)`` reads, keeps its stored key)."""
+    key = d.get("key")
+    try:
+        cfg_key = Config.from_dict(d.get("config") or {}).key()
+    except (ConfigError, TypeError):
+        cfg_key = key
+    if key == p.stem == cfg_key:
+        return
+    what = f"its key field is {key!r}" if key != p.stem else f"its config's key is {cfg_key!r}"
+    fix = (f"move it to {p.with_name(f'{cfg_key}.json')} if that config's record belongs there, or delete it"
+           if key == cfg_key else "delete it (its key field and its config disagree)")
+    raise RecordMismatchError(f"{p} is not the record of {p.stem}: {what} (a copied or renamed file?). Nothing "
+                              f"was read from it. Fix: {fix}; run() then recomputes {p.stem}.")
+
+
+_TIMES = ("time_s", "train_time_s")
+
+
+def _result(r: Record) -> tuple:
+    """What a record shows, without the wall-clock fields and provenance of the run that produced it."""
+    hist = [{k: v for k, v in h.items() if k not in _TIMES} for h in r.history]
+    return (r.key, json.dumps([r.config, hist, r.strategy], sort_keys=True, default=str), r.partition_hash,
+            r.final_params_hash)
+
+
 class Store:
     """Records under ``root/records/<key>.json``; checkpoints and model artifacts under ``root/checkpoints/`` and
     ``root/artifacts/`` (not committed)."""
@@ -190,6 +184,13 @@ class Store:
     def checkpoint_path(self, key: str) -> Path:
         return self.root / "checkpoints" / f"{key}.pt"
 
+    def set_aside(self, path: Path) -> Path:
+        """Move an unreadable checkpoint or artifact ``path`` to ``failed/<name>`` (kept for inspection)."""
+        dest = self.root / "failed" / path.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(path), dest)
+        return dest
+
     def artifact_path(self, key: str) -> Path:
         return self.root / "artifacts" / f"{key}.pt"
 
@@ -198,25 +199,40 @@ class Store:
         return torch.load(self.artifact_path(key), map_location=device, weights_only=True)
 
     def get(self, cfg_or_key: Config | str) -> Record | None:
-        """The finished record of a config or key, or None. An unreadable file raises :class:`CorruptRecordError`."""
+        """The finished record of a config or key, or None. An unreadable file raises :class:`CorruptRecordError`
+        (:class:`RecordMismatchError` when it holds another config's record)."""
         key = cfg_or_key if isinstance(cfg_or_key, str) else cfg_or_key.key()
         p = self.record_path(key)
         return self._load(p) if p.exists() else None
 
     @staticmethod
     def _load(p: Path) -> Record | None:
+        """The record in ``p`` once its key and its config's key are checked against the file name; a record with
+        non-finite metrics is returned with a warning naming them (:meth:`Record.problems`)."""
         d = _read_json(p)
         if d.get("status", "finished") != "finished":  # a failed run is never a result
             return None
+        _check_key(p, d)
         try:
-            return Record.from_json(d)
+            rec = Record.from_json(d)
         except TypeError as e:
             raise CorruptRecordError(f"{p} is not a record of this fedlib version ({e}); delete it or read it "
                                      f"with json.load.") from e
+        for why in rec.problems():
+            warnings.warn(f"Stored record {p}: {why}. It is a diverged run, not a result.", RuntimeWarning,
+                          stacklevel=3)
+        return rec
 
     def put(self, record: Record) -> Path:
+        """Write ``record``, unless the file already holds the same result (the same config, history up to
+        wall-clock times, and final weights): rerunning a deterministic run leaves its record untouched."""
         p = self.record_path(record.key)
-        atomic_write_text(p, json.dumps(record.to_json(), indent=1, default=str))
+        try:
+            old = Record.from_json(_read_json(p)) if p.exists() else None
+        except (CorruptRecordError, TypeError):
+            old = None
+        if old is None or _result(old) != _result(record):
+            atomic_write_text(p, json.dumps(record.to_json(), indent=1, default=str))
         return p
 
     def last_failure(self, cfg_or_key: Config | str) -> dict[str, Any] | None:
@@ -347,6 +363,8 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     if not recompute and save:
         try:
             found = store.get(cfg)
+        except RecordMismatchError:
+            raise
         except CorruptRecordError as e:
             warnings.warn(f"{e} Recomputing it.", RuntimeWarning, stacklevel=2)
             found = None
@@ -369,7 +387,13 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     engine = Engine(cfg.replace(checkpoint_every=every), data=data, progress=progress, keep_client_models=artifacts)
     ckpt = store.checkpoint_path(key) if (save and every) else None
     if ckpt is not None and ckpt.exists() and not recompute:
-        engine.load_checkpoint(ckpt)
+        try:
+            engine.load_checkpoint(ckpt)
+        except Exception as e:  # noqa: BLE001 — truncated, from another version or config: start from round 0
+            dest = store.set_aside(ckpt)
+            warnings.warn(f"Checkpoint {ckpt} cannot be resumed ({type(e).__name__}: {str(e)[:200]}); moved it to "
+                          f"{dest} and training {cfg.label or key} from round 1.", RuntimeWarning, stacklevel=2)
+            engine = Engine(cfg, data=data, progress=progress, keep_client_models=artifacts)
     start_round = engine.round
     try:
         engine.run(checkpoint=ckpt, callback=callback)

@@ -133,9 +133,9 @@ def test_run_respects_the_budget_and_a_second_invocation_does_nothing(tmp_path, 
     assert not store.checkpoint_path(dear.key()).exists() and not store.failed_path(dear.key()).exists()
     learnt = json.loads((tmp_path / "costs.json").read_text())["devices"]  # the finished run's time was measured
     assert any(cost_key(cheap) in entries for entries in learnt.values())
-    # the ledger: artifact x runs done / needed
-    ledger = (tmp_path / "summary-smoke.md").read_text()
-    assert "| 05_fedintr_benchmarks | table1 | 1 / 2 |" in ledger
+    # the ledger, in its own file: artifact x runs done / needed
+    ledger = (tmp_path / "ledger-smoke.md").read_text()
+    assert "| 05_fedintr_benchmarks | table1 | 1 / 2 |" in ledger and not (tmp_path / "summary-smoke.md").exists()
     # everything done: a second invocation trains nothing and rewrites no record
     costs = CostTable(tmp_path / "costs.json")
     costs.table["cpu (measured)"] = {}
@@ -250,3 +250,89 @@ def test_doc_regenerates_the_plans_numbers_in_their_block_only(tmp_path, plans):
     doc.write_text("no block\n")
     with pytest.raises(SystemExit, match="campaign plan: begin"):
         campaign.main(args)
+
+
+def test_the_ledger_never_overwrites_the_batch_summary(tmp_path, plans, monkeypatch):
+    from fedlib import ledger
+
+    monkeypatch.setattr(ledger, "DEFAULT_ROOT", tmp_path)
+    (tmp_path / "summary-quick.md").write_text("the committed batch summary")
+    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": smoke()}}})
+    assert campaign.main(["ledger", "--scale", "quick", "--store", str(tmp_path), "--costs",
+                          str(tmp_path / "c.json")]) == 0
+    assert ledger.ledger_path("quick", Store(tmp_path)) == tmp_path / "ledger-quick.md"
+    assert (tmp_path / "summary-quick.md").read_text() == "the committed batch summary"
+    assert "# fedlib ledger" in (tmp_path / "ledger-quick.md").read_text()
+
+
+def _diverge(cfg, store):
+    """Leave what a run that stops with a non-finite loss in round 1 leaves: failed/<key>.json."""
+    from fedlib.schedule import NonFiniteLossError
+
+    def boom(engine, entry):
+        raise NonFiniteLossError("Training loss became nan for client 0 in round 1")
+    with pytest.raises(NonFiniteLossError):
+        run(cfg, store=store, progress=False, callback=boom)
+
+
+def test_a_diverged_run_is_a_finished_result_and_is_retried_only_when_asked(tmp_path, plans, capsys):
+    from fedlib.ledger import ledger
+
+    cfg = smoke()
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"FedAvg": cfg}}})
+    store = Store(tmp_path)
+    _diverge(cfg, store)
+    it, = collect("smoke", "cpu", store=store, costs=CostTable(None))
+    assert it.status == "diverged" and "round 1" in it.why and it.estimate_s == 0
+    assert "| diverged |" in campaign.format_plan([it], "smoke", "cpu")
+    args = ["run", "--scale", "smoke", "--budget", "10m", "--store", str(tmp_path), "--costs", str(tmp_path / "c.json")]
+    assert campaign.main(args) == 0
+    assert "nothing to do: 0 done, 1 diverged" in capsys.readouterr().out and store.get(cfg) is None
+    assert "| 05_fedintr_benchmarks | table1 | 1 / 1 | 1 |" in ledger("smoke", store=store)
+    assert campaign.main([*args, "--retry-diverged"]) == 0  # asked: trained again (it learns this time)
+    assert store.get(cfg) is not None and "done 05_fedintr_benchmarks" in capsys.readouterr().out
+
+
+def test_a_record_with_nan_metrics_is_diverged_not_done(tmp_path, plans):
+    from fedlib.results import Record
+
+    cfg = smoke()
+    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": cfg}}})
+    store = Store(tmp_path)
+    store.put(Record(key=cfg.key(), config=cfg.to_dict(), history=[{"round": 1, "test_acc": float("nan")}],
+                     provenance={}, partition_hash="p", final_params_hash="f"))
+    with pytest.warns(RuntimeWarning, match="test_acc is nan"):
+        it, = collect("smoke", "cpu", store=store, costs=CostTable(None))
+    assert it.status == "diverged" and "test_acc is nan" in it.why
+
+
+def test_a_copied_record_blocks_its_run_with_the_fix(tmp_path, plans):
+    a, b = smoke(), smoke(seed=1)
+    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": b}}})
+    store = Store(tmp_path)
+    store.record_path(b.key()).parent.mkdir(parents=True)
+    store.record_path(b.key()).write_text(json.dumps({"key": a.key(), "config": a.to_dict(), "history": [],
+                                                      "provenance": {}, "partition_hash": "",
+                                                      "final_params_hash": ""}))
+    it, = collect("smoke", "cpu", store=store, costs=CostTable(None))
+    assert it.status == "blocked" and f"move it to {store.record_path(a.key())}" in it.why
+
+
+def test_an_unknown_notebook_in_only_is_an_error_listing_the_valid_ones(tmp_path, capsys):
+    with pytest.raises(SystemExit) as err:
+        campaign.main(["plan", "--scale", "paper", "--only", "99", "--store", str(tmp_path)])
+    assert err.value.code == 2
+    msg = capsys.readouterr().err
+    assert "--only 99: no notebook with a plan matches '99'" in msg and "05_fedintr_benchmarks" in msg
+
+
+def test_an_unwritable_store_is_one_error_before_any_training(tmp_path, plans, capsys):
+    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": smoke()}}})
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")
+    for cmd in (["run", "--budget", "5m"], ["ledger"]):
+        with pytest.raises(SystemExit) as err:
+            campaign.main([*cmd, "--scale", "smoke", "--store", str(blocker / "results"),
+                           "--costs", str(tmp_path / "c.json")])
+        msg = capsys.readouterr().err
+        assert err.value.code == 2 and f"cannot write to {blocker}" in msg and "Traceback" not in msg

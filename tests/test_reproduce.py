@@ -1,14 +1,31 @@
-"""The batch runner's summary: rebuilt from the notebooks' stored summaries without executing anything."""
+"""The batch runner: its summary rebuilt from the notebooks' stored summaries without executing anything; bad
+options and parameters named before anything runs; the committed summary never replaced by a failed or partial
+batch."""
 
 from __future__ import annotations
 
 import json
+import os
+
+import nbformat
+import pytest
+import torch
 
 import fedlib.reproduce as rp
+from fedlib.report import check_params, injected_names
 
 
-def test_collect_rebuilds_the_summary_from_stored_notebook_summaries(tmp_path, monkeypatch):
-    (tmp_path / "summary").mkdir()
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """A results folder holding a committed summary; executing a notebook is an error unless a test allows it."""
+    monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
+    monkeypatch.setattr(rp, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("executed")))
+    (tmp_path / "summary-quick.md").write_text("the committed summary\n")
+    return tmp_path
+
+
+def test_collect_rebuilds_the_summary_from_stored_notebook_summaries(results):
+    (results / "summary").mkdir()
     doc = {"notebook": "01_fedavg_baseline", "scale": "quick", "dataset": "fmnist", "commit": "abcdef123",
            "seconds": 90.0, "training_minutes": 1.5, "seeds": [0, 1, 2],
            "claims": [{"claim": "A beats B", "source": "Table 1", "status": "reproduced", "n": {"A": 3, "B": 3},
@@ -16,17 +33,91 @@ def test_collect_rebuilds_the_summary_from_stored_notebook_summaries(tmp_path, m
                        "method": "paired t 95 %"},
                       {"claim": "C | D", "source": "Fig. 2", "status": "pending", "why": "runs not stored"}],
            "tables": {"T": [{"method": "A", "acc": 1.0}]}}
-    (tmp_path / "summary" / "01_fedavg_baseline.quick.json").write_text(json.dumps(doc))
-    monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
-    monkeypatch.setattr(rp, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("executed")))
+    (results / "summary" / "01_fedavg_baseline.quick.json").write_text(json.dumps(doc))
     assert rp.main(["--collect", "--scale", "quick", "--only", "00", "01"]) == 0
-    text = (tmp_path / "summary-quick.md").read_text()
+    # two notebooks of all: the committed summary stays, the batch's goes to the .partial file
+    assert (results / "summary-quick.md").read_text() == "the committed summary\n"
+    text = (results / "summary-quick.partial.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| 01_fedavg_baseline"))
     assert "stored (commit abcdef1)" in row and "| 1.5 | 0, 1, 2 |" in row and row.endswith("| 1 | 0 | 0 | 0 | 1 |")
     assert "| 00_data_partitions | no stored summary | — |" in text
     assert ("| reproduced | A beats B | Table 1 | A 3, B 3 | A 1.00, B 0.00 | +1.00 [+0.50, +1.50] | d > 0 | "
             "paired t 95 % |") in text and "| A | 1.0 |" in text
-    assert "| pending | C \\| D | Fig. 2 |" in text
+    assert "| pending | C \\| D | Fig. 2 |" in text and "not paper-scale results" in text
+    assert rp.main(["--collect", "--scale", "quick"]) == 0  # every notebook: the summary is rebuilt
+    assert "| 01_fedavg_baseline | stored (commit abcdef1)" in (results / "summary-quick.md").read_text()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_cuda_device_on_a_cpu_machine_is_named_before_anything_runs(results, capsys):
+    with pytest.raises(SystemExit) as err:
+        rp.main(["--only", "00", "--device", "cuda"])
+    msg = capsys.readouterr().err
+    assert err.value.code == 2 and "--device 'cuda': CUDA is not available on this machine; use device='cpu'" in msg
+    assert (results / "summary-quick.md").read_text() == "the committed summary\n"
+    with pytest.raises(SystemExit, match=None):
+        rp.main(["--only", "00", "--dataset", "mnist"])
+    assert "--dataset 'mnist'" in capsys.readouterr().err
+
+
+def test_a_failed_batch_leaves_the_committed_summary_as_it_was(results, monkeypatch, capsys):
+    why = "FAILED (ValueError: Invalid notebook parameter(s) (papermill -p NAME VALUE): - seed=-1: must be >= 0.)"
+    monkeypatch.setattr(rp, "execute", lambda *a, **k: (why, 1.0))
+    assert rp.main(["--scale", "quick"]) == 1
+    assert (results / "summary-quick.md").read_text() == "the committed summary\n"
+    assert "seed=-1: must be >= 0" in (results / "summary-quick.partial.md").read_text()
+    assert "left as it was (a notebook failed)" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into read-only folders")
+def test_an_unwritable_results_folder_is_one_error_naming_it(results, capsys):
+    results.chmod(0o500)
+    try:
+        with pytest.raises(SystemExit) as err:
+            rp.main(["--collect", "--scale", "quick"])
+    finally:
+        results.chmod(0o700)
+    msg = capsys.readouterr().err
+    assert err.value.code == 2 and f"cannot write to {results}" in msg and "Traceback" not in msg
+
+
+def test_an_unwritable_results_path_is_one_error_naming_it(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")  # a file where the results folder should be: unwritable even for root
+    monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", blocker / "results")
+    with pytest.raises(SystemExit) as err:
+        rp.main(["--collect", "--scale", "quick"])
+    assert err.value.code == 2 and f"cannot write to {blocker / 'results'}" in capsys.readouterr().err
+
+
+def test_a_parameter_the_notebook_does_not_define_is_named(tmp_path, monkeypatch):
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                           "display_name": "Python 3"}})
+    cell = nbformat.v4.new_code_cell("scale = 'quick'\ndevice = 'cpu'")
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell]
+    path = tmp_path / "09_x.ipynb"
+    nbformat.write(nb, path)
+    args = rp.argparse.Namespace(device="cpu", dataset="fmnist", collect=False)
+    assert rp.parameter_problems([path], args) == ["09_x.ipynb has no parameter dataset (its parameters: device, "
+                                                   "scale)"]
+
+
+def test_check_params_names_a_papermill_parameter_the_notebook_does_not_have():
+    history = ["", "scale = 'smoke'\nseed = 0", "# Parameters\nsedd = 3\nscale = \"smoke\"\n", "check_params(...)"]
+    assert injected_names(history) == ["sedd", "scale"]
+    with pytest.raises(ValueError, match=r"sedd: not a parameter of this notebook .*its parameters are scale, seed"):
+        check_params(scale="smoke", seed=0, _history=history)
+    check_params(scale="smoke", seed=0, _history=history[:2] + history[3:])  # not run by papermill
+    assert injected_names(None) is None  # outside IPython
+
+
+def test_papermill_with_a_misspelt_parameter_stops_at_the_check(tmp_path):
+    pm = pytest.importorskip("papermill")
+    with pytest.raises(pm.PapermillExecutionError, match="sedd: not a parameter of this notebook"):
+        pm.execute_notebook(str(rp.NOTEBOOKS / "00_data_partitions.ipynb"), str(tmp_path / "out.ipynb"),
+                            parameters={"sedd": 3, "scale": "smoke"}, cwd=str(rp.NOTEBOOKS), kernel_name="python3",
+                            progress_bar=False)
 
 
 def test_summary_tables_are_valid_markdown(tmp_path, monkeypatch):
@@ -52,4 +143,3 @@ def _cells(line: str) -> int:
     import re
 
     return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
-    assert "not paper-scale results" in text

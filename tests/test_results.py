@@ -1,5 +1,7 @@
 """The record store loses nothing: failed runs keep their rounds, unwritable stores fail before training,
-corrupt records are named and skipped, temporary files of killed writes are cleaned, dead networks are flagged."""
+corrupt records are named and skipped, temporary files of killed writes are cleaned, dead networks are flagged;
+records are checked when read (key, config, non-finite metrics) and rewritten only when their result changes;
+an unreadable checkpoint is moved aside."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ import torch
 
 from fedlib.config import Config
 from fedlib.report import check_params
-from fedlib.results import (CorruptRecordError, Record, Store, StoreNotWritableError, atomic_write,
-                            learning_warnings, run)
+from fedlib.results import (CorruptRecordError, Record, RecordMismatchError, Store, StoreNotWritableError,
+                            atomic_write, learning_warnings, run)
 
 
 @pytest.fixture(scope="module")
@@ -85,23 +87,24 @@ def test_a_read_only_store_fails_before_training(tmp_path, mini_data):
         tmp_path.chmod(0o700)
 
 
-def _record(key: str) -> Record:
-    return Record(key=key, config=mini().to_dict(), history=[{"round": 1, "test_acc": 0.5}], provenance={},
+def _record(cfg: Config | None = None, acc: float = 0.5) -> Record:
+    cfg = cfg or mini()
+    return Record(key=cfg.key(), config=cfg.to_dict(), history=[{"round": 1, "test_acc": acc}], provenance={},
                   partition_hash="p", final_params_hash="f")
 
 
 def test_a_corrupt_record_is_named_and_skipped(tmp_path):
-    store = Store(tmp_path)
-    store.put(_record("good"))
+    store, good = Store(tmp_path), _record()
+    store.put(good)
     store.record_path("bad").write_text('{"key": "bad", "config": {"lr": 0.')  # cut short
     with pytest.raises(CorruptRecordError, match=r"bad\.json") as err:
         store.get("bad")
     assert "Delete it" in str(err.value)
     with pytest.warns(RuntimeWarning, match=r"bad\.json"):
         keys = [r.key for r in store.records()]
-    assert keys == ["good"]
+    assert keys == [good.key]
     with pytest.warns(RuntimeWarning):
-        assert list(store.frame()["key"]) == ["good"]
+        assert list(store.frame()["key"]) == [good.key]
 
 
 def test_run_recomputes_a_corrupt_record_of_its_config(tmp_path, mini_data):
@@ -176,6 +179,7 @@ def test_a_cuda_config_on_a_machine_without_cuda_fails_with_the_fix(tmp_path, mi
 def test_fetch_without_training_returns_pending_until_the_record_exists(tmp_path, mini_data):
     from fedlib.report import Report
     from fedlib.results import Pending, fetch, is_pending
+    from fedlib.verdicts import pending
 
     store, cfg = Store(tmp_path), mini(rounds=1)
     p = fetch(cfg, store=store, train=False)
@@ -185,7 +189,67 @@ def test_fetch_without_training_returns_pending_until_the_record_exists(tmp_path
     assert isinstance(rec, Record) and not is_pending({"a": [rec]})
     assert fetch(cfg, store=store, train=False).key == rec.key
     r = Report("x", scale="smoke", dataset="synthetic")
-    from fedlib.verdicts import pending
-
     r.verdict(pending("something", "T1"))
     assert r.claims[-1]["status"] == "pending"
+
+
+def test_a_copied_record_is_not_the_result_of_another_config(tmp_path, mini_data):
+    store, a, b = Store(tmp_path), mini(), mini(lr=0.01)
+    store.put(_record(a))
+    store.record_path(b.key()).write_text(store.record_path(a.key()).read_text())  # cp A.json B.json
+    with pytest.raises(RecordMismatchError, match=rf"{b.key()}\.json is not the record of {b.key()}") as err:
+        store.get(b)
+    assert f"{a.key()}.json" in str(err.value) and "delete it" in str(err.value)
+    rounds = []
+    with pytest.raises(RecordMismatchError, match=rf"{b.key()}\.json"):  # one clear error, before any training
+        run(b, store=store, data=mini_data, progress=False, callback=lambda e, entry: rounds.append(entry))
+    assert rounds == [] and store.record_path(b.key()).read_text() == store.record_path(a.key()).read_text()
+    with pytest.warns(RuntimeWarning, match=rf"Skipping {b.key()}\.json"):
+        assert [r.key for r in store.records()] == [a.key()]
+    # the key inside edited to match the file name: the config still says A
+    doc = json.loads(store.record_path(a.key()).read_text())
+    store.record_path(b.key()).write_text(json.dumps({**doc, "key": b.key()}))
+    with pytest.raises(RecordMismatchError, match=f"its config's key is '{a.key()}'"):
+        store.get(b)
+
+
+def test_a_stored_record_with_nan_metrics_is_flagged_and_is_not_a_result(tmp_path):
+    from fedlib.grid import Diverged, fetch_runs
+
+    store, cfg = Store(tmp_path), mini()
+    store.put(_record(cfg, acc=float("nan")))
+    with pytest.warns(RuntimeWarning, match=rf"{cfg.key()}\.json: test_acc is nan in round\(s\) 1.*diverged"):
+        rec = store.get(cfg)
+    assert rec.problems() == ["test_acc is nan in round(s) 1"]
+    with pytest.warns(RuntimeWarning, match="test_acc is nan"):
+        out = fetch_runs({"FedAvg": cfg}, store=store, train=False)
+    assert isinstance(out["FedAvg"], Diverged) and "test_acc is nan" in out["FedAvg"].message
+    assert _record(cfg).problems() == []
+
+
+def test_a_truncated_checkpoint_is_named_moved_aside_and_the_run_starts_over(tmp_path, mini_data):
+    store, cfg = Store(tmp_path), mini(checkpoint_every=1)
+    ckpt = store.checkpoint_path(cfg.key())
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(b"PK\x03\x04 cut short")  # a torch zip archive killed while being copied
+    with pytest.warns(RuntimeWarning, match=rf"Checkpoint {ckpt} cannot be resumed.*moved it to .*failed"):
+        rec = run(cfg, store=store, data=mini_data, progress=False)
+    assert rec.provenance["resumed_from_round"] == 0 and len(rec.history) == cfg.rounds
+    assert (tmp_path / "failed" / ckpt.name).read_bytes() == b"PK\x03\x04 cut short" and not ckpt.exists()
+    with warnings.catch_warnings():  # later runs are not affected
+        warnings.simplefilter("error")
+        assert run(cfg, store=store, data=mini_data, progress=False).key == rec.key
+        run(cfg.replace(seed=2), store=store, data=mini_data, progress=False)
+
+
+def test_a_rerun_with_the_same_result_leaves_its_record_file_untouched(tmp_path, mini_data):
+    store, cfg = Store(tmp_path), mini(rounds=1)
+    run(cfg, store=store, data=mini_data, progress=False)
+    p = store.record_path(cfg.key())
+    before, mtime = p.read_bytes(), p.stat().st_mtime_ns
+    store.get(cfg)
+    list(store.records())
+    again = run(cfg, store=store, data=mini_data, progress=False, recompute=True)  # new wall times, same result
+    assert p.read_bytes() == before and p.stat().st_mtime_ns == mtime
+    store.put(Record(**{**again.to_json(), "final_params_hash": "changed"}))  # a different result is written
+    assert json.loads(p.read_text())["final_params_hash"] == "changed"

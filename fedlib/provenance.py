@@ -1,0 +1,110 @@
+"""Where numbers come from: the code's commit, the device, the run's provenance, and that of a set of runs.
+
+A record's provenance (:func:`provenance`) is written when it is trained. A figure or table that renders records
+takes its provenance from them (:func:`runs_provenance`: their commits, devices and seeds), never from the machine
+that renders it; the rendering commit is stated separately.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from . import __version__
+
+__all__ = ["git_commit", "device_name", "params_hash", "provenance", "flatten_runs", "runs_provenance",
+           "short_commit"]
+
+_CODE_PATHS = ("fedlib", "notebooks/*.ipynb", "benchmarks", "pyproject.toml")
+
+
+def git_commit(path: Path | None = None) -> str:
+    """``$FEDLIB_COMMIT`` if set (a copy of the tree run elsewhere, e.g. on a GPU machine), else the repository's HEAD
+    commit, or ``"unknown"``; ``-dirty`` when code that produces numbers (the package,
+    the notebooks, the benchmarks, pyproject.toml) differs from HEAD. Regenerated outputs (figures/, results/)
+    do not count: a batch run rewrites them while it runs."""
+    cwd = path or Path(__file__).resolve().parent
+    if os.environ.get("FEDLIB_COMMIT"):
+        return os.environ["FEDLIB_COMMIT"]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                *(f":(top){p}" for p in _CODE_PATHS)],
+                               cwd=cwd, capture_output=True, text=True, timeout=5).stdout.strip()
+        return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def short_commit(commit: str) -> str:
+    """``"a18ab63"`` for ``"a18ab63f0c1d"``, keeping a ``-dirty`` suffix; other strings unchanged."""
+    sha, dirty, rest = commit.partition("-dirty")
+    if len(sha) > 7 and all(c in "0123456789abcdef" for c in sha):
+        return sha[:7] + dirty + rest
+    return commit
+
+
+def device_name(device: str | torch.device) -> str:
+    """The name measurements are filed under: the GPU's name, ``"cuda (none on this machine)"`` for a CUDA device
+    this machine lacks (never the CPU's name: a CPU's timings must not stand for a GPU's), or the CPU's."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cuda (none on this machine)"
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def params_hash(params: dict[str, torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    for k in sorted(params):
+        h.update(k.encode())
+        h.update(params[k].detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def provenance(cfg: Any) -> dict[str, Any]:
+    """What a run records about the code and machine that trained it."""
+    return {"fedlib": __version__, "commit": git_commit(), "torch": torch.__version__,
+            "device": device_name(cfg.device), "executor": cfg.executor, "python": platform.python_version(),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def flatten_runs(x: Any) -> Iterator[Any]:
+    """The leaves of nested dicts / lists / tuples (records, pending and diverged placeholders); None is skipped."""
+    if isinstance(x, dict):
+        for v in x.values():
+            yield from flatten_runs(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from flatten_runs(v)
+    elif x is not None:
+        yield x
+
+
+def _is_record(r: Any) -> bool:
+    return hasattr(r, "history") and isinstance(getattr(r, "provenance", None), dict)
+
+
+def runs_provenance(runs: Any) -> dict[str, Any]:
+    """The provenance of the runs behind a figure or table (a Record, Pending or Diverged placeholder, or nested
+    dicts / lists of them): how many there are, pending and diverged, and the seeds, commits, devices and
+    precisions of the records among them, with their total training minutes."""
+    flat = list(flatten_runs(runs))
+    recs = [r for r in flat if _is_record(r)]
+    pending = sum(type(r).__name__ == "Pending" for r in flat)
+    diverged = sum(hasattr(r, "failed_round") for r in flat)
+    diverged += sum(bool(r.problems()) for r in recs if hasattr(r, "problems"))
+    uniq = lambda vals: sorted({v for v in vals if v is not None}, key=str)  # noqa: E731
+    return {"runs": len(flat), "pending": pending, "diverged": diverged,
+            "seeds": uniq(r.config.get("seed") for r in recs),
+            "commits": uniq(r.provenance.get("commit") for r in recs),
+            "devices": uniq(r.provenance.get("device_name") or r.provenance.get("device") for r in recs),
+            "precisions": uniq(r.config.get("precision", "fp32") for r in recs),
+            "training_minutes": round(sum(r.provenance.get("wall_time_s", 0.0) for r in recs) / 60, 2)}

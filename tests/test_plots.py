@@ -1,0 +1,79 @@
+"""Figures say which runs made them (the records' commits, devices and seeds; the rendering commit apart) and are
+byte-identical when rendered again, so regenerating them leaves the repository clean."""
+
+from __future__ import annotations
+
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fedlib.config import Config  # noqa: E402
+from fedlib.plots import class_heatmap, provenance_line, save_figure  # noqa: E402
+from fedlib.report import Report  # noqa: E402
+from fedlib.results import Pending, Record  # noqa: E402
+
+
+def _figure() -> plt.Figure:
+    fig, (a, b) = plt.subplots(1, 2, figsize=(6, 2.5))
+    a.plot([1, 2, 3], [60.0, 70.5, 72.1], marker="o", label="FedAvg (μ=0)")
+    a.legend()
+    class_heatmap(b, np.arange(20).reshape(4, 5), "Dirichlet α=0.5", annotate=True)
+    return fig
+
+
+def _render(directory, prov) -> dict[str, tuple[bytes, int]]:
+    fig = _figure()
+    save_figure(fig, "fig", prov, "quick", directory=directory)
+    plt.close(fig)
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted((directory / "quick").iterdir())}
+
+
+def test_rendering_twice_gives_byte_identical_files_left_untouched(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_COMMIT", "0123456789ab")
+    prov = provenance_line("quick", "fmnist", "cpu", [0, 1])
+    first = _render(tmp_path, prov)
+    time.sleep(1.1)  # a date stamped in the files would differ now
+    second = _render(tmp_path, prov)
+    assert set(first) == {"fig.png", "fig.pdf", "fig.json"} and first == second  # same bytes, not rewritten
+    assert b"CreationDate" not in first["fig.pdf"][0]
+
+
+def _rec(seed: int, commit: str, device: str) -> Record:
+    cfg = Config(dataset="fmnist", seed=seed)
+    return Record(key=cfg.key(), config=cfg.to_dict(), history=[{"round": 1, "test_acc": 0.8}],
+                  provenance={"commit": commit, "device": device, "wall_time_s": 60.0}, partition_hash="p",
+                  final_params_hash="f")
+
+
+def test_a_figure_states_the_commits_devices_and_seeds_of_its_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDLIB_COMMIT", "92db18c00000")  # the commit that renders, on a laptop
+    cfg = Config(dataset="fmnist", seed=2)
+    h100 = "NVIDIA H100 80GB HBM3"
+    runs = {"FedAvg": [_rec(0, "a18ab63f0c1d", h100), _rec(1, "a18ab63f0c1d", h100)],
+            "FedProx": Pending(cfg.key(), cfg.to_dict())}
+    line = provenance_line("paper", "fmnist", "cpu", [0, 1, 2], runs=runs)
+    assert "runs=3 (1 pending)" in line and "seeds=0,1" in line and "trained at commit=a18ab63" in line
+    assert "on device=NVIDIA H100 80GB HBM3" in line and "rendered at commit=92db18c" in line
+    assert "cpu" not in line and "NOT paper scale" not in line
+    fig = _figure()
+    save_figure(fig, "fig", line, "paper", directory=tmp_path)
+    side = (tmp_path / "paper" / "fig.json").read_text()
+    assert '"rendered_commit": "92db18c00000"' in side and '"a18ab63f0c1d"' in side
+    # a Report's registered runs, and a table's own runs
+    report = Report("05_x", scale="paper", dataset="fmnist")
+    report.runs(runs)
+    assert provenance_line("paper", "fmnist", "cpu", 0, runs=report) == line
+    report.table("Table I", pd.DataFrame({"acc": [80.0]}), runs=runs["FedAvg"])
+    assert report.table_provenance["Table I"]["commits"] == ["a18ab63f0c1d"]
+    assert report.table_provenance["Table I"]["seeds"] == [0, 1]
+
+
+def test_a_figure_without_runs_names_the_rendering_as_such(monkeypatch):
+    monkeypatch.setenv("FEDLIB_COMMIT", "92db18c00000")
+    line = provenance_line("quick", "fmnist", "cpu", 0)
+    assert "seeds=0" in line and "rendered at commit=92db18c00000 on device=cpu" in line and "NOT paper" in line
