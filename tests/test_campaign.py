@@ -157,7 +157,8 @@ def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
     recs = [run(c, store=store, progress=False) for c in runs.values()]
     (tmp_path / "summary").mkdir()
     (tmp_path / "summary" / "01_fedavg_baseline.smoke.json").write_text(json.dumps({"claims": [
-        {"claim": "FedProx performs like FedAvg", "status": "pending", "detail": "1 / 3 seeds"}]}))
+        {"claim": "FedProx performs like FedAvg", "source": "FedIntR Table I", "status": "pending",
+         "why": "1 / 3 seeds"}]}))
     text = ledger("smoke", store=store)
     accs = [100 * r.final("test_acc") for r in recs]
     mean, std = sum(accs) / 2, abs(accs[0] - accs[1]) / 2 ** 0.5
