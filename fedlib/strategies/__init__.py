@@ -13,7 +13,8 @@ from .fedcka import FedCKA
 from .feder import FedER
 from .fedintr import FedIntR
 from .fedprox import FedProx
-from .fedshibu import FedAvgCRSM, FedSHIBU, LocalOnly
+from .fedshibu import FedAvgCRSM, FedSHIBU
+from .local_only import LocalOnly
 from .moon import MOON
 from .scaffold import SCAFFOLD
 

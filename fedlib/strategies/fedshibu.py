@@ -51,7 +51,7 @@ from torch import Tensor
 
 from ..crsm import CONTROLS, SIMS, control_crsm, crsm, crsm_stats, group_crsm, mix, row_weights
 from ..options import above, at_least
-from .base import ClientContext, FineTune, Params, Strategy, weighted_average
+from .base import ClientContext, FineTune, Params, weighted_average
 from .fedbabu import FedBABU, extractor_tap
 
 SAMPLES = ("own", "shared")
@@ -139,24 +139,3 @@ class FedAvgCRSM(FedSHIBU):
 
     def finetune(self) -> FineTune | None:
         return None
-
-
-class LocalOnly(Strategy):
-    """Each client trains alone with the same budget (personalized methods' baseline); the global model is never
-    trained, so only the personalized accuracy is meaningful."""
-
-    name = "local_only"
-    trains_global_model = False
-
-    def client_start(self, ctx: ClientContext, global_params: Params) -> Params:
-        return ctx.state.get("own", global_params)
-
-    def client_end(self, ctx: ClientContext, start: Params, params: Params) -> Params:
-        ctx.state["own"] = params
-        return params
-
-    def aggregate(self, rnd, global_params, uploads, weights, ctxs) -> Params:
-        return global_params
-
-    def eval_params(self, cid: int, global_params: Params, state: dict[str, Any]) -> Params:
-        return state.get("own", global_params)
