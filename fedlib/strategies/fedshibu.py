@@ -50,7 +50,6 @@ class FedSHIBU(FedBABU):
         if self.decoupled:
             super().setup(model, cfg)
         self._tap = model.layer_taps[-2]  # the representation feeding the classifier
-        self._names = [k for k in model.state_dict() if not self.is_head(k)]
 
     def is_head(self, name: str) -> bool:
         return self.decoupled and super().is_head(name)
@@ -70,7 +69,7 @@ class FedSHIBU(FedBABU):
                   ctxs: list[ClientContext]) -> Params:
         feats = [self._uploads.pop(c.cid) for c in ctxs]
         S = group_crsm([c.cid for c in ctxs], self.groups) if self.groups else crsm(feats, self.sim, self.rbf_threshold)
-        for ctx, own in zip(ctxs, mix(uploads, row_weights(S), self._names)):
+        for ctx, own in zip(ctxs, mix(uploads, row_weights(S), list(uploads[0]))):  # what the clients trained
             ctx.state["own"] = own
         self._last = {"crsm": S.cpu().tolist(), "crsm_clients": [c.cid for c in ctxs]} \
             if len(ctxs) <= self.keep_crsm else {}
