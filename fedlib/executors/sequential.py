@@ -5,10 +5,11 @@ vectorized (package optimizers, persistent optimizer state, strategies whose ste
 model (the task's) and one optimizer per trainable set are reused for every client and round: parameters are
 copied in, optimizer state is reset (or loaded from the job, for persistent state; :meth:`OptimizerSpec.reset`,
 ``load_state_dict`` and ``state_dict`` also carry state package optimizers keep in attributes). The model is
-called directly (its own tensors, no ``functional_call`` swapping each tensor with itself every step). A tensor
-the model already holds unchanged is not copied in again (a frozen head, projection heads no loss reaches), and
-the result copies only what training changes (the trainable parameters and the buffers): the other tensors
-come back as the very tensors the client started from. Each local epoch
+called directly (its own tensors, no ``functional_call`` swapping each tensor with itself every step). The result
+copies only what training changes (the trainable parameters and the buffers): the other tensors come back as the
+very tensors the client started from. (Every tensor is still copied into the model: BatchNorm's in-place updates
+and package optimizers' ``p.data`` steps leave no trace in version counters, so "already loaded" is not knowable
+cheaply.) Each local epoch
 starts by setting the group's rate (:meth:`OptimizerSpec.epoch_lr`: a per-epoch StepLR, epochs counted over the
 run as ``round · epochs + epoch``) and ends with :meth:`OptimizerSpec.end_epoch` (e.g. rmsgd's ``epoch_step``).
 Losses are checked for NaN once per client, not once per step.
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from ..augment import apply_augment
 from ..local import ClientJob, ClientResult, LocalTask, forward, local_loss
-from ..params import Params
+from ..params import load_params_
 from ..schedule import epoch_plan, non_finite_loss, num_batches
 from .refcache import build_ref_taps
 
@@ -62,7 +63,6 @@ class SequentialExecutor:
 
     def __init__(self, task: LocalTask | None = None) -> None:
         self._opts: dict[tuple, torch.optim.Optimizer] = {}
-        self._loaded: dict[str, tuple[Tensor, int, Tensor, int]] = {}  # name: (source, its version, live, its version)
 
     def __call__(self, task: LocalTask, jobs: list[ClientJob]) -> list[ClientResult]:
         return [self.train(task, job) for job in jobs]
@@ -75,19 +75,6 @@ class SequentialExecutor:
             self._opts[key] = task.optimizer.build([named[n] for n in task.trainable])
         return self._opts[key]
 
-    @torch.no_grad()
-    def _load(self, model: torch.nn.Module, params: Params) -> None:
-        """Copy ``params`` into the model in place (optimizer references stay valid), skipping each tensor the
-        model already holds: the same source tensor, unmodified (version counters) since it was copied into the
-        same live tensor, itself unmodified since."""
-        for k, t in model.state_dict(keep_vars=True).items():
-            src, seen = params[k], self._loaded.get(k)
-            if seen is not None and seen[0] is src and seen[1] == src._version and seen[2] is t \
-                    and seen[3] == t._version:
-                continue
-            t.copy_(src)
-            self._loaded[k] = (src, src._version, t, t._version)
-
     def train(self, task: LocalTask, job: ClientJob) -> ClientResult:
         """Local training of one client from ``job.start``."""
         model, ctx, needs = task.model, job.ctx, task.needs
@@ -95,7 +82,7 @@ class SequentialExecutor:
         for n, p in model.named_parameters():
             p.requires_grad_(n in trainable)
         opt = self._optimizer(task)
-        self._load(model, job.start)
+        load_params_(model, job.start)
         spec = task.optimizer
         spec.reset(opt)
         if job.opt_state is not None:
