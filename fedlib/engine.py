@@ -44,9 +44,10 @@ __all__ = ["Engine", "NonFiniteLossError", "load_data", "build_partition", "used
            "rng_key", "sample_clients", "round_lr", "num_batches", "epoch_plan"]
 
 
-# Test-set evaluation batch per device type (``Engine.evaluate``), set by ``python benchmarks/engine.py --eval``
-# (the FedIntR CNN on Fashion-MNIST's 10,000 test images): on the 2-core CPU batch 512 is the fastest (results in
-# benchmarks/RESULTS.md); CUDA keeps 2048, not re-measured (no GPU when the CPU row was set).
+# Test-set evaluation batch per device type (``Engine.evaluate``; ``python benchmarks/engine.py --eval`` times it: the
+# FedIntR CNN on Fashion-MNIST's 10,000 test images). CPU: 512, 0.36 s against 0.61 s at 2048 on the idle 2-core
+# CPU (profile of a round, 2026-11-23; the reruns under load in benchmarks/RESULTS.md are too noisy to rank).
+# CUDA: 2048, unchanged and not re-measured (no GPU when the CPU row was set).
 EVAL_BATCH = {"cpu": 512, "cuda": 2048}
 
 

@@ -243,7 +243,8 @@ def test_evaluation_batch_comes_from_the_device_table_and_does_not_change_the_re
     full = eng.evaluate(eng.global_params, x, y, batch_size=len(y))
     widths = []
     call = engine_mod.functional_call
-    monkeypatch.setattr(engine_mod, "functional_call", lambda m, p, a, *r: widths.append(len(a[0])) or call(m, p, a, *r))
+    monkeypatch.setattr(engine_mod, "functional_call",
+                        lambda m, p, a, *r: widths.append(len(a[0])) or call(m, p, a, *r))
     monkeypatch.setitem(engine_mod.EVAL_BATCH, "cpu", 48)
     acc, loss = eng.evaluate(eng.global_params, x, y)
     assert widths == [48, 48, 48, 16]  # 160 test samples
