@@ -7,8 +7,10 @@ lookups (no DataLoader); one model, one frozen reference model and one optimizer
 every client and round. Randomness is a pure function of ``(seed, round, client, epoch)``
 (:mod:`fedlib.schedule`), so a resumed run, or one on another executor, sees exactly the same batches.
 
-What clients upload and what the server keeps is checked for NaN/inf every round
-(:class:`~fedlib.schedule.NonFiniteLossError` names the client, the round and the tensor).
+Clients upload, and the server checks and aggregates, only what local training changes (``Engine.trained``: the
+strategy's trainable parameters and the buffers); every other tensor — a frozen head, projection heads no loss
+reaches — keeps its initial value, bit for bit. What clients upload and what the server keeps is checked for
+NaN/inf every round (:class:`~fedlib.schedule.NonFiniteLossError` names the client, the round and the tensor).
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ from .strategies import Strategy, build_strategy
 
 __all__ = ["Engine", "NonFiniteLossError", "load_data", "build_partition", "used_parameters", "clone_params",
            "rng_key", "sample_clients", "round_lr", "num_batches", "epoch_plan"]
+
+
+# Test-set evaluation batch per device type (``Engine.evaluate``; ``python benchmarks/engine.py --eval`` times it: the
+# FedIntR CNN on Fashion-MNIST's 10,000 test images). CPU: 512, 0.36 s against 0.61 s at 2048 on the idle 2-core
+# CPU (profile of a round, 2026-11-23; the reruns under load in benchmarks/RESULTS.md are too noisy to rank).
+# CUDA: 2048, unchanged and not re-measured (no GPU when the CPU row was set).
+EVAL_BATCH = {"cpu": 512, "cuda": 2048}
 
 
 def used_parameters(model: torch.nn.Module, taps: tuple[str, ...], x: Tensor) -> set[str]:
@@ -114,6 +123,9 @@ class Engine:
         self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)  # evaluates any Params
         self.used = used_parameters(self.model, self.needs.taps, self.data.x_train[:2])
         self.trainable = self._trainable(self.strategy.trainable)
+        params = {n for n, _ in self.model.named_parameters()}
+        # what local training changes: the only tensors uploaded, checked and aggregated (buffers: BatchNorm's)
+        self.trained = self.trainable + tuple(k for k in self.model.state_dict() if k not in params)
         self.optimizer = OptimizerSpec.from_config(cfg).validate()
         self.global_params: Params = clone_params(self.model.state_dict())
         self.client_idx = [torch.as_tensor(np.array(ix), dtype=torch.long, device=self.device)
@@ -177,7 +189,7 @@ class Engine:
                 for c, st in zip(ctxs, starts)]
         results = self.executor(self.task(), jobs)
         for c, r in zip(ctxs, results):
-            bad = first_non_finite(r.params)
+            bad = first_non_finite({k: r.params[k] for k in self.trained})
             if bad is not None:
                 raise NonFiniteLossError(
                     f"Client {c.cid} uploaded a non-finite {bad!r} after round {c.round + 1} (strategy {s.name!r}, "
@@ -189,10 +201,12 @@ class Engine:
 
     # ------------------------------------------------------------------------------------- evaluation
     @torch.no_grad()
-    def evaluate(self, params: Params, x: Tensor, y: Tensor, batch_size: int = 2048) -> tuple[float, float]:
-        """(accuracy, mean cross-entropy) of ``params`` on ``(x, y)``, in eval mode."""
+    def evaluate(self, params: Params, x: Tensor, y: Tensor, batch_size: int | None = None) -> tuple[float, float]:
+        """(accuracy, mean cross-entropy) of ``params`` on ``(x, y)``, in eval mode, in batches of ``batch_size``
+        (default: :data:`EVAL_BATCH` for the device)."""
         if len(y) == 0:
             return float("nan"), float("nan")
+        batch_size = batch_size or EVAL_BATCH.get(self.device.type, 2048)
         correct = torch.zeros((), device=self.device)
         loss = torch.zeros((), device=self.device)
         for i in range(0, len(y), batch_size):
@@ -264,12 +278,14 @@ class Engine:
             self.visited.add(ctx.cid)
         sizes = torch.tensor([c.n_samples for c in ctxs], dtype=torch.float64)
         weights = (sizes / sizes.sum()).to(self.device)
-        new_global = strat.aggregate(rnd, self.global_params, uploads, weights, ctxs)
-        bad = first_non_finite(new_global)
+        uploads = [{k: u[k] for k in self.trained} for u in uploads]  # what training changed, nothing else
+        new = strat.aggregate(rnd, self.global_params, uploads, weights, ctxs)
+        new = {k: new[k] for k in self.trained}
+        bad = first_non_finite(new)
         if bad is not None:
             raise NonFiniteLossError(f"The aggregated global model's {bad!r} is non-finite after round {rnd + 1} "
                                      f"(strategy {strat.name!r}); the server keeps the previous global model.")
-        self.global_params = new_global
+        self.global_params = {**self.global_params, **new}  # the untrained tensors: the same, untouched
         train_time = time.perf_counter() - t0
         metrics = strat.round_metrics()
 

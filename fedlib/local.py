@@ -132,23 +132,25 @@ class ClientResult:
     opt_state: dict[str, Any] | None = None
 
 
-def forward(model: nn.Module, params: Params, x: Tensor, taps: tuple[str, ...], amp: bool,
+def forward(model: nn.Module, params: Params | None, x: Tensor, taps: tuple[str, ...], amp: bool,
             amp_cache: bool = True) -> tuple[Tensor, list[Tensor]]:
-    """Logits (float32 under bf16) and taps of ``model`` with ``params`` on ``x``."""
+    """Logits (float32 under bf16) and taps of ``model`` with ``params`` on ``x`` (``None``: the model's own
+    tensors, called directly rather than swapped in by ``functional_call``)."""
+    kw = {"taps": taps} if taps else {}
     with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=amp, cache_enabled=amp_cache):
-        out = functional_call(model, params, (x,), {"taps": taps} if taps else {})
+        out = model(x, **kw) if params is None else functional_call(model, params, (x,), kw)
     logits, tap_out = out if taps else (out, [])
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
     return logits, tap_out
 
 
-def local_loss(task: LocalTask, ctx: ClientContext, model: nn.Module, params: Params, train: Params, x: Tensor,
-               y: Tensor, mask: Tensor | None, refs: dict[str, list[Tensor]], tensors: dict[str, Tensor],
+def local_loss(task: LocalTask, ctx: ClientContext, model: nn.Module, params: Params | None, train: Params,
+               x: Tensor, y: Tensor, mask: Tensor | None, refs: dict[str, list[Tensor]], tensors: dict[str, Tensor],
                global_params: Params, amp_cache: bool = True) -> Tensor:
     """One client's training loss on one batch: cross-entropy (mean over the real samples: ``mask`` marks them
-    when the batch is padded) plus ``task.penalty``. ``params``: every tensor the forward pass needs; ``train``:
-    the differentiable ones, as the penalty sees them."""
+    when the batch is padded) plus ``task.penalty``. ``params``: every tensor the forward pass needs (``None``:
+    the model's own); ``train``: the differentiable ones, as the penalty sees them."""
     logits, taps = forward(model, params, x, task.needs.taps, task.amp, amp_cache)
     if mask is None:
         loss = F.cross_entropy(logits, y)

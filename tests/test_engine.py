@@ -233,3 +233,33 @@ def test_non_finite_uploads_are_caught_before_aggregation(tiny_data, monkeypatch
         eng.run()
     assert all(torch.isfinite(v).all() for v in eng.global_params.values())  # the server kept a finite model
     assert all(math.isfinite(h["test_loss"]) for h in eng.history)  # nothing non-finite was recorded
+
+
+def test_evaluation_batch_comes_from_the_device_table_and_does_not_change_the_result(tiny_data, monkeypatch):
+    import fedlib.engine as engine_mod
+
+    eng = Engine(small(), data=tiny_data, progress=False)
+    x, y = tiny_data.x_test, tiny_data.y_test
+    full = eng.evaluate(eng.global_params, x, y, batch_size=len(y))
+    widths = []
+    call = engine_mod.functional_call
+    monkeypatch.setattr(engine_mod, "functional_call",
+                        lambda m, p, a, *r: widths.append(len(a[0])) or call(m, p, a, *r))
+    monkeypatch.setitem(engine_mod.EVAL_BATCH, "cpu", 48)
+    acc, loss = eng.evaluate(eng.global_params, x, y)
+    assert widths == [48, 48, 48, 16]  # 160 test samples
+    assert acc == full[0] and loss == pytest.approx(full[1], rel=1e-6)
+
+
+def test_sequential_executor_trains_the_model_without_swapping_its_own_tensors(tiny_data, monkeypatch):
+    """functional_call(model, model's own tensors) swaps every tensor with itself at every step: the sequential
+    executor calls the model directly (reference models still go through functional_call)."""
+    import fedlib.local as local_mod
+
+    eng = Engine(small(strategy="moon", strategy_kw={"mu": 1.0}, num_clients=2, rounds=2), data=tiny_data,
+                 progress=False)
+    seen = []
+    call = local_mod.functional_call
+    monkeypatch.setattr(local_mod, "functional_call", lambda m, *a: seen.append(m) or call(m, *a))
+    eng.run()
+    assert seen and all(m is not eng.model for m in seen)  # MOON's reference models only

@@ -73,6 +73,23 @@ def test_head_frozen_in_training_and_tuned_per_client(tiny_data):
     assert {"personal_acc_mean", "personal_acc_std", "personal_noft_acc_mean"} <= set(h)
 
 
+@pytest.mark.parametrize("executor", ["sequential", "vectorized"])
+@pytest.mark.parametrize("strategy", ["fedbabu", "fedshibu"])
+def test_global_head_stays_bitwise_at_its_initialization(strategy, executor, tiny_data):
+    """Only what the clients train is aggregated: the frozen head is never averaged (an average of five equal
+    copies with weights 0.2 is not the copy in float32), so the global head and every client's own model keep
+    the initial head exactly."""
+    c = cfg(strategy=strategy, executor=executor, rounds=3)
+    eng = trained(c, tiny_data)
+    assert eng.executor.name == executor
+    init = Engine(c, data=tiny_data, progress=False).global_params
+    assert (eng.global_params["conv1.weight"] - init["conv1.weight"]).abs().max() > 1e-4
+    for k in eng.model.head_parameter_names():
+        assert torch.equal(eng.global_params[k], init[k]), k
+        for cid in range(eng.n_clients):
+            assert torch.equal(eng.strategy.eval_params(cid, eng.global_params, eng.client_state[cid])[k], init[k])
+
+
 def test_personal_evaluation_uses_each_clients_own_test_classes(tiny_data, monkeypatch):
     c = cfg(strategy="fedbabu", partition="shards", partition_kw={"shards_per_user": 2}, personal_eval=True,
             rounds=1)

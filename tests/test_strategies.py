@@ -168,21 +168,33 @@ def test_fedprox_unsquared_is_the_per_tensor_norm_sum_with_a_zero_gradient_at_th
 
 
 # ------------------------------------------------------------------------------ equivalences with FedAvg
-def main_path(eng: Engine) -> list[str]:
-    return [n for n, _ in eng.model.named_parameters() if n in eng.used and not n.startswith(("proj.", "intr_proj."))]
+MU_ZERO = [("moon", {}, "simple_cnn"), ("moon", {}, "intr_cnn"), ("fedcka", {}, "simple_cnn"),
+           ("fedcka", {"on": "heads"}, "intr_cnn"), ("fedintr", {}, "intr_cnn"), ("fedprox", {}, "intr_cnn"),
+           ("fedprox", {"squared": False}, "intr_cnn")]
 
 
-@pytest.mark.parametrize("strategy,model", [("moon", "simple_cnn"), ("fedcka", "simple_cnn"), ("fedintr", "intr_cnn"),
-                                            ("moon", "intr_cnn")])
-def test_mu_zero_trains_exactly_like_fedavg(strategy, model, data):
-    c = cfg(model=model, num_clients=4, sample_fraction=1.0)  # round 2: every client has a previous model
+@pytest.mark.parametrize("executor", ["sequential", "vectorized"])
+@pytest.mark.parametrize("strategy,kw,model", MU_ZERO)
+def test_mu_zero_is_fedavg_bitwise_over_the_whole_model(strategy, kw, model, executor, data):
+    """With mu = 0 the loss is the cross-entropy alone: every tensor of the final model (its whole state_dict,
+    side projection heads included) is FedAvg's bit for bit, and what no loss reaches keeps its initialization
+    (weight decay does not shrink a projection head the penalty would have trained)."""
+    # 5 clients: sample-size weights that are not binary fractions, so averaging an untrained tensor would move it
+    c = cfg(model=model, num_clients=5, sample_fraction=1.0, executor=executor)  # round 2: previous models exist
     avg = trained(c, data)
-    reg = trained(c.replace(strategy=strategy, strategy_kw={"mu": 0.0}), data)
-    for k in main_path(avg):  # FedAvg's parameters; FedIntR's side heads only see weight decay
+    reg = trained(c.replace(strategy=strategy, strategy_kw={**kw, "mu": 0.0}), data)
+    assert reg.executor.name == avg.executor.name == executor
+    init = Engine(c, data=data, progress=False).model.state_dict()
+    assert reg.global_params.keys() == avg.global_params.keys() == init.keys()
+    untrained = {n for n, _ in avg.model.named_parameters()} - set(avg.trainable)
+    assert model != "intr_cnn" or untrained  # the IntR CNN's side heads: FedAvg never trains them
+    for k in init:
         assert torch.equal(avg.global_params[k], reg.global_params[k]), k
-    # ... and mu > 0 changes training
-    reg1 = trained(c.replace(strategy=strategy, strategy_kw={"mu": 5.0}), data)
-    assert not torch.equal(avg.global_params["fc1.weight"], reg1.global_params["fc1.weight"])
+        if k in untrained:
+            assert torch.equal(reg.global_params[k], init[k]), k
+    if executor == "sequential":  # ... and mu > 0 changes training
+        reg1 = trained(c.replace(strategy=strategy, strategy_kw={**kw, "mu": 5.0}), data)
+        assert not torch.equal(avg.global_params["fc1.weight"], reg1.global_params["fc1.weight"])
 
 
 @pytest.mark.parametrize("strategy", ["scaffold", "moon", "fedcka"])

@@ -4,7 +4,12 @@ It is the reference the vectorized executor is tested against, and the executor 
 vectorized (package optimizers, persistent optimizer state, strategies whose step is not pure tensor code). One
 model (the task's) and one optimizer per trainable set are reused for every client and round: parameters are
 copied in, optimizer state is reset (or loaded from the job, for persistent state; :meth:`OptimizerSpec.reset`,
-``load_state_dict`` and ``state_dict`` also carry state package optimizers keep in attributes). Each local epoch
+``load_state_dict`` and ``state_dict`` also carry state package optimizers keep in attributes). The model is
+called directly (its own tensors, no ``functional_call`` swapping each tensor with itself every step). The result
+copies only what training changes (the trainable parameters and the buffers): the other tensors come back as the
+very tensors the client started from. (Every tensor is still copied into the model: BatchNorm's in-place updates
+and package optimizers' ``p.data`` steps leave no trace in version counters, so "already loaded" is not knowable
+cheaply.) Each local epoch
 starts by setting the group's rate (:meth:`OptimizerSpec.epoch_lr`: a per-epoch StepLR, epochs counted over the
 run as ``round · epochs + epoch``) and ends with :meth:`OptimizerSpec.end_epoch` (e.g. rmsgd's ``epoch_step``).
 Losses are checked for NaN once per client, not once per step.
@@ -20,7 +25,7 @@ from torch import Tensor
 
 from ..augment import apply_augment
 from ..local import ClientJob, ClientResult, LocalTask, forward, local_loss
-from ..params import clone_params, load_params_
+from ..params import load_params_
 from ..schedule import epoch_plan, non_finite_loss, num_batches
 from .refcache import build_ref_taps
 
@@ -102,7 +107,7 @@ class SequentialExecutor:
                     with torch.no_grad():
                         refs = {r: forward(task.ref_model, job.refs[r], x, needs.taps, False)[1]
                                 for r in needs.references}
-                loss = local_loss(task, ctx, model, full, live, x, y, None, refs, job.tensors, task.global_params)
+                loss = local_loss(task, ctx, model, None, live, x, y, None, refs, job.tensors, task.global_params)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
@@ -117,4 +122,7 @@ class SequentialExecutor:
         if not math.isfinite(mean_loss):
             raise non_finite_loss(mean_loss, ctx.cid, ctx.round, task.what, ctx.lr)
         opt_state = spec.state_dict(opt) if needs.persistent_optimizer else None
-        return ClientResult(clone_params(model.state_dict()), mean_loss, opt_state)
+        params = {n for n, _ in model.named_parameters()}
+        changed = trainable | (full.keys() - params)  # what training moved: trainable parameters and buffers
+        out = {k: t.detach().clone() if k in changed else job.start[k] for k, t in full.items()}
+        return ClientResult(out, mean_loss, opt_state)

@@ -194,9 +194,9 @@ class VectorizedExecutor:
         out: list[ClientResult] = [None] * N  # type: ignore[list-item]
         for i in range(N):
             params: Params = {}
-            for k in self.state_names:
+            for k in self.state_names:  # what training changed is copied out; the rest is the start's tensor
                 src = ch.train[k] if k in ch.train else ch.bufs.get(k)
-                params[k] = (src[i] if src is not None else ch.starts[i][k]).detach().clone()
+                params[k] = src[i].detach().clone() if src is not None else ch.starts[i][k]
             out[ch.pos[i]] = ClientResult(params, means[i])
         return out
 

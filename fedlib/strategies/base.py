@@ -16,7 +16,8 @@ Hooks, in the order the engine calls them each round::
     correction(ctx, tensors)               Params added to every local update: p ← p − lr · correction
     client_end(ctx, start, params)         what the client uploads; saves the strategy's per-client state
     aggregate(rnd, global_params,          the server update (default: the sample-size-weighted mean, McMahan et
-              uploads, weights, ctxs)      al. 2017); may keep one model per client in its state
+              uploads, weights, ctxs)      al. 2017) of the uploads, which hold only the tensors local training
+                                           changes (the engine keeps the rest); may keep one model per client
     round_metrics()                        a JSON-able dict merged into the round's history entry (e.g. FedER's
                                            per-layer ranks and aggregation weights); default {}
     finetune()                             a FineTune for personalized evaluation, or None

@@ -18,7 +18,6 @@ the term is exactly log 2 with a zero gradient.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -50,8 +49,10 @@ class FedCKA(WithPrevious):
         if not 1 <= self.M <= len(layers):
             raise ValueError(f"FedCKA M={self.M} with on={self.on!r}: {type(model).__name__} has {len(layers)} such "
                              f"layers {list(layers)}; choose 1 <= M <= {len(layers)}.")
-        self.needs = dataclasses.replace(self.needs, taps=layers[:self.M])
+        self.declare(layers[:self.M])
 
     def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor | None:
+        if not self.mu:
+            return None
         term = fedcka_loss(b.taps, b.refs["global"], b.refs["prev"], self.sim)
         return None if term is None else self.mu * term

@@ -17,7 +17,6 @@ two-way softmax per layer per batch; ``per_sample=True``: ℓ_k and α_k per sam
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -46,8 +45,10 @@ class FedIntR(WithPrevious):
         if not heads:
             raise ValueError(f"FedIntR needs a model with per-layer projection heads; {type(model).__name__} has "
                              f"none. Use model 'intr_cnn', or 'resnet20' with model_kw={{'intr_heads': True}}.")
-        self.needs = dataclasses.replace(self.needs, taps=heads)
+        self.declare(heads)
 
-    def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor:
+    def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor | None:
+        if not self.mu:
+            return None
         term = fedintr_loss(b.taps, b.refs["global"], b.refs["prev"], self.tau, self.per_sample, self.weighting)
         return self.mu * term

@@ -8,7 +8,7 @@ Local objective (Li et al. 2020, Eq. 2), over the trainable parameters:
 
 The unsquared norm is taken with ``torch.linalg.vector_norm``, whose gradient at a zero vector is 0 (at the first
 local step w = w_g: a hand-written sqrt of a sum of squares would give 0·∞ = NaN). With μ = 0 FedProx trains
-exactly like FedAvg (tested).
+exactly like FedAvg: no term at all (tested bitwise, whole model).
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ class FedProx(Strategy):
         self.mu = float(mu)
         self.squared = bool(squared)
 
-    def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor:
+    def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor | None:
+        if not self.mu:
+            return None
         if self.squared:
             return 0.5 * self.mu * sum(((p - b.global_params[k]) ** 2).sum() for k, p in b.params.items())
         return 0.5 * self.mu * sum(torch.linalg.vector_norm(p - b.global_params[k]) for k, p in b.params.items())

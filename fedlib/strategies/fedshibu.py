@@ -84,7 +84,6 @@ class FedSHIBU(FedBABU):
     def setup(self, model, cfg) -> None:
         super().setup(model, cfg)
         self._tap = extractor_tap(model, self.head)  # D̂_i: the representation feeding the classifier
-        self._names = [k for k in model.state_dict() if not self.is_head(k)]
 
     def is_head(self, name: str) -> bool:
         return self.decoupled and super().is_head(name)
@@ -109,7 +108,7 @@ class FedSHIBU(FedBABU):
             S = control_crsm(len(ctxs), self.sim)
         else:
             S = crsm([self._uploads.pop(c.cid) for c in ctxs], self.sim, self.rbf_threshold)
-        for ctx, own in zip(ctxs, mix(uploads, row_weights(S), self._names)):
+        for ctx, own in zip(ctxs, mix(uploads, row_weights(S), list(uploads[0]))):  # what the clients trained
             ctx.state["own"] = own
         self._last = crsm_stats(S)
         if len(ctxs) <= self.keep_crsm:

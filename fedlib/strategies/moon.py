@@ -14,7 +14,6 @@ vectorized step as well. The projection is the model's ``moon_tap`` (simple CNN 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -42,13 +41,15 @@ class MOON(WithPrevious):
             raise ValueError(f"MOON tap {tap!r} is not a tap of {type(model).__name__}; valid taps: "
                              f"{list(getattr(model, 'tap_names', ()))}.")
         self.tap = tap
-        self.needs = dataclasses.replace(self.needs, taps=(tap,))
+        self.declare((tap,))
         dev = next(model.parameters()).device
         self._flag = {False: torch.zeros((), device=dev), True: torch.ones((), device=dev)}  # shared objects
 
     def client_tensors(self, ctx: ClientContext, global_params: Params) -> dict[str, Tensor]:
         return {"has_prev": self._flag["prev" in ctx.state]}
 
-    def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor:
+    def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor | None:
+        if not self.mu:
+            return None
         term = moon_loss(b.taps[0], b.refs["global"][0], b.refs["prev"][0], self.tau)
         return self.mu * b.tensors["has_prev"] * term

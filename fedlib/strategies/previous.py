@@ -6,15 +6,26 @@ clients) and its own model from the last round it took part in; at a client's fi
 global model itself (FedIntR Algorithm 1 synchronizes the old local model with the global one; FedCKA's notes: the
 term is then exactly log 2). ``client_end`` keeps the trained model in ``ctx.state["prev"]`` (checkpointed with the
 engine's per-client state).
+
+With μ = 0 the term is off (:meth:`WithPrevious.declare`): the loss is the cross-entropy alone, nothing is tapped
+or referenced, and a projection head only the term reaches is not trained — FedAvg, bit for bit (tested).
 """
 
 from __future__ import annotations
 
-from .base import ClientContext, Params, Strategy
+import dataclasses
+
+from .base import ClientContext, Needs, Params, Strategy
 
 
 class WithPrevious(Strategy):
     """A strategy whose penalty compares the local model with the global and the previous local model."""
+
+    mu: float
+
+    def declare(self, taps: tuple[str, ...]) -> None:
+        """The local step's needs: the class's references and tensors with ``taps``; none at all when μ = 0."""
+        self.needs = dataclasses.replace(type(self).needs, taps=taps) if self.mu else Needs()
 
     def references(self, ctx: ClientContext, global_params: Params) -> dict[str, Params]:
         return {"global": global_params, "prev": ctx.state.get("prev", global_params)}
