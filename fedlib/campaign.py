@@ -45,6 +45,7 @@ from .costs import DEFAULT_COSTS, CostTable
 from .costs import fmt_s as _fmt_s
 from .results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
 from .schedule import NonFiniteLossError
+from .workers import default_jobs, run_local
 
 __all__ = ["Item", "PRIORITIES", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
            "run_local", "format_plan", "unknown_notebooks", "main"]
@@ -346,32 +347,6 @@ def admit(it: Item, store: Store, costs: CostTable, left: float, out: dict[str, 
     return left
 
 
-def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, progress: bool = False,
-              log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """Train the pending items in order within ``budget_s`` seconds; returns the keys done, skipped and failed."""
-    from .results import run
-
-    t0 = time.monotonic()
-    out: dict[str, list[str]] = {"done": [], "skipped": [], "failed": []}
-    for it in items:
-        if it.status not in ("pending", "partial"):
-            continue
-        left = admit(it, store, costs, budget_s - (time.monotonic() - t0), out, log)
-        if left is None:
-            continue
-        log(f"[campaign] run  {_what(it)}: estimated {_fmt_s(it.estimate_s)} ({it.source}); {_fmt_s(left)} left")
-        t = time.monotonic()
-        try:
-            rec = run(it.cfg, store=store, progress=progress, recompute=it.recompute,
-                      allow_long=True, artifacts=keeps_models(it.cfg))  # admitted by the budget
-        except Exception as e:  # noqa: BLE001 — the failure is in results/failed/<key>.json; go on with the rest
-            out["failed"].append(it.key)
-            log(f"[campaign] FAILED {_what(it)}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-            continue
-        finish(rec, it, costs, out, time.monotonic() - t, log)
-    return out
-
-
 def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], secs: float,
            log: Callable[[str], None]) -> None:
     """Book a finished run: the cost table learns its time."""
@@ -409,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--budget", required=True, help="wall-clock budget, e.g. 25m, 1h30m, 90s")
             p.add_argument("--backend", default="local", choices=["local", "ray"])
             p.add_argument("--ray-address", default=None, help="a Ray cluster (default: $RAY_ADDRESS or local)")
+            p.add_argument("--jobs", type=int, default=None,
+                           help="runs trained at once by the local backend (default: one single-thread worker per "
+                                "core on a CPU, 1 on a GPU; fedlib.workers)")
             p.add_argument("--no-progress", dest="progress", action="store_false",
                            help="no line per round (round, accuracy, loss, s/round, ETA)")
             p.add_argument("--allow-long", action="store_true",
@@ -465,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
             budget = parse_budget(a.budget)
         except ValueError as e:
             ap.error(str(e))
+        if a.jobs is not None and a.jobs < 1:
+            ap.error(f"--jobs {a.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
         todo = [i for i in items if i.status in ("pending", "partial")]
         if todo and a.scale == "paper":  # the work this budget would start: stop first if it is hours on a CPU
             from .costs import LongRunError, check_long
@@ -485,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
 
             run_ray(items, store, budget, costs, address=a.ray_address)
         else:
-            run_local(items, store, budget, costs, progress=a.progress)
+            jobs = default_jobs(a.device) if a.jobs is None else a.jobs
+            run_local(items, store, budget, costs, jobs=jobs, progress=a.progress)
     from .ledger import write_ledger
 
     path = write_ledger(a.scale, store=store, dataset=a.dataset)  # every plan, whatever --only ran

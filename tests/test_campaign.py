@@ -21,6 +21,7 @@ from fedlib.campaign import collect, dataset_missing, parse_budget, priority
 from fedlib.costs import CostTable, cost_key
 from fedlib.presets import preset
 from fedlib.results import Store, run
+from fedlib.workers import cores
 
 REPO = Path(__file__).resolve().parent.parent
 TIMES = ("time_s", "train_time_s")
@@ -175,7 +176,7 @@ from fedlib.presets import preset
 from fedlib.campaign import main
 P.PLANS.clear()
 P.PLANS["05_resume"] = lambda scale, **kw: {"table1": {"FedAvg": preset("fedintr", "smoke", rounds=8)}}
-sys.exit(main(["run", "--scale", "smoke", "--budget", "10m", "--store", sys.argv[1], "--costs", sys.argv[2]]))
+sys.exit(main(["run", "--scale", "smoke", "--budget", "10m", "--jobs", "1", "--store", sys.argv[1], "--costs", sys.argv[2]]))
 """
 
 
@@ -231,6 +232,28 @@ def test_ray_backend_gives_the_local_backends_records(tmp_path, plans):
     assert len(out["done"]) == 2 and not out["failed"]
     for c in runs.values():
         same_record(local.get(c), remote.get(c))
+
+
+def test_worker_processes_give_the_sequential_records(tmp_path, plans):
+    """Two single-thread worker processes (the CPU default) store the records that one run after another does."""
+    runs = {"FedAvg": smoke(), "FedProx": smoke(strategy="fedprox", strategy_kw={"mu": 0.01})}
+    plans(**{"05_x": lambda scale, **kw: {"table1": runs}})
+    one, two = Store(tmp_path / "one"), Store(tmp_path / "two")
+    costs = CostTable(None)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, cores() // 2))  # a worker's threads: the thread count changes the last bits
+    try:
+        out = campaign.run_local(collect("smoke", "cpu", store=one, costs=costs), one, 600, costs, log=lambda s: None)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(out["done"]) == 2
+    out = campaign.run_local(collect("smoke", "cpu", store=two, costs=costs), two, 600, costs, jobs=2,
+                             log=lambda s: None)
+    assert sorted(out["done"]) == sorted(c.key() for c in runs.values()) and not out["failed"]
+    for c in runs.values():
+        same_record(one.get(c), two.get(c))
+    with pytest.raises(ValueError, match="jobs=0"):
+        campaign.run_local([], one, 600, costs, jobs=0)
 
 
 def test_doc_regenerates_the_plans_numbers_in_their_block_only(tmp_path, plans):
