@@ -13,7 +13,9 @@ ledger's runs-by-artifact and seed sections (:mod:`fedlib.ledger`). ``--no-train
 notebooks render the stored records and show missing runs as pending (a notebook without a ``train`` parameter is
 skipped then, not trained).
 
-While a notebook trains, its rounds are printed here, one line each (round, accuracy, loss, s/round, ETA; the
+On a CPU, a notebook's missing runs are first trained side by side by the campaign's worker processes (one
+single-thread worker per core, :mod:`fedlib.workers`; ``--jobs 1`` trains them inside the notebook instead); the
+notebook then renders what they stored. While a notebook trains, its rounds are printed here, one line each (round, accuracy, loss, s/round, ETA; the
 kernels append them to ``$FEDLIB_ROUND_LOG``, :mod:`fedlib.progress`). At paper scale each notebook's estimate is
 printed before it starts, and on a CPU a notebook estimated longer than an hour is not started unless
 ``--allow-long`` (:func:`fedlib.costs.check_long`).
@@ -131,6 +133,23 @@ def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | No
     return None
 
 
+def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) -> None:
+    """Train ``nb``'s pending runs ``jobs`` at a time with the campaign's workers (``jobs > 1``), before the notebook
+    renders them; a run that fails is left for the notebook, which reports it."""
+    from .campaign import collect
+    from .costs import DEFAULT_COSTS, CostTable
+    from .results import Store
+    from .workers import run_local
+
+    if jobs < 2:
+        return
+    items = [i for i in collect(scale, device, only=[nb.stem], dataset=dataset) if i.status in ("pending", "partial")]
+    if items:
+        print(f"[reproduce] {nb.stem}: {len(items)} run(s) to train, {jobs} at a time", flush=True)
+        run_local(items, Store.for_scale(scale), float("inf"), CostTable(None if scale == "smoke" else DEFAULT_COSTS),
+                  jobs=jobs, progress=True, log=lambda s: print(s.replace("[campaign]", "[reproduce]"), flush=True))
+
+
 VERDICT_COLUMNS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale", "pending")
 
 
@@ -241,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="render stored records only (train=False); missing runs are shown as pending")
     ap.add_argument("--allow-long", action="store_true",
                     help="start paper-scale notebooks estimated longer than an hour on a CPU")
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="runs trained at once before each notebook renders them (default: one single-thread worker "
+                         "per core on a CPU, 1 on a GPU; 1: the notebook trains them itself)")
     ap.add_argument("--collect", action="store_true",
                     help="execute nothing: rebuild summary-<scale>.md from results/summary/<notebook>.<scale>.json")
     args = ap.parse_args(argv)
@@ -253,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[ALLOW_LONG_ENV] = "1"  # the kernels inherit it
 
     nbs = notebooks(args.only)
+    if args.jobs is not None and args.jobs < 1:
+        ap.error(f"--jobs {args.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
     if bad := parameter_problems(nbs, args):
         ap.error("nothing was run:\n  - " + "\n  - ".join(bad))
     for d in [DEFAULT_ROOT] + ([] if args.collect else [DEFAULT_ROOT / "summary", NOTEBOOKS / "executed"]):
@@ -275,8 +299,16 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"notebook": nb.stem, "status": "not started (estimated > 1 h on a CPU; --allow-long)",
                          "seconds": float("nan")})
             continue
+        if args.train:
+            from .workers import default_jobs
+
+            t0 = time.monotonic()
+            pretrain(nb, args.scale, args.device, args.dataset, default_jobs(args.device) if args.jobs is None
+                     else args.jobs)
+            pre = time.monotonic() - t0
         status, secs = execute_logged(nb, args.scale, args.device, args.dataset,
                                       NOTEBOOKS / "executed" / args.scale, train=args.train)
+        secs += pre if args.train else 0.0
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
         info.pop("seconds", None)  # wall time is printed, not stored: an unchanged batch leaves the files unchanged
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})

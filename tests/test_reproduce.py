@@ -20,6 +20,7 @@ def results(tmp_path, monkeypatch):
     """A results folder holding a committed summary; executing a notebook is an error unless a test allows it."""
     monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
     monkeypatch.setattr(rp, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("executed")))
+    monkeypatch.setattr(rp, "pretrain", lambda *a, **k: None)
     (tmp_path / "summary-quick.md").write_text("the committed summary\n")
     return tmp_path
 
@@ -143,3 +144,28 @@ def _cells(line: str) -> int:
     import re
 
     return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+
+def test_missing_runs_are_trained_by_worker_processes_before_the_notebook_renders(tmp_path, monkeypatch):
+    """On a CPU a notebook's pending runs are trained side by side first; the notebook then finds their records."""
+    import fedlib.plans
+    from fedlib.presets import preset
+    from fedlib.results import Store
+
+    monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
+    cfgs = {"FedAvg": preset("fedintr", "smoke"), "FedProx": preset("fedintr", "smoke", strategy="fedprox")}
+    monkeypatch.setattr(fedlib.plans, "PLANS", {"05_x": lambda scale, **kw: {"table1": cfgs}})
+    rp.pretrain(rp.Path("notebooks/05_x.ipynb"), "smoke", "cpu", None, jobs=2)
+    store = Store.for_scale("smoke")
+    assert all(store.get(c) is not None for c in cfgs.values())
+
+
+def test_jobs_reach_the_pretraining_and_a_bad_value_is_named(results, monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(rp, "pretrain", lambda nb, scale, device, dataset, jobs: seen.append(jobs))
+    monkeypatch.setattr(rp, "execute", lambda *a, **k: ("ok", 1.0))
+    rp.main(["--scale", "smoke", "--only", "00", "--jobs", "3"])
+    assert seen == [3]
+    with pytest.raises(SystemExit):
+        rp.main(["--scale", "smoke", "--only", "00", "--jobs", "0"])
+    assert "--jobs 0" in capsys.readouterr().err
