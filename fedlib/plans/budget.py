@@ -9,7 +9,8 @@ for a reason other than time (``quick_why``: e.g. it cannot reach its plateau in
 
 The estimate is a stated model, never a measurement of the moment, so a plan does not change with machine load:
 training sample-passes (:func:`fedlib.costs.sample_passes`; test images count a third) × the method's cost factor
-× seconds per sample-pass of the model on this CPU.
+× seconds per sample-pass of the model on this CPU (two threads), × :data:`WORKER_WALL` for a notebook's runs
+trained side by side by two single-thread workers (:mod:`fedlib.workers`, the CPU default).
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from ..config import Config
 from ..costs import DEFAULT_THROUGHPUT, sample_passes
 from ._base import Plan
 
-__all__ = ["QUICK_BUDGET_S", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
+__all__ = ["QUICK_BUDGET_S", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
 
 QUICK_BUDGET_S = 40 * 60.0
+# Two single-thread worker processes train a pair of quick runs in about 0.6x the wall time of one two-thread
+# process training them one after the other (benchmarks/cpu_choices.py --only processes; benchmarks/RESULTS.md).
+WORKER_WALL = 0.6
 # FedAvg with the simple CNN at batch 64 on this 2-core CPU: the FedCKA quick preset's 900k sample-passes
 # (12 rounds x 5 epochs x 15,000 images) in 90-120 s; the upper end, so that a plan stays within its budget.
 CPU_S_PER_PASS = {"simple_cnn": 120.0 / 900_000}
@@ -78,11 +82,13 @@ class Scope:
         """One line per part: kept (with the estimate) or left out (with why)."""
         return ([f"runs: {p.name}" for p in self.kept] + [f"not run at this scale: {n} — {w}"
                                                            for n, w in self.left_out.items()]
-                + [f"estimated training time from an empty store: {self.seconds / 60:.0f} min on this CPU"])
+                + [f"estimated training time from an empty store: {self.seconds / 60:.0f} min on this CPU (two "
+                     f"single-thread workers)"])
 
 
 def fit(parts: list[Part], budget_s: float = QUICK_BUDGET_S) -> Scope:
-    """Keep each part in order if its new runs fit what is left of ``budget_s`` (``math.inf``: keep all, and
+    """Keep each part in order if its new runs (wall time with the CPU's workers, :data:`WORKER_WALL`) fit what is
+    left of ``budget_s`` (``math.inf``: keep all, and
     ignore ``quick_why``); a part that does not fit is left out and a later, cheaper one may still fit."""
     names = [p.name for p in parts]
     if len(set(names)) != len(names):
@@ -93,7 +99,7 @@ def fit(parts: list[Part], budget_s: float = QUICK_BUDGET_S) -> Scope:
             scope.left_out[p.name] = p.quick_why
             continue
         new = {c.key(): c for runs in p.runs.values() for c in runs.values() if c.key() not in seen}
-        cost = p.extra_s + sum(estimate_s(c) for c in new.values())
+        cost = p.extra_s + WORKER_WALL * sum(estimate_s(c) for c in new.values())
         if scope.seconds + cost <= budget_s:
             scope.kept.append(p)
             scope.seconds += cost

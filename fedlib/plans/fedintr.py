@@ -5,8 +5,9 @@ Table IV ``"N=<clients> | "``, Fig. 5 ``"E=<epochs> | "``); :func:`split_name` r
 
 ``quick`` (the preset's 30 rounds × 6 epochs on 12,000 images at batch 64, FedAvg's plateau) runs each method at
 the μ FedIntR Table I found best for the dataset, 3 seeds each, and leaves out what does not fit a notebook's 40
-minutes (:data:`FEDINTR_QUICK_LEFT_OUT`: at quick, every FedIntR comparison). Notebook 06 at quick leaves Table IV
-out (:data:`FEDINTR_SCALING_LEFT_OUT`) and runs Fig. 5 for FedAvg at E = 1 and the preset's E, 3 seeds.
+minutes (:data:`FEDINTR_QUICK_LEFT_OUT`: at quick, Table I's FedAvg, FedProx and FedIntR rows are kept). Notebook
+06 at quick leaves Table IV out (:data:`FEDINTR_SCALING_LEFT_OUT`) and runs Fig. 5 for FedAvg and FedIntR at E = 1
+and the preset's E, 3 seeds.
 ``paper`` is every grid of the paper; ``smoke`` one value of each, for CI.
 """
 
@@ -61,19 +62,19 @@ def mu_grid(scale: str, dataset: str = "fmnist") -> dict[str, tuple[float, ...]]
 
 # What a scale leaves out, with why: the notebook reports the claims that need it as not testable at that scale.
 # Quick: on this project's 2-core CPU a FedAvg run of the quick preset (30 rounds x 6 epochs x 12,000 images at
-# batch 64: its plateau, benchmarks/quick_scale.py) takes about 4.7 min (2 threads, fp32), FedProx 1.1x, MOON and
-# FedCKA about 2x, FedIntR about 2.5x (benchmarks/RESULTS.md). FedIntR's three seeds (~35 min) with the three seeds
-# of any method it is compared with exceed a notebook's 40 minutes, so quick keeps Table I's FedAvg and FedProx rows
-# (shared with notebook 01).
-_OVER = ("{what}, 3 seeds each on the quick preset's plateau, take about {minutes} min on a 2-core CPU, over a "
-         "notebook's 40-minute quick budget; run it at paper scale (python -m fedlib.campaign)")
+# batch 64: its plateau, benchmarks/quick_scale.py) takes about 4.7 min (2 threads, fp32), FedProx 1.1x, FedIntR
+# about 2.5x, MOON and FedCKA about 2x (benchmarks/RESULTS.md); two single-thread workers train a notebook's runs in
+# about 0.6x that (fedlib.plans.budget.WORKER_WALL). Table I's FedAvg, FedProx and FedIntR rows, 3 seeds each, take
+# about 39 min: they are what quick keeps, and every other comparison is over the 40-minute budget.
+_OVER = ("{what}, 3 seeds each on the quick preset's plateau, add about {minutes} min on a 2-core CPU to Table I's "
+         "FedAvg, FedProx and FedIntR rows (about 39 min), over a notebook's 40-minute quick budget; run it at paper "
+         "scale (python -m fedlib.campaign)")
 FEDINTR_QUICK_LEFT_OUT: dict[str, dict[str, str]] = {
     "paper": {}, "smoke": {},
-    "quick": {"FedCKA": _OVER.format(what="FedIntR and FedCKA", minutes=63),
-              "MOON": _OVER.format(what="FedIntR and MOON", minutes=63),
-              "FedIntR": _OVER.format(what="FedIntR and FedAvg", minutes=49),
-              "table3": _OVER.format(what="FedAvg and FedIntR at β = 0.1 (beside β = 0.5)", minutes=98),
-              "table5": _OVER.format(what="FedIntR and its uniform-weight ablation", minutes=71)},
+    "quick": {"FedCKA": _OVER.format(what="FedCKA", minutes=17),
+              "MOON": _OVER.format(what="MOON", minutes=17),
+              "table3": _OVER.format(what="FedAvg and FedIntR at β = 0.1 (beside β = 0.5)", minutes=29),
+              "table5": _OVER.format(what="FedIntR's uniform-weight ablation", minutes=21)},
 }
 
 FEDINTR_BETAS = {"paper": (5.0, 0.1), "quick": (0.1,), "smoke": (0.1,)}  # Table III, besides Table I's 0.5
@@ -89,12 +90,12 @@ _TABLE4_PAPER = (("FedAvg", None), ("FedCKA", 1), ("FedCKA", 10), ("FedProx", 0.
                  ("FedIntR", 1), ("FedIntR", 10))
 FEDINTR_TABLE4_METHODS = {"paper": _TABLE4_PAPER, "smoke": (("FedAvg", None), ("FedIntR", 10))}
 # Fig. 5 (§IV-E): local epochs, 100 rounds, each method at Table I's μ for the dataset. quick: E = 1 and the quick
-# preset's E = 6 (its stand-in for the paper's default 10) over the preset's rounds, FedAvg and FedIntR: with 3
-# seeds that is ~31 min on the 2-core CPU (FedAvg ~150 s a run at E = 6, FedIntR ~2.5x); a larger E (the paper's
-# 20, 40) does not fit the 40-minute budget.
+# preset's E = 6 (its stand-in for the paper's default 10) over the preset's rounds, FedAvg and FedIntR, 3 seeds:
+# about 35 min on the 2-core CPU with two single-thread workers (E = 6 shared with notebooks 01 and 05); a larger E
+# (the paper's 20, 40) does not fit the 40-minute budget.
 FEDINTR_EPOCHS = {"paper": (1, 5, 10, 20, 40), "quick": (1, 6), "smoke": (1, 2)}
 FEDINTR_DEFAULT_E = {"paper": 10, "quick": 6, "smoke": 2}  # the E that stands for the paper's default (10)
-_FIG5_METHODS = {"paper": tuple(FEDINTR_METHODS), "quick": ("FedAvg",),
+_FIG5_METHODS = {"paper": tuple(FEDINTR_METHODS), "quick": ("FedAvg", "FedIntR"),
                  "smoke": ("FedAvg", "FedIntR")}
 FEDINTR_SCALING_SEEDS = {"paper": 3, "quick": 3, "smoke": 1}  # seeds per run: a comparison needs 3
 # Artifacts of notebook 06 a scale leaves out, with why: the notebook reports their claims as not testable there.
@@ -103,9 +104,9 @@ FEDINTR_SCALING_LEFT_OUT: dict[str, dict[str, str]] = {
     "quick": {"table4": "Table IV's federations train for 800 and 1,000 rounds, where their accuracies level off; "
                         "no federation of 50 or 100 clients reaches its plateau within quick's 40-minute budget on a "
                         "2-core CPU",
-              "fig5 E > default": "quick runs FedAvg at E = 1 and the preset's E = 6 only (about 17 min on a 2-core "
-                                  "CPU, E = 6 shared with notebook 01): FedIntR's 3 seeds at both E (about 41 min) "
-                                  "and a larger E (the paper's 20 and 40) do not fit quick's 40-minute budget"},
+              "fig5 E > default": "quick runs FedAvg and FedIntR at E = 1 and the preset's E = 6 only (about 35 min "
+                                  "on a 2-core CPU, E = 6 shared with notebooks 01 and 05): a larger E (the paper's "
+                                  "20 and 40) and the other methods do not fit quick's 40-minute budget"},
 }
 
 
