@@ -39,14 +39,14 @@ def test_paper_scaling_plan_is_table_iv_and_fig_5():
 
 
 def test_quick_scaling_plan_is_fig_5_with_three_seeds_and_no_table_iv():
-    """Table IV cannot reach its plateau at quick: it is left out (with why); Fig. 5 runs FedAvg at E = 1 and the quick
-    preset's E with 3 seeds, and its runs at the preset's E are notebook 05's Table I runs (one record each)."""
+    """Table IV cannot reach its plateau at quick: it is left out (with why); Fig. 5 runs FedAvg and FedIntR at E = 1
+    and the quick preset's E with 3 seeds, and its runs at the preset's E are notebook 05's Table I runs (one record each)."""
     p = plan("06_fedintr_scaling", "quick")
     assert set(p) == {"fig5"} and "table4" in FEDINTR_SCALING_LEFT_OUT["quick"]
     runs = {(d["E"], d["method"], d["μ"], d["seed"]) for d in map(split_name, p["fig5"])}
     E = preset("fedintr", "quick").local_epochs
     assert FEDINTR_DEFAULT_E["quick"] == E and FEDINTR_DEFAULT_E["paper"] == preset("fedintr").local_epochs == 10
-    methods = (("FedAvg", None),)  # FedIntR's seeds do not fit the budget beside them (said in the left-out reason)
+    methods = (("FedAvg", None), ("FedIntR", 10.0))  # Table I's best μ on Fashion-MNIST
     assert runs == {(e, m, mu, s) for e in (1, E) for m, mu in methods for s in (0, 1, 2)}
     table1 = {c.key() for c in plan("05_fedintr_benchmarks", "quick", seeds=(0, 1, 2))["table1"].values()}
     assert all(c.key() in table1 for n, c in p["fig5"].items() if split_name(n)["E"] == E)
