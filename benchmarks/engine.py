@@ -2,6 +2,7 @@
 
     python benchmarks/engine.py [--quick] [--device cpu|cuda] [--reps N] [--setups a,b,c] [--precisions fp32,bf16]
     python benchmarks/engine.py --eval [--reps N]          # the test-set evaluation batch (fedlib.engine.EVAL_BATCH)
+    python benchmarks/engine.py --eval-precision [--reps N] # evaluation in bf16 vs fp32 of bf16-trained models
 
 The second round's local training (1 local epoch; the first round runs once, untimed, so the start is a real
 aggregated global model) of the round's sampled clients, timed these ways in one process:
@@ -242,6 +243,40 @@ def bench_eval(reps: int, device: str, sizes: tuple[int, ...] = (256, 512, 1024,
         print(f"| {b} | {statistics.median(times[b]):.3f} | {r:.2f}x | {'/'.join(f'{t:.2f}' for t in times[b])} |")
 
 
+def bench_eval_precision(reps: int, device: str, rounds: int = 8) -> None:
+    """FedAvg in FedIntR's quick setup trained in bf16; after each round its global model is evaluated on the test
+    set in fp32 and in bf16 (autocast): accuracy and loss of both, and their times interleaved over ``reps``."""
+    from fedlib.config import preset
+
+    cfg = preset("fedintr", "quick", dataset="fmnist", device=device, precision="bf16", rounds=rounds, seed=0)
+    eng = Engine(cfg, progress=False)
+    x, y = eng.data.x_test, eng.data.y_test
+    print("| round | fp32 acc (%) | bf16 acc (%) | Δ acc (points) | fp32 loss | bf16 loss | bf16 / fp32 time |")
+    print("|--:|--:|--:|--:|--:|--:|--:|")
+    worst = 0.0
+
+    def each_round(e: Engine, entry: dict) -> None:
+        nonlocal worst
+        p = e.global_params
+        (a32, l32), (a16, l16) = e.evaluate(p, x, y, precision="fp32"), e.evaluate(p, x, y, precision="bf16")
+        ratios = []
+        for _ in range(reps):
+            ts = []
+            for prec in ("fp32", "bf16"):
+                _sync(e.device)
+                t0 = time.perf_counter()
+                e.evaluate(p, x, y, precision=prec)
+                _sync(e.device)
+                ts.append(time.perf_counter() - t0)
+            ratios.append(ts[1] / ts[0])
+        worst = max(worst, abs(a16 - a32) * 100)
+        print(f"| {entry['round']} | {100 * a32:.2f} | {100 * a16:.2f} | {100 * (a16 - a32):+.2f} | {l32:.4f} | "
+              f"{l16:.4f} | {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) |", flush=True)
+
+    eng.run(callback=each_round)
+    print(f"largest |Δ acc|: {worst:.2f} points over {rounds} rounds ({len(y)} test images)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="20%% of the data")
@@ -250,6 +285,8 @@ def main() -> None:
     ap.add_argument("--setups", default="a,b,c", help="which setups to run, e.g. 'b' or 'a,c' (default all)")
     ap.add_argument("--precisions", default="fp32,bf16", help="'fp32', 'bf16' or both (default 'fp32,bf16')")
     ap.add_argument("--eval", action="store_true", help="time the test-set evaluation at several batch sizes")
+    ap.add_argument("--eval-precision", action="store_true",
+                    help="evaluate bf16-trained models in fp32 and in bf16: accuracy, loss and time")
     args = ap.parse_args()
     reps = args.reps or 3
     precisions = [p.strip() for p in args.precisions.split(",")]
@@ -261,6 +298,10 @@ def main() -> None:
           f"{device_name(dev)}, threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}, "
           f"quick={args.quick}, reps={reps} (median), 1 round x 1 local epoch\n")
     t0 = time.perf_counter()
+    if args.eval_precision:
+        bench_eval_precision(reps, args.device)
+        print(f"total benchmark time {time.perf_counter() - t0:.1f} s")
+        return
     if args.eval:
         bench_eval(reps, args.device)
         print(f"total benchmark time {time.perf_counter() - t0:.1f} s")

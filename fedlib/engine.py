@@ -201,16 +201,20 @@ class Engine:
 
     # ------------------------------------------------------------------------------------- evaluation
     @torch.no_grad()
-    def evaluate(self, params: Params, x: Tensor, y: Tensor, batch_size: int | None = None) -> tuple[float, float]:
+    def evaluate(self, params: Params, x: Tensor, y: Tensor, batch_size: int | None = None,
+                 precision: str = "fp32") -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of ``params`` on ``(x, y)``, in eval mode, in batches of ``batch_size``
-        (default: :data:`EVAL_BATCH` for the device)."""
+        (default: :data:`EVAL_BATCH` for the device), in float32 or under bf16 autocast (``precision``; the
+        logits are float32 either way). Runs evaluate in float32 whatever they train in: see :data:`EVAL_PRECISION`."""
         if len(y) == 0:
             return float("nan"), float("nan")
         batch_size = batch_size or EVAL_BATCH.get(self.device.type, 2048)
         correct = torch.zeros((), device=self.device)
         loss = torch.zeros((), device=self.device)
+        amp = precision == "bf16"
         for i in range(0, len(y), batch_size):
-            logits = functional_call(self.ref_model, params, (x[i:i + batch_size],))
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=amp):
+                logits = functional_call(self.ref_model, params, (x[i:i + batch_size],)).float()
             yb = y[i:i + batch_size]
             correct += (logits.argmax(1) == yb).sum()
             loss += F.cross_entropy(logits, yb, reduction="sum")
