@@ -205,7 +205,9 @@ class Engine:
                  precision: str = "fp32") -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of ``params`` on ``(x, y)``, in eval mode, in batches of ``batch_size``
         (default: :data:`EVAL_BATCH` for the device), in float32 or under bf16 autocast (``precision``; the
-        logits are float32 either way). Runs evaluate in float32 whatever they train in: see :data:`EVAL_PRECISION`."""
+        logits are float32 either way). A run evaluates in the precision it trains in (``cfg.precision``): bf16
+        evaluation of bf16-trained models gave the float32 accuracy to within 0.1 points (``python
+        benchmarks/engine.py --eval-precision``, benchmarks/RESULTS.md)."""
         if len(y) == 0:
             return float("nan"), float("nan")
         batch_size = batch_size or EVAL_BATCH.get(self.device.type, 2048)
@@ -262,7 +264,8 @@ class Engine:
             accs = []
             for cid, params in zip(cids, self.personalize(cids, finetune=ft)):
                 t = torch.as_tensor(np.array(tests[cid]), dtype=torch.long, device=self.device)
-                accs.append(self.evaluate(params, self.data.x_test[t], self.data.y_test[t])[0])
+                accs.append(self.evaluate(params, self.data.x_test[t], self.data.y_test[t],
+                                          precision=self.cfg.precision)[0])
             out.update({f"{name}_mean": float(np.mean(accs)), f"{name}_std": float(np.std(accs))})
         return out
 
@@ -300,7 +303,8 @@ class Engine:
             "train_time_s": train_time, **metrics,
         }
         if (rnd + 1) % cfg.eval_every == 0 or rnd + 1 == cfg.rounds:
-            acc, loss = self.evaluate(self.global_params, self.data.x_test, self.data.y_test)
+            acc, loss = self.evaluate(self.global_params, self.data.x_test, self.data.y_test,
+                                      precision=self.cfg.precision)
             if math.isnan(loss) or math.isinf(loss):  # finite but huge weights overflow the logits
                 raise NonFiniteLossError(
                     f"The global model's test loss is {loss} after round {rnd + 1} (strategy {strat.name!r}, lr "

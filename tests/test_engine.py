@@ -251,6 +251,23 @@ def test_evaluation_batch_comes_from_the_device_table_and_does_not_change_the_re
     assert acc == full[0] and loss == pytest.approx(full[1], rel=1e-6)
 
 
+def test_a_run_evaluates_in_the_precision_it_trains_in(tiny_data, monkeypatch):
+    """bf16 evaluation runs under autocast (float32 logits) and agrees with float32's accuracy; a bf16 run's history
+    is evaluated that way, a float32 run's in float32."""
+    eng = Engine(small(rounds=1), data=tiny_data, progress=False)
+    eng.run()
+    x, y = eng.data.x_test, eng.data.y_test
+    (a32, l32), (a16, l16) = (eng.evaluate(eng.global_params, x, y, precision=p) for p in ("fp32", "bf16"))
+    assert l16 != l32 and l16 == pytest.approx(l32, rel=2e-2) and abs(a16 - a32) <= 2 / len(y)
+    for precision in ("fp32", "bf16"):
+        seen = []
+        run_eng = Engine(small(rounds=1, precision=precision), data=tiny_data, progress=False)
+        evaluate = run_eng.evaluate
+        monkeypatch.setattr(run_eng, "evaluate", lambda *a, **k: seen.append(k.get("precision")) or evaluate(*a, **k))
+        run_eng.run()
+        assert seen and set(seen) == {precision}
+
+
 def test_sequential_executor_trains_the_model_without_swapping_its_own_tensors(tiny_data, monkeypatch):
     """functional_call(model, model's own tensors) swaps every tensor with itself at every step: the sequential
     executor calls the model directly (reference models still go through functional_call)."""
