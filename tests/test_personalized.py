@@ -97,9 +97,9 @@ def test_personal_evaluation_uses_each_clients_own_test_classes(tiny_data, monke
     seen = []
     evaluate = Engine.evaluate
 
-    def spy(self, params, x, y, batch_size=2048):
+    def spy(self, params, x, y, batch_size=2048, precision="fp32"):
         seen.append(set(y.tolist()))
-        return evaluate(self, params, x, y, batch_size)
+        return evaluate(self, params, x, y, batch_size, precision)
 
     monkeypatch.setattr(Engine, "evaluate", spy)
     eng.personal_evaluation()

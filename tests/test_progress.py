@@ -69,14 +69,14 @@ def test_reproduce_prints_the_rounds_its_notebooks_report(monkeypatch, capsys, t
     assert progress.ROUND_LOG_ENV not in os.environ
 
 
-def test_the_campaign_prints_a_line_per_round_by_default(tmp_path, monkeypatch, capsys):
+def test_the_campaign_prints_a_line_per_round_by_default(tmp_path, monkeypatch, capfd):  # fd level: the CPU default trains in worker processes
     import fedlib.plans
     from fedlib.campaign import main
 
     monkeypatch.setattr(fedlib.plans, "PLANS", {"05_x": lambda scale, **kw: {"table1": {"a": preset("fedintr", scale)}}})
     args = ["run", "--scale", "smoke", "--budget", "10m", "--store", str(tmp_path), "--costs", str(tmp_path / "c.json")]
     assert main(args) == 0
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert "fedintr/smoke fedavg · round 1/2" in out and "· round 2/2" in out and "ETA" in out
     make = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
     assert "--no-progress" not in next(x for x in make.splitlines() if "fedlib.campaign run" in x)
