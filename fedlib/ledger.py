@@ -19,7 +19,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Callable
 
-from .results import DEFAULT_ROOT, Record, Store, atomic_write_text, git_commit
+from .provenance import code_commit
+from .results import DEFAULT_ROOT, Record, Store, atomic_write_text
 
 __all__ = ["ledger", "write_ledger", "runs_section", "claims_section", "seeds_section", "ledger_path"]
 
@@ -136,7 +137,7 @@ def ledger(scale: str, *, store: Store | None = None, only: list[str] | None = N
     summary_root = summary_root or (DEFAULT_ROOT if ledger_path(scale, store).parent == DEFAULT_ROOT
                                     else store.root) / "summary"
     head = [f"# fedlib ledger — scale `{scale}`", "",
-            f"_Written by `python -m fedlib.campaign` at commit {git_commit()}: the runs every notebook's "
+            f"_Written by `python -m fedlib.campaign` at commit {code_commit()}: the runs every notebook's "
             f"plan needs (`fedlib/plans/`), which are done (records in `{store.root.name}/records/`), and what the "
             f"notebooks concluded from them._", ""]
     if scale != "paper":

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic import atomic_write_bytes, atomic_write_text
-from .provenance import device_name, git_commit, runs_provenance, short_commit
+from .provenance import code_commit, device_name, runs_provenance, short_commit
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -48,7 +48,7 @@ def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] 
     computed while rendering, e.g. the partitions) the line gives ``seeds``, and the commit and ``device`` of the
     rendering."""
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
-    fields: dict[str, Any] = {"scale": scale, "dataset": dataset, "rendered_commit": git_commit()}
+    fields: dict[str, Any] = {"scale": scale, "dataset": dataset, "rendered_commit": code_commit()}
     parts = [f"scale={scale}", f"dataset={dataset}"]
     if runs is None:
         fields.update(seeds=seeds, device=device_name(device))

@@ -19,7 +19,7 @@ import torch
 
 from . import __version__
 
-__all__ = ["git_commit", "device_name", "params_hash", "provenance", "flatten_runs", "runs_provenance",
+__all__ = ["git_commit", "code_commit", "device_name", "params_hash", "provenance", "flatten_runs", "runs_provenance",
            "short_commit"]
 
 _CODE_PATHS = ("fedlib", "notebooks/*.ipynb", "benchmarks", "pyproject.toml")
@@ -42,6 +42,23 @@ def git_commit(path: Path | None = None) -> str:
         return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def code_commit(path: Path | None = None) -> str:
+    """The commit that last changed the code that produces numbers (:func:`git_commit`'s paths), ``-dirty`` when
+    that code differs from it; ``$FEDLIB_COMMIT`` if set. What a rendered figure or summary is stamped with: a
+    commit that only adds records, figures or summaries does not change it, so rendering the same records again
+    gives the same bytes."""
+    cwd = path or Path(__file__).resolve().parent
+    if os.environ.get("FEDLIB_COMMIT"):
+        return os.environ["FEDLIB_COMMIT"]
+    head = git_commit(path)
+    try:
+        sha = subprocess.run(["git", "log", "-1", "--format=%H", "--", *(f":(top){p}" for p in _CODE_PATHS)],
+                             cwd=cwd, capture_output=True, text=True, timeout=5).stdout.strip()[:12]
+    except (OSError, subprocess.SubprocessError):
+        return head
+    return (sha + ("-dirty" if head.endswith("-dirty") else "")) if sha else head
 
 
 def short_commit(commit: str) -> str:

@@ -33,7 +33,8 @@ import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
 from .provenance import runs_provenance
-from .results import DEFAULT_ROOT, atomic_write_text, git_commit, is_pending
+from .provenance import code_commit
+from .results import DEFAULT_ROOT, atomic_write_text, is_pending
 from .verdicts import Verdict, not_testable
 
 
@@ -185,7 +186,7 @@ class Report:
         rendering commit; ``commits``, ``devices`` and ``seeds`` are the runs' (:meth:`runs`), and
         ``table_provenance`` those of each table given ``runs``."""
         root = Path(root or DEFAULT_ROOT) / "summary"
-        doc = {"notebook": self.notebook, "scale": self.scale, "dataset": self.dataset, "commit": git_commit(),
+        doc = {"notebook": self.notebook, "scale": self.scale, "dataset": self.dataset, "commit": code_commit(),
                **self.meta, **self.provenance, "claims": self.claims, "checks": self.checks,
                "tables": {k: json.loads(v.reset_index().to_json(orient="records")) for k, v in self.tables.items()},
                **({"table_provenance": self.table_provenance} if self.table_provenance else {})}

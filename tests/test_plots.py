@@ -77,3 +77,33 @@ def test_a_figure_without_runs_names_the_rendering_as_such(monkeypatch):
     monkeypatch.setenv("FEDLIB_COMMIT", "92db18c00000")
     line = provenance_line("quick", "fmnist", "cpu", 0)
     assert "seeds=0" in line and "rendered at commit=92db18c00000 on device=cpu" in line and "NOT paper" in line
+
+
+def test_the_rendering_commit_is_the_last_one_that_changed_code_so_committing_outputs_keeps_figures_unchanged(
+        tmp_path, monkeypatch):
+    """A commit that only adds records or figures does not change the stamp (re-rendering is byte-identical); a
+    code commit does."""
+    import subprocess
+
+    from fedlib.provenance import code_commit
+
+    monkeypatch.delenv("FEDLIB_COMMIT", raising=False)
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True,  # noqa: E731
+                                    text=True).stdout.strip()
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    (tmp_path / "fedlib").mkdir()
+    (tmp_path / "fedlib" / "a.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("commit", "-qm", "code")
+    code = git("rev-parse", "HEAD")[:12]
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "f.json").write_text("{}\n")
+    git("add", "-A")
+    git("commit", "-qm", "outputs")
+    assert code_commit(tmp_path) == code != git("rev-parse", "HEAD")[:12]
+    (tmp_path / "fedlib" / "a.py").write_text("x = 2\n")
+    assert code_commit(tmp_path) == code + "-dirty"
+    git("commit", "-qam", "more code")
+    assert code_commit(tmp_path) == git("rev-parse", "HEAD")[:12]
