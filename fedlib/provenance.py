@@ -22,13 +22,13 @@ from . import __version__
 __all__ = ["git_commit", "code_commit", "device_name", "params_hash", "provenance", "flatten_runs", "runs_provenance",
            "short_commit"]
 
-_CODE_PATHS = ("fedlib", "notebooks/*.ipynb", "benchmarks", "pyproject.toml")
+_CODE_PATHS = ("fedlib", "notebooks/*.ipynb", "benchmarks/*.py", "pyproject.toml")
 
 
 def git_commit(path: Path | None = None) -> str:
     """``$FEDLIB_COMMIT`` if set (a copy of the tree run elsewhere, e.g. on a GPU machine), else the repository's HEAD
     commit, or ``"unknown"``; ``-dirty`` when code that produces numbers (the package,
-    the notebooks, the benchmarks, pyproject.toml) differs from HEAD. Regenerated outputs (figures/, results/)
+    the notebooks, the benchmark scripts, pyproject.toml) differs from HEAD. Regenerated outputs (figures/, results/)
     do not count: a batch run rewrites them while it runs."""
     cwd = path or Path(__file__).resolve().parent
     if os.environ.get("FEDLIB_COMMIT"):
