@@ -165,7 +165,7 @@ def preset(paper: str, scale: str = "paper", variant: str | None = None, **overr
     """The setup of ``paper`` at ``scale``, then the named ``variant`` (:data:`VARIANTS`), then ``overrides``.
 
     >>> preset("fedintr", "quick", strategy="fedprox", strategy_kw={"mu": 0.01}).rounds
-    10
+    30
     >>> preset("fedcka", variant="lr0.1").lr
     0.1
     """

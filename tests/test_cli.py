@@ -1,0 +1,65 @@
+"""`python -m fedlib run` / `show`: one experiment from a preset with overrides, stored as run() stores it; bad
+overrides named before training; per-round scalars to TensorBoard, read back."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedlib.cli import main, parse_overrides
+from fedlib.presets import preset
+from fedlib.results import Store, run
+
+
+def test_overrides_are_json_then_python_literals_then_strings():
+    assert parse_overrides(["rounds=2", 'strategy_kw={"mu": 0.5}', "lr=1e-3", "augment=none", "x=(1, 2)"]) == {
+        "rounds": 2, "strategy_kw": {"mu": 0.5}, "lr": 1e-3, "augment": "none", "x": (1, 2)}
+    with pytest.raises(ValueError, match="key=value"):
+        parse_overrides(["rounds"])
+
+
+def test_run_stores_the_record_run_stores_and_a_second_call_does_not_train(tmp_path, capsys, monkeypatch):
+    args = ["run", "fedintr", "--scale", "smoke", "--store", str(tmp_path), "--no-progress", "rounds=2",
+            "strategy=fedprox", 'strategy_kw={"mu": 0.5}']
+    assert main(args) == 0
+    cfg = preset("fedintr", "smoke", rounds=2, strategy="fedprox", strategy_kw={"mu": 0.5})
+    rec = Store(tmp_path).get(cfg)
+    assert rec is not None and rec.key in capsys.readouterr().out
+    again = run(cfg, store=Store(tmp_path), progress=False)  # what run() gives: the same stored record
+    assert again.history == rec.history and again.final_params_hash == rec.final_params_hash
+    monkeypatch.setattr("fedlib.engine.Engine.run", lambda *a, **k: pytest.fail("trained a stored record"))
+    assert main(args) == 0
+
+
+@pytest.mark.parametrize("override, named", [("roundz=2", "roundz"), ("rounds=2.5", "rounds"),
+                                             ('strategy_kw={"muu": 1}', "muu"), ("lr=nan", "lr")])
+def test_a_bad_override_is_one_error_naming_it_before_training(override, named, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("fedlib.engine.Engine.run", lambda *a, **k: pytest.fail("trained"))
+    assert main(["run", "fedintr", "--scale", "smoke", "--store", str(tmp_path), override]) == 2
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "records").exists() or not list((tmp_path / "records").iterdir())
+
+
+def test_tensorboard_gets_one_scalar_per_round(tmp_path):
+    pytest.importorskip("tensorboard", reason="pip install 'fedlib[tensorboard]' (make test installs it)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tb = tmp_path / "tb"
+    assert main(["run", "fedintr", "--scale", "smoke", "--store", str(tmp_path / "s"), "--no-progress",
+                 "--tensorboard", str(tb), "rounds=3"]) == 0
+    (run_dir,) = tb.iterdir()
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("test_acc")] == [1, 2, 3]
+    rec = Store(tmp_path / "s").get(run_dir.name)
+    assert [e.value for e in acc.Scalars("test_acc")] == pytest.approx([h["test_acc"] for h in rec.history])
+
+
+def test_show_prints_config_provenance_and_final_metrics_by_key_or_prefix(tmp_path, capsys):
+    cfg = preset("fedintr", "smoke", rounds=1)
+    rec = run(cfg, store=Store(tmp_path), progress=False)
+    for key in (rec.key, rec.key[:6]):
+        assert main(["show", key, "--store", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert "rounds = 1" in out and "commit" in out and "test_acc" in out
+    assert main(["show", "zzzz", "--store", str(tmp_path)]) == 2
+    assert "no record has a key starting 'zzzz'" in capsys.readouterr().err
