@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -26,7 +27,7 @@ from ..results import Pending, Record
 from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, pending
 
 __all__ = ["PAPER_T1", "PAPER_ORDER", "chance", "overlap", "runs_frame", "seed_summary", "wide", "curves",
-           "crsm_rounds", "plot_crsm", "table1_verdicts", "fig1_verdicts", "fig3_verdicts", "fig5_verdicts"]
+           "crsm_rounds", "plot_crsm", "plot_shards", "table1_verdicts", "fig1_verdicts", "fig3_verdicts", "fig5_verdicts"]
 
 Run = Record | Pending | Diverged
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
@@ -150,6 +151,17 @@ def crsm_rounds(runs: Mapping[str, Run]) -> pd.DataFrame:
     return pd.DataFrame(rows).groupby(["method", "round"], sort=False).mean().round(3)
 
 
+def _client_ticks(ax: plt.Axes, clients: Any) -> None:
+    """Client ids on both axes (every other one past 10 clients), labelled."""
+    clients = list(clients)
+    step = 1 if len(clients) <= 10 else 2
+    pos = list(range(0, len(clients), step))
+    ax.set_xticks(pos, [str(clients[p]) for p in pos], fontsize=6)
+    ax.set_yticks(pos, [str(clients[p]) for p in pos], fontsize=6)
+    ax.set_xlabel("client", fontsize=7)
+    ax.set_ylabel("client", fontsize=7)
+
+
 def plot_crsm(runs: Mapping[str, Run], axes: np.ndarray) -> list[str]:
     """Fig. 3: per method (a row of ``axes``, 5 wide) the first stored seed's CRSM at four rounds, then the clients'
     label overlap. Returns the methods drawn."""
@@ -162,15 +174,52 @@ def plot_crsm(runs: Mapping[str, Run], axes: np.ndarray) -> list[str]:
         ax = next(row)
         hist = [e for e in r.history if "crsm" in e]
         picks = sorted({int(round(q * (len(hist) - 1))) for q in (0, 1 / 3, 2 / 3, 1)})
+        im = None
         for a, i in zip(ax, picks + [None] * (4 - len(picks))):
-            if i is not None:
-                a.imshow(np.array(hist[i]["crsm"]), cmap="viridis")
+            if i is not None:  # one colour scale, [0, 1], for every matrix: CKA and the overlap both live there
+                im = a.imshow(np.array(hist[i]["crsm"]), cmap="viridis", vmin=0, vmax=1)
                 a.set_title(f"{method.split(' (')[0]} · round {hist[i]['round']}", fontsize=8)
-            a.set_xticks([]), a.set_yticks([])
-        ax[4].imshow(overlap(r.cfg).numpy(), cmap="viridis")
+                _client_ticks(a, hist[i].get("crsm_clients") or range(len(hist[i]["crsm"])))
+            else:
+                a.set_xticks([]), a.set_yticks([])
+        ov = overlap(r.cfg).numpy()
+        im = ax[4].imshow(ov, cmap="viridis", vmin=0, vmax=1)
         ax[4].set_title(f"label overlap (seed {split_name(name)['seed']})", fontsize=8)
-        ax[4].set_xticks([]), ax[4].set_yticks([])
+        _client_ticks(ax[4], range(len(ov)))
+        ax[4].figure.colorbar(im, ax=list(ax), fraction=0.02, pad=0.01)
     return drawn
+
+
+def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int, column: str = "cifar10") -> plt.Figure:
+    """Fig. 4: personalized accuracy against shards per user, our seed means with a 95 % t interval (clipped to
+    [0, 100]; none for one seed), and the paper's Table 1 ``column`` as hollow markers."""
+    from scipy import stats
+
+    from ..style import PAPER_STYLE, dataset_name, method_style
+
+    g = frame.dropna(subset=["acc"]).groupby(["method", "s"], sort=False)["acc"]
+    t1 = g.agg(["mean", "std", "count"]).reset_index()
+    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
+    for m, d in t1.groupby("method", sort=False):
+        half = np.where(d["count"] >= 2, stats.t.ppf(0.975, (d["count"] - 1).clip(lower=1)) * d["std"].fillna(0)
+                        / np.sqrt(d["count"]), 0.0)
+        lo, hi = np.minimum(half, d["mean"]), np.minimum(half, 100 - d["mean"])
+        ax.errorbar(d["s"], d["mean"], yerr=[lo, hi], capsize=3, label=m, **method_style(m))
+    shards = sorted(set(t1["s"]) | set(PAPER_T1[column]))
+    for i, m in enumerate(PAPER_ORDER):
+        xs = [s for s in shards if s in PAPER_T1[column]]
+        ax.plot(xs, [PAPER_T1[column][s][i] for s in xs], label=f"paper ({column}): {m}",
+                **{**PAPER_STYLE, "color": method_style(m)["color"], "markersize": 6, "marker": "*PsD"[i]})
+    ax.set_xscale("log")
+    ax.set_xticks(shards, [str(s) for s in shards])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("shards per user s (lower: more heterogeneous)")
+    ax.set_ylabel("personalized test accuracy (%)")
+    ax.set_title(f"FedSHIBU Fig. 4: {dataset_name(dataset)}, {num_clients} clients; mean and 95 % t interval over "
+                 f"seeds", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
 
 
 def _judge(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame | None, names: tuple[str, str], *,
