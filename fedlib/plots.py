@@ -109,11 +109,20 @@ def class_heatmap(ax: plt.Axes, counts: np.ndarray, title: str = "", annotate: b
 
 def accuracy_curves(ax: plt.Axes, curves: Iterable[tuple[str, pd.Series]], hline: float | None = None,
                     hline_label: str = "") -> None:
-    """Test accuracy per round for several runs, optionally with a reference line (e.g. an upper bound)."""
+    """Test accuracy per round for several runs, optionally with a reference line (e.g. an upper bound). Each method
+    keeps its colour and line style (:func:`fedlib.style.method_style`), so overlapping curves stay visible, and the
+    y-axis leaves room above the highest curve or line."""
+    from .style import method_style
+
+    top = hline if hline is not None else 0.0
     for label, s in curves:
-        ax.plot(s.index, 100 * s.values, marker="o", ms=3, label=label)
+        n = len(s)
+        ax.plot(s.index, 100 * s.values, ms=4, markevery=max(1, n // 10), label=label, **method_style(label))
+        top = max(top, float(np.nanmax(100 * s.values)) if n else 0.0)
     if hline is not None:
-        ax.axhline(hline, ls="--", color="0.4", label=hline_label)
+        ax.axhline(hline, ls=(0, (2, 2)), color="0.3", lw=1, label=hline_label)
+    if top > 0:
+        ax.set_ylim(top=min(100.0, top + 0.08 * max(top - ax.get_ylim()[0], 10.0)))
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (%)")
     ax.grid(alpha=0.3)
