@@ -125,6 +125,34 @@ def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%"
     return pd.DataFrame(rows).set_index("setting")
 
 
+CLAIM_COLUMNS = ("verdict", "claim", "source", "n", "means", "d [95 % interval]", "claim region", "paper",
+                 "how / why")
+VERDICT_COLOURS = {"reproduced": "#d9f2d9", "contradicted": "#f8d7d7", "inconclusive": "#fff3cd",
+                   "not testable at this scale": "#e9ecef", "pending": "#e7f0fb"}
+
+
+def _fmt(x: Any, spec: str = "+.2f") -> str:
+    return "—" if x is None or (isinstance(x, float) and x != x) else format(x, spec)
+
+
+def _verdict_css(v: str) -> str:
+    return f"background-color: {VERDICT_COLOURS[v]}" if v in VERDICT_COLOURS else ""
+
+
+def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
+    """A stored claim (:meth:`fedlib.verdicts.Verdict.to_dict` plus ``status``) as the cells of one row of
+    :data:`CLAIM_COLUMNS`: n and the means per side, d with its interval, the paper's number, the method or
+    the reason."""
+    iv = c.get("interval") or [None, None]
+    d = "—" if c.get("estimate") is None else f"{_fmt(c['estimate'])} [{_fmt(iv[0])}, {_fmt(iv[1])}]"
+    cells = [c.get("status", c.get("verdict", "?")), c.get("claim", ""), c.get("source", ""),
+             ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items()) or "—",
+             ", ".join(f"{k} {v:.2f}" for k, v in (c.get("means") or {}).items()) or "—", d,
+             c.get("region") or "—", c.get("paper") or "—",
+             " ".join(filter(None, [c.get("method", ""), c.get("why", "")])) or "—"]
+    return dict(zip(CLAIM_COLUMNS, cells))
+
+
 class ClaimFailed(AssertionError):
     pass
 
@@ -180,6 +208,18 @@ class Report:
         self.claims.append({"status": v.verdict, **v.to_dict()})
         print(v.line())
         return v
+
+    def claims_frame(self) -> pd.DataFrame:
+        """The claims recorded so far, one row each (:data:`CLAIM_COLUMNS`)."""
+        return pd.DataFrame([claim_cells(c) for c in self.claims], columns=list(CLAIM_COLUMNS))
+
+    def claims_table(self) -> Any:
+        """The claims as one styled table for a notebook's last cell: the verdict cell coloured, long text
+        wrapped, the index hidden (a pandas ``Styler``)."""
+        df = self.claims_frame()
+        return (df.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
+                .set_properties(**{"text-align": "left", "white-space": "normal", "font-size": "0.9em"})
+                .set_caption(f"{self.notebook}: the papers' claims at scale {self.scale} on {self.dataset}"))
 
     def save(self, root: Path | None = None) -> Path:
         """Write ``results/summary/<notebook>.<scale>.json`` (only if its content changed): ``commit`` is the

@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from .report import CLAIM_COLUMNS, claim_cells
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -163,22 +165,10 @@ def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
             *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
 
 
-def _fmt(x: object, spec: str = "+.2f") -> str:
-    return "—" if x is None or (isinstance(x, float) and x != x) else format(x, spec)
-
-
 def claim_rows(claims: list[dict]) -> list[list[object]]:
-    """One row per claim: verdict, claim, source, n, means, d and its interval against the claim's region."""
-    rows = []
-    for c in claims:
-        n = ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items())
-        means = ", ".join(f"{k} {v:.2f}" for k, v in (c.get("means") or {}).items())
-        iv = c.get("interval") or [None, None]
-        d = "—" if c.get("estimate") is None else (f"{_fmt(c['estimate'])} [{_fmt(iv[0])}, {_fmt(iv[1])}]")
-        rows.append([c.get("status", c.get("verdict", "?")), c.get("claim", ""), c.get("source", ""), n or "—",
-                     means or "—", d, c.get("region") or "—", " ".join(filter(None, [c.get("method", ""),
-                                                                                      c.get("why", "")])) or "—"])
-    return rows
+    """One row per claim (:func:`fedlib.report.claim_columns`): verdict, claim, source, n, means, d and its
+    interval, the claim's region, the paper's number, how it was decided or why not."""
+    return [list(r.values()) for r in map(claim_cells, claims)]
 
 
 def summarize(rows: list[dict], scale: str) -> str:
@@ -201,8 +191,7 @@ def summarize(rows: list[dict], scale: str) -> str:
             continue
         details += ["", f"### {r['notebook']}", ""]
         if r.get("claims"):
-            details += _md_table(["verdict", "claim", "source", "n", "means", "d [95 % interval]", "claim region",
-                                  "how / why"], claim_rows(r["claims"]))
+            details += _md_table(list(CLAIM_COLUMNS), claim_rows(r["claims"]))
         for name, table in r.get("tables", {}).items():
             details += ["", f"**{_cell(name)}**", ""]
             if table:

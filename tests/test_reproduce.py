@@ -42,7 +42,7 @@ def test_collect_rebuilds_the_summary_from_stored_notebook_summaries(results):
     row = next(line for line in text.splitlines() if line.startswith("| 01_fedavg_baseline"))
     assert "stored (commit abcdef1)" in row and "| 1.5 | 0, 1, 2 |" in row and row.endswith("| 1 | 0 | 0 | 0 | 1 |")
     assert "| 00_data_partitions | no stored summary | — |" in text
-    assert ("| reproduced | A beats B | Table 1 | A 3, B 3 | A 1.00, B 0.00 | +1.00 [+0.50, +1.50] | d > 0 | "
+    assert ("| reproduced | A beats B | Table 1 | A 3, B 3 | A 1.00, B 0.00 | +1.00 [+0.50, +1.50] | d > 0 | — | "
             "paired t 95 % |") in text and "| A | 1.0 |" in text
     assert "| pending | C \\| D | Fig. 2 |" in text and "not paper-scale results" in text
     assert rp.main(["--collect", "--scale", "quick"]) == 0  # every notebook: the summary is rebuilt
@@ -169,3 +169,21 @@ def test_jobs_reach_the_pretraining_and_a_bad_value_is_named(results, monkeypatc
     with pytest.raises(SystemExit):
         rp.main(["--scale", "smoke", "--only", "00", "--jobs", "0"])
     assert "--jobs 0" in capsys.readouterr().err
+
+
+def test_claims_table_shows_each_verdict_with_its_numbers_and_colour():
+    from fedlib.report import CLAIM_COLUMNS, VERDICT_COLOURS, Report
+    from fedlib.verdicts import decide, not_testable
+
+    r = Report("nb", scale="quick", dataset="fmnist")
+    r.verdict(decide("A beats B", "Table 1", {0: 80.0, 1: 81.0, 2: 83.0}, {0: 70.0, 1: 71.0, 2: 72.0},
+                     kind="greater", chance=10, paper="+3.1"))
+    r.verdict(not_testable("C beats D", "Fig. 2", "needs 1,000 rounds"))
+    df = r.claims_frame()
+    assert list(df.columns) == list(CLAIM_COLUMNS) and len(df) == 2
+    row = df.iloc[0]
+    assert row["verdict"] == "reproduced" and row["n"] == "A 3, B 3" and row["paper"] == "+3.1"
+    assert row["d [95 % interval]"].startswith("+10.33 [")
+    assert df.iloc[1]["how / why"] == "needs 1,000 rounds"
+    html = r.claims_table().to_html()
+    assert VERDICT_COLOURS["reproduced"] in html and VERDICT_COLOURS["not testable at this scale"] in html
