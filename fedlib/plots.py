@@ -10,6 +10,7 @@ when their bytes change, so rendering the same records again leaves them untouch
 from __future__ import annotations
 
 import io
+import textwrap
 import json
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -77,8 +78,10 @@ def save_figure(fig: plt.Figure, name: str, provenance: str, scale: str, directo
     (``figures/smoke/`` is not committed)."""
     directory = Path(directory or FIGURES) / scale
     directory.mkdir(parents=True, exist_ok=True)
-    # below the axes; bbox_inches="tight" grows the saved canvas to include it
-    fig.text(0.5, -0.01, provenance, ha="center", va="top", fontsize=6, color="0.35")
+    # below the axes, wrapped to the figure's width; bbox_inches="tight" grows the saved canvas to include it
+    stamp = "\n".join(textwrap.wrap(str(provenance), width=max(60, int(fig.get_figwidth() * 72 / 3.3)),
+                                     break_on_hyphens=False))
+    fig.text(0.5, -0.01, stamp, ha="center", va="top", fontsize=6, color="0.35")
     out = []
     for ext in ("png", "pdf"):
         buf = io.BytesIO()

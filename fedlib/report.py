@@ -209,6 +209,18 @@ class Report:
         print(v.line())
         return v
 
+    def save_figure(self, fig: Any, name: str, **extra: Any) -> list[Path]:
+        """Save ``fig`` as ``figures/<scale>/<name>.{png,pdf,json}`` stamped with this notebook's provenance: scale,
+        dataset, and the seeds, commits and devices of the runs registered by :meth:`runs` (``extra``: more
+        ``key=value`` fields for the stamp, e.g. ``data="synthetic"``)."""
+        from .plots import provenance_line, save_figure
+
+        seeds = self.meta.get("seeds", [])
+        prov = provenance_line(self.scale, extra.pop("dataset", self.dataset), str(self.meta.get("device", "cpu")),
+                               seeds if isinstance(seeds, list) else [], runs=self if self.provenance else None,
+                               **extra)
+        return save_figure(fig, name, prov, self.scale)
+
     def claims_frame(self) -> pd.DataFrame:
         """The claims recorded so far, one row each (:data:`CLAIM_COLUMNS`)."""
         return pd.DataFrame([claim_cells(c) for c in self.claims], columns=list(CLAIM_COLUMNS))

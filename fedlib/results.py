@@ -194,6 +194,11 @@ class Store:
     def artifact_path(self, key: str) -> Path:
         return self.root / "artifacts" / f"{key}.pt"
 
+    def analysis_path(self, key: str, name: str) -> Path:
+        """``analysis/<key>.<name>.json``: a small result computed from a run's saved models (committed, unlike the
+        models), e.g. its layer similarity, so that a fresh checkout renders it without the models."""
+        return self.root / "analysis" / f"{key}.{name}.json"
+
     def artifacts(self, key: str, device: str = "cpu") -> dict[str, Any]:
         """``{"global": Params, "clients": {cid: Params}}`` saved by ``run(..., artifacts=True)``."""
         return torch.load(self.artifact_path(key), map_location=device, weights_only=True)
@@ -347,7 +352,8 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     than an hour on a CPU, which otherwise raises :class:`fedlib.costs.LongRunError` before training.
 
     With ``artifacts=True`` the final global model and every client's latest local model are saved too
-    (``Store.artifacts(key)``; not committed), and a stored record without them is recomputed.
+    (``Store.artifacts(key)``; not committed), and a stored record without them is recomputed for its models (the
+    stored record is kept as it is).
     The store must be writable (checked before training). If training raises, the finished rounds and the error
     are written to ``Store.failed_path(key)`` and the error is re-raised; the next run of the config warns about
     it and retries."""
@@ -360,6 +366,7 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
         raise ValueError(f"Config device {cfg.device!r}: {why}.")
     if save:
         store.clean_temp()
+    found = None
     if not recompute and save:
         try:
             found = store.get(cfg)
@@ -418,6 +425,12 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
         cpu = lambda p: {k: v.detach().cpu() for k, v in p.items()}  # noqa: E731
         blob = {"global": cpu(engine.global_params), "clients": {c: cpu(p) for c, p in engine.client_models.items()}}
         atomic_save(store.artifact_path(key), blob)
+    if save and found is not None:  # trained again only for its models: the stored record stays as it was
+        if record.final_params_hash != found.final_params_hash:
+            warnings.warn(f"{cfg.label or key}: trained again for its models, it ended with other weights than the "
+                          f"stored record (threads or hardware change float sums); the models saved are this "
+                          f"run's, the record is kept as stored.", RuntimeWarning, stacklevel=2)
+        return found
     if save:
         store.put(record)
         if ckpt is not None and ckpt.exists():

@@ -16,6 +16,8 @@ flattened taps in eval mode (:func:`fedlib.models.representations`).
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -131,14 +133,23 @@ def run_similarity(cfg: Any, *, store: Any = None, train: bool = True, n_eval: i
     ``n_eval`` images of a fixed class-stratified test subset (``None``: the run's whole test split), all the
     model's ``layer_taps`` unless ``taps`` is given.
 
-    The run is fetched with its models (``fetch(cfg, artifacts=True)``: trained if missing, or re-trained once if
-    its stored record has no saved models). With ``train=False`` and no stored models it returns a
-    :class:`~fedlib.results.Pending`."""
+    The result is kept in the store (``analysis/<key>.similarity-....json``, committed) and read from there when
+    present; otherwise the run is fetched with its models (``fetch(cfg, artifacts=True)``: trained if missing, or
+    trained again once if its stored record has no saved models, the record kept as stored). With ``train=False``
+    and neither it nor the models stored it returns a :class:`~fedlib.results.Pending`."""
     from .engine import load_data
     from .models import build_model
+    from .atomic import atomic_write_text
     from .results import Pending, Store, fetch
 
     store = store or Store()
+    rec = fetch(cfg, store=store, train=False, progress=False)
+    name = f"similarity-{kind}-{n_eval or 'all'}" + (f"-{'+'.join(taps)}" if taps else "")
+    cached = store.analysis_path(rec.key, name) if not isinstance(rec, Pending) else None
+    if cached is not None and cached.exists():
+        d = json.loads(cached.read_text())
+        return LayerSimilarity(tuple(d["taps"]), tuple(d["clients"]), np.array(d["to_global"]),
+                               np.array(d["between"]))
     rec = fetch(cfg, store=store, train=train, progress=False, artifacts=True)
     if isinstance(rec, Pending) or not store.artifact_path(rec.key).exists():
         return Pending(cfg.key(), cfg.to_dict())
@@ -146,8 +157,11 @@ def run_similarity(cfg: Any, *, store: Any = None, train: bool = True, n_eval: i
     data = load_data(cfg)
     model = build_model(cfg.model, data.in_shape, data.num_classes, **cfg.model_kw).to(cfg.device)
     x = data.subset(None, n_eval, seed=0).x_test if n_eval else data.x_test
-    return layer_similarity(model, models["clients"], models["global"], x, tuple(taps or model.layer_taps),
-                            kind=kind)
+    sim = layer_similarity(model, models["clients"], models["global"], x, tuple(taps or model.layer_taps), kind=kind)
+    atomic_write_text(store.analysis_path(rec.key, name), json.dumps(
+        {"key": rec.key, "analysis": name, "taps": list(sim.taps), "clients": list(sim.clients),
+         "to_global": sim.to_global.tolist(), "between": sim.between.tolist()}))
+    return sim
 
 
 # ------------------------------------------------------------------------------------------------ figures

@@ -191,3 +191,18 @@ def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, mon
     assert bool(df.loc[0, "diverged"]) and np.isnan(df.loc[0, "acc"])
     s = seed_summary(df, ["method"]).iloc[0]
     assert cell(s["mean"], s["std"], s["n"], s["pending"], s["diverged"]) == "diverged"
+
+
+def test_similarity_is_kept_in_the_store_and_a_rerun_for_models_keeps_the_stored_record(tmp_path):
+    cfg = plan("04_fedcka_ablations", "smoke")["variance"]["FedAvg | seed=0"].replace(rounds=1)
+    store = Store(tmp_path)
+    first = fetch(cfg, store=store)  # a record without models
+    text = store.record_path(first.key).read_text()
+    sim = run_similarity(cfg, store=store, n_eval=64)  # trains again for the models, keeps the record
+    assert store.record_path(first.key).read_text() == text
+    assert store.artifact_path(first.key).exists()
+    store.artifact_path(first.key).unlink()  # a fresh checkout: records and analyses, no models
+    again = run_similarity(cfg, store=store, train=False, n_eval=64)
+    assert not isinstance(again, Pending) and again.taps == sim.taps
+    np.testing.assert_allclose(again.between, sim.between)
+    assert isinstance(run_similarity(cfg, store=store, train=False, n_eval=32), Pending)  # another analysis
