@@ -11,13 +11,14 @@ that did not change (figures, summaries, ledgers) leaves ``git status`` clean an
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 __all__ = ["atomic_write", "atomic_write_text", "atomic_write_bytes", "atomic_save", "temporary_name",
-           "writable_problem"]
+           "writable_problem", "orphaned"]
 
 
 def temporary_name(path: Path) -> Path:
@@ -74,3 +75,20 @@ def writable_problem(folder: str | Path) -> str | None:
     except OSError as e:
         return f"{type(e).__name__}: {e.strerror or e}"
     return None
+
+
+_TMP = re.compile(r"^\.?(?P<name>.+)\.tmp(?P<pid>\d+)$")  # ".<name>.tmp<pid>" (here) and "<name>.tmp<pid>"
+
+
+def orphaned(path: Path) -> bool:
+    """Whether ``path`` is a temporary file of a writer process that no longer exists (not this one)."""
+    m = _TMP.match(Path(path).name)
+    if m is None or int(m["pid"]) == os.getpid():
+        return False
+    try:
+        os.kill(int(m["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists but is not ours, or cannot tell
+        return False
+    return False

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import time
 import warnings
@@ -33,7 +32,7 @@ from typing import Any, Iterable
 import pandas as pd
 import torch
 
-from .atomic import atomic_save, atomic_write, atomic_write_text  # noqa: F401  (re-exported)
+from .atomic import atomic_save, atomic_write, atomic_write_text, orphaned  # noqa: F401  (re-exported)
 from .config import Config, ConfigError, device_problem
 from .costs import before_run
 from .provenance import device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
@@ -107,21 +106,6 @@ class CorruptRecordError(ValueError):
 
 class RecordMismatchError(CorruptRecordError):
     """A stored record whose key, or its config's key, is not its file name (a copied or renamed file)."""
-
-
-_TMP = re.compile(r"^\.?(?P<name>.+)\.tmp(?P<pid>\d+)$")  # ".<name>.tmp<pid>" (here) and "<name>.tmp<pid>"
-
-
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists but is not ours, or cannot tell
-        return True
-    return True
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -282,8 +266,7 @@ class Store:
         now = time.time()
         for sub in ("records", "failed", "checkpoints", "artifacts", "summary"):
             for p in (self.root / sub).glob("*.tmp*"):
-                m = _TMP.match(p.name)
-                if m is None or int(m["pid"]) == os.getpid() or _pid_alive(int(m["pid"])):
+                if not orphaned(p):
                     continue
                 try:
                     if now - p.stat().st_mtime >= min_age_s:
