@@ -1,0 +1,289 @@
+"""The partitions and the baselines (notebooks 00 and 01): FedCKA Fig. 4 / FedIntR Fig. 3 (Dirichlet partitions),
+FedSHIBU's shards and label groups, and FedIntR Table I's FedAvg and FedProx rows with FedCKA Fig. 5's centralized
+upper bound — each a tidy table and a figure, with the papers' numbers beside ours where they print any.
+
+    stats = dirichlet_stats(parts); partition_figure(parts, dataset, "dirichlet")
+    per_run = runs_table(records, last); summary_table(per_run); versus_paper(per_run, dataset)
+    curves_figure(records, per_run, dataset, scale); baseline_verdicts(per_run, scale, dataset)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import Normalize
+
+from ..grid import DIVERGED, PENDING, Diverged, cell
+from ..partition import Partition
+from ..plans import BASELINE_LEFT_OUT
+from ..report import compare
+from ..results import Pending, Record
+from ..style import dataset_name, method_style
+from ..verdicts import Verdict, decide, not_testable, pending as pending_verdict
+
+__all__ = ["ALPHAS", "PAPER_T1", "PAPER_T1_DATASET", "PAPER_FIG5", "label_entropy", "dirichlet_stats",
+           "partition_figure", "Check", "partition_checks", "runs_table", "summary_table", "versus_paper",
+           "curves_figure", "baseline_verdicts"]
+
+# FedCKA Fig. 4: arXiv α ∈ {5, 0.5, 0.1}, Appl. Sci. α ∈ {5, 1, 0.1}; FedIntR Fig. 3: β ∈ {5, 0.5, 0.1}
+ALPHAS = (5.0, 1.0, 0.5, 0.1)
+# FedIntR Table I (10 clients, β = 0.5, 100 rounds; the median of the last 10 rounds): dataset -> {run: accuracy}.
+# FedProx's best μ is 0.001 only on Fashion-MNIST, so only that cell is our FedProx (μ=0.001) run's paper value.
+PAPER_T1: dict[str, dict[str, float]] = {
+    "fmnist": {"FedAvg": 88.90, "FedProx (μ=0.001)": 88.95}, "svhn": {"FedAvg": 86.04},
+    "cifar10": {"FedAvg": 65.82}, "cifar100": {"FedAvg": 40.43}}
+PAPER_T1_DATASET = "fmnist"  # the column notebook 01's table and fidelity claim compare with
+# FedCKA Fig. 5 / §4.4 (CIFAR-10, α = 5): the centralized upper bound and FedAvg
+PAPER_FIG5 = {"Centralized": 70.0, "FedAvg": 64.37}
+CHANCE = 10.0  # ten classes
+
+Runs = Mapping[str, "Record | Pending | Diverged"]
+
+
+# ------------------------------------------------------------------------------------------- partitions (00)
+
+def label_entropy(counts: np.ndarray) -> np.ndarray:
+    """Per client, the entropy of its label distribution divided by log(classes): 1 uniform, 0 a single class."""
+    counts = np.asarray(counts, dtype=float)
+    p = counts / np.maximum(counts.sum(1, keepdims=True), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0.0).sum(1)
+    return h / np.log(counts.shape[1])
+
+
+def dirichlet_stats(parts: Mapping[float, Partition]) -> pd.DataFrame:
+    """What FedCKA Fig. 4 / FedIntR Fig. 3 show qualitatively, one row per α: classes per client, label entropy,
+    the smallest and largest client, and the partition's hash."""
+    stats = pd.DataFrame({a: {"classes per client (mean)": (p.counts > 0).sum(1).mean(),
+                              "normalized label entropy (mean)": label_entropy(p.counts).mean(),
+                              "smallest client": p.sizes.min(), "largest client": p.sizes.max(),
+                              "partition hash": p.hash} for a, p in parts.items()}).T
+    stats.index.name = "α"
+    return stats
+
+
+def _panel(ax: plt.Axes, counts: np.ndarray, title: str, norm: Normalize) -> Any:
+    """Client × class counts as a heatmap without per-cell labels (x = client, y = class, as the papers draw)."""
+    im = ax.imshow(counts.T, aspect="auto", cmap="Blues", origin="lower", norm=norm, interpolation="nearest")
+    n_c, n_k = counts.shape
+    ax.set_xticks(range(0, n_c, 1 if n_c <= 20 else 10 * int(np.ceil(n_c / 60))))
+    ax.set_yticks(range(0, n_k, 1 if n_k <= 20 else 10 * int(np.ceil(n_k / 60))))
+    ax.set_xlabel("client")
+    ax.set_ylabel("class")
+    ax.set_title(title, fontsize=10)
+    return im
+
+
+def partition_figure(parts: Mapping[Any, Partition], dataset: str, kind: str = "dirichlet") -> plt.Figure:
+    """FedCKA Fig. 4 / FedIntR Fig. 3 (``kind="dirichlet"``, ``parts``: α -> partition; one shared colour scale, so
+    the panels compare) or FedSHIBU's partitions (``kind="shards"``, ``parts``: panel title -> partition; a colour
+    scale per panel, their sizes differ tenfold). Each panel's title gives the mean number of classes per client."""
+    shared = kind == "dirichlet"
+    n = len(parts)
+    cols = 2 if n == 4 else n
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), layout="constrained", squeeze=False)
+    top = max(int(p.counts.max()) for p in parts.values())
+    for ax, (key, p) in zip(axes.flat, parts.items()):
+        k = (p.counts > 0).sum(1).mean()
+        title = (f"α = {key:g}" if shared else str(key)) + f" — {k:.1f} classes per client"
+        im = _panel(ax, p.counts, title, Normalize(0, top if shared else p.counts.max()))
+        if not shared:
+            fig.colorbar(im, ax=ax, fraction=0.05, pad=0.02, label="training samples")
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    if shared:
+        fig.colorbar(im, ax=axes, fraction=0.03, pad=0.02, label="training samples per client and class")
+        fig.suptitle(f"FedCKA Fig. 4 / FedIntR Fig. 3: client × class counts, Dirichlet over {p.counts.shape[0]} "
+                     f"clients — {dataset_name(dataset)} (the papers show CIFAR-10)", fontsize=11)
+    else:
+        fig.suptitle(f"FedSHIBU partitions: shards per user and label groups — {dataset_name(dataset)} "
+                     "(the paper uses CIFAR-10/100)", fontsize=11)
+    return fig
+
+
+@dataclass(frozen=True)
+class Check:
+    """An invariant of the partition code, for :meth:`fedlib.report.Report.check`."""
+
+    text: str
+    ok: bool
+    detail: str = ""
+
+
+def partition_checks(labels: np.ndarray, test_labels: np.ndarray, parts: Mapping[float, Partition],
+                     shard_parts: Mapping[str, Partition], groups: Partition) -> list[Check]:
+    """The partitions' invariants: heterogeneity falls with α, the NIID-Bench minimum size, every sample assigned
+    once, at most s classes per shard client, a client's test split holding only its classes, FedSHIBU Fig. 1's
+    label groups. ``shard_parts`` are named ``"... s = <s>"``."""
+    alphas = sorted(parts, reverse=True)
+    ent = [label_entropy(parts[a].counts).mean() for a in alphas]
+    every = list(parts.values()) + list(shard_parts.values())
+    g0, g1 = (set(np.unique(labels[np.concatenate(groups.client_indices[sl])]))
+              for sl in (slice(0, 5), slice(5, None)))
+    return [
+        Check("FedCKA §Experimental Setup / FedIntR §IV-C: a lower Dirichlet α (β) gives more heterogeneous clients",
+              all(x > y for x, y in zip(ent, ent[1:])), f"mean normalized label entropy {np.round(ent, 3)}"),
+        Check("MOON/NIID-Bench convention: every client holds at least 10 samples",
+              all(p.sizes.min() >= 10 for p in parts.values())),
+        Check("Every training sample is assigned to exactly one client",
+              all(np.array_equal(np.sort(np.concatenate(p.client_indices)), np.arange(len(labels))) for p in every)),
+        Check("McMahan/FedBABU shards: each client holds at most s classes",
+              all(((p.counts > 0).sum(1) <= int(name.split("= ")[1])).all() for name, p in shard_parts.items())),
+        Check("FedBABU personalized evaluation: a client's test split holds only its own classes",
+              all(set(np.unique(test_labels[t])) <= set(np.unique(labels[i]))
+                  for p in shard_parts.values() for i, t in zip(p.client_indices, p.test_indices))),
+        Check("FedSHIBU Fig. 1: clients 0-4 draw from labels 0-4, clients 5-9 from labels 5-9",
+              g0 == {0, 1, 2, 3, 4} and g1 == {5, 6, 7, 8, 9})]
+
+
+# -------------------------------------------------------------------------------------------- baselines (01)
+
+def _status(r: Any) -> str:
+    return PENDING if isinstance(r, Pending) else DIVERGED if isinstance(r, Diverged) else "done"
+
+
+def runs_table(records: Runs, last: int) -> pd.DataFrame:
+    """One row per run (named ``"<method> | seed=<s>"``): the final accuracy as FedIntR reports it (the median of
+    the ``last`` rounds, %), the best round, seconds per round, executor and device; NaN when pending or diverged."""
+    rows = []
+    for name, r in records.items():
+        status, done = _status(r), isinstance(r, Record)
+        rows.append({"method": name.split(" | ")[0], "seed": r.cfg.seed, "rounds": r.cfg.rounds,
+                     "local epochs": r.cfg.local_epochs, "status": status,
+                     "final": 100 * r.final("test_acc", last=last) if done else np.nan,
+                     "best": 100 * r.metric("test_acc").max() if done else np.nan,
+                     "s / round": r.frame()["time_s"].mean() if done and "time_s" in r.frame() else np.nan,
+                     "executor": r.provenance.get("executor", "") if done else status,
+                     "device": r.provenance.get("device", "") if done else status, "record": r.key})
+    return pd.DataFrame(rows)
+
+
+def _mean_std(s: pd.Series) -> str:
+    s = s.dropna()
+    return PENDING if s.empty else cell(s.mean(), s.std(), len(s))
+
+
+def summary_table(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Per method: final and best test accuracy (mean ± std over the seeds done; "pending", or "diverged" when a
+    seed diverged), seeds done of those planned, rounds, local epochs, seconds per round, executor and device."""
+    g = per_run.groupby("method", sort=False)
+    div = g["status"].apply(lambda s: (s == DIVERGED).any())
+    return pd.DataFrame({
+        "final test acc (%)": g["final"].apply(_mean_std).where(~div, DIVERGED),
+        "seeds done / planned": g["final"].apply(lambda s: f"{s.notna().sum()} / {len(s)}"),
+        "best test acc (%)": g["best"].apply(_mean_std).where(~div, DIVERGED),
+        "rounds": g["rounds"].first(), "local epochs": g["local epochs"].first(),
+        "s / round": g["s / round"].mean().round(1), "executor": g["executor"].first(), "device": g["device"].first()})
+
+
+def versus_paper(per_run: pd.DataFrame) -> pd.DataFrame:
+    """FedIntR Table I (Fashion-MNIST) beside ours: the paper's number, our mean over seeds (as "mean ± std", or
+    pending / diverged) and the difference of the means."""
+    paper = PAPER_T1[PAPER_T1_DATASET]
+    summary = summary_table(per_run)
+    acc = per_run.groupby("method", sort=False)["final"].mean()
+    table = compare(paper, {k: acc.get(k, np.nan) for k in paper})
+    table["ours (%)"] = [summary["final test acc (%)"].get(k, PENDING) for k in paper]
+    return table.astype(object).where(table.notna(), PENDING)
+
+
+def _styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A style per method (:func:`fedlib.style.method_style`); a method drawn like an earlier one gets a dotted line
+    and a diamond (FedAvg in FedCKA's setup beside FedAvg)."""
+    out, seen = {}, set()
+    for m in methods:
+        st = method_style(m)
+        if (st["color"], str(st["ls"]), st.get("marker")) in seen:
+            st = {**st, "ls": ":", "marker": "d"}
+        seen.add((st["color"], str(st["ls"]), st.get("marker")))
+        out[m] = st
+    return out
+
+
+def curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str, scale: str) -> plt.Figure | None:
+    """Test accuracy per round, the mean over the seeds done, one line per method (FedAvg drawn wide underneath, so
+    FedProx's dashes on top do not hide it), and FedIntR Table I's numbers for ``dataset`` after 100 rounds: a
+    dashed line at FedAvg's and a hollow star at FedProx's (μ = 0.001), each labelled with its number. The y-axis
+    leaves room above the highest curve or paper value. None when no run is stored."""
+    methods = list(dict.fromkeys(per_run["method"]))
+    curves = {}
+    for m in methods:
+        done = [records[n].metric("test_acc") for n in records
+                if n.split(" | ")[0] == m and isinstance(records[n], Record)]
+        if done:
+            curves[m] = (len(done), 100 * pd.concat(done, axis=1).mean(axis=1))
+    if not curves:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
+    styles = _styles(methods)
+    for i, (m, (n, s)) in enumerate(curves.items()):
+        ax.plot(s.index, s.values, ms=4, markevery=max(1, len(s) // 10), label=f"{m} (n={n})",
+                lw=2.8 if i == 0 else 1.4, alpha=0.8 if i == 0 else 1.0, zorder=2 + i, **styles[m])
+    paper = PAPER_T1.get(dataset, {})
+    last = max(s.index.max() for _, s in curves.values())
+    name = f"FedIntR Table I, {dataset_name(dataset)}"
+    if "FedAvg" in paper:
+        ax.axhline(paper["FedAvg"], ls=(0, (4, 2)), color="0.2", lw=1, zorder=1,
+                   label=f"{name}: {paper['FedAvg']:.2f} % (FedAvg, 100 rounds)")
+    for m, v in paper.items():
+        if m != "FedAvg":
+            ax.plot([last], [v], color=method_style(m)["color"], marker="*", ms=11, mfc="none", ls="none", zorder=9,
+                    label=f"{name}: {v:.2f} % ({m}, 100 rounds)")
+    top = max([float(np.nanmax(s.values)) for _, s in curves.values()] + list(paper.values()))
+    bottom = min(float(np.nanmin(s.values)) for _, s in curves.values())
+    ax.set_ylim(max(0.0, bottom - 3), min(101.0, top + 0.12 * max(top - bottom, 10.0)))
+    ax.set_xlabel("round")
+    ax.set_ylabel("test accuracy (%), mean over seeds")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    n_pending = int((per_run["status"] == PENDING).sum())
+    ax.set_title(" / ".join(m.split(" (")[0] for m in dict.fromkeys(methods)) + f" — {dataset_name(dataset)}, "
+                 f"scale={scale}" + (f" ({n_pending} run(s) pending)" if n_pending else ""), fontsize=10)
+    return fig
+
+
+# (claim, source, (ours, theirs), kind, margin, the paper's own difference)
+CLAIMS = {
+    "FedProx with μ = 0.001 performs like FedAvg (within 0.5 points)": (
+        "FedIntR Table I (88.95 vs 88.90)", ("FedProx (μ=0.001)", "FedAvg"), "within", 0.5, "+0.05"),
+    "Centralized training is an upper bound for federated training (same model and sample-passes)": (
+        "FedCKA Fig. 5", ("Centralized", "FedAvg (FedCKA's setup)"), "greater", 0.0,
+        f"{PAPER_FIG5['Centralized']:g} vs {PAPER_FIG5['FedAvg']} (CIFAR-10)")}
+FIDELITY = "FedAvg reaches 88.90 % on Fashion-MNIST (within 0.5 points)"
+
+
+def baseline_verdicts(per_run: pd.DataFrame, scale: str, dataset: str) -> list[Verdict]:
+    """FedIntR Table I (FedProx μ = 0.001 within 0.5 points of FedAvg; FedAvg's 88.90 % on Fashion-MNIST, at paper
+    scale only) and FedCKA Fig. 5 (the centralized model above FedAvg), decided over the seeds; a claim whose
+    runs this scale leaves out is not testable, one with a run not stored pending, one with a diverged run not
+    testable."""
+    def per_seed(m: str) -> dict[int, float]:
+        return {r.seed: r.final for r in per_run[per_run["method"] == m].itertuples()}
+
+    def with_status(ms: Sequence[str], status: str) -> list[str]:
+        return [m for m in ms if (per_run.loc[per_run["method"] == m, "status"] == status).any()]
+
+    out = []
+    for text, (source, (a, b), kind, margin, paper) in CLAIMS.items():
+        left_out = [why for why in BASELINE_LEFT_OUT[scale].values() if not {a, b} <= set(per_run["method"])]
+        out.append(not_testable(text, source, left_out[0]) if left_out else
+                   pending_verdict(text, source, f"pending: {with_status((a, b), PENDING)}")
+                   if with_status((a, b), PENDING) else
+                   decide(text, source, per_seed(a), per_seed(b), kind=kind, margin=margin, names=(a, b),
+                          chance=CHANCE, paper=paper, diverged=with_status((a, b), DIVERGED)))
+    ref = PAPER_T1[PAPER_T1_DATASET]["FedAvg"]
+    if scale != "paper" or dataset != PAPER_T1_DATASET:
+        out.append(not_testable(FIDELITY, "FedIntR Table I",
+                                f"scale={scale}, dataset={dataset}: not the paper's setup"))
+    elif with_status(["FedAvg"], PENDING):
+        out.append(pending_verdict(FIDELITY, "FedIntR Table I"))
+    else:
+        out.append(decide(FIDELITY, "FedIntR Table I", {s: v - ref for s, v in per_seed("FedAvg").items()},
+                          kind="within", margin=0.5, names=("FedAvg − 88.90",),
+                          diverged=with_status(["FedAvg"], DIVERGED)))
+    return out
