@@ -126,8 +126,8 @@ def partition_checks(labels: np.ndarray, test_labels: np.ndarray, parts: Mapping
     g0, g1 = (set(np.unique(labels[np.concatenate(groups.client_indices[sl])]))
               for sl in (slice(0, 5), slice(5, None)))
     return [
-        Check("FedCKA §Experimental Setup / FedIntR §IV-C: a lower Dirichlet α (β) gives more heterogeneous clients",
-              all(x > y for x, y in zip(ent, ent[1:])), f"mean normalized label entropy {np.round(ent, 3)}"),
+        Check("FedCKA §Experimental Setup / FedIntR §IV-C: a lower Dirichlet α (β) gives more heterogeneous "
+              "clients", all(x > y for x, y in zip(ent, ent[1:])), f"mean normalized label entropy {np.round(ent, 3)}"),
         Check("MOON/NIID-Bench convention: every client holds at least 10 samples",
               all(p.sizes.min() >= 10 for p in parts.values())),
         Check("Every training sample is assigned to exactly one client",
@@ -233,7 +233,7 @@ def curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str, scale: str
     for m, v in paper.items():
         if m != "FedAvg":
             ax.plot([last], [v], color=method_style(m)["color"], marker="*", ms=11, mfc="none", ls="none", zorder=9,
-                    label=f"{name}: {v:.2f} % ({m}, 100 rounds)")
+                    label=f"{name}: {v:.2f} % ({m.replace(' (', ' ').rstrip(')')}, 100 rounds)")
     top = max([float(np.nanmax(s.values)) for _, s in curves.values()] + list(paper.values()))
     bottom = min(float(np.nanmin(s.values)) for _, s in curves.values())
     ax.set_ylim(max(0.0, bottom - 3), min(101.0, top + 0.12 * max(top - bottom, 10.0)))
