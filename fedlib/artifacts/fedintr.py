@@ -1,0 +1,442 @@
+"""FedIntR's benchmark artifacts (notebook 05): Table I (each method at its best μ), Table II (FedIntR's μ sweep),
+Table III (the Dirichlet β) and Table V (α-weighted vs uniform layer weights) — each a tidy table and, where the
+paper gives numbers, a figure with the paper's values beside ours; and the claims of §IV-B, §IV-C and §IV-F.
+
+    t1 = Table1.from_records(records["table1"], last, dataset, left_out)
+    t1.versus_paper(); t1.table2(mus); t1.mu_figure(scale); curves_figure(t1.curves(records["table1"], 0), ...)
+    t3 = Table3.from_records(records["table3"], t1); t3.table(); t3.figure(scale)
+
+The statistic is the paper's: the median test accuracy of the global model over the last rounds (``last``; the
+paper: 10). Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
+:func:`fedlib.plans.fedintr_benchmarks_plan`); a pending run's cells read "pending", a diverged one's "diverged".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..grid import DIVERGED, PENDING, Diverged, seed_values
+from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS, split_name
+from ..report import compare
+from ..results import Pending, Record, is_pending
+from ..style import PAPER_STYLE, dataset_name, method_style
+from ..verdicts import Verdict, decide, not_testable, pending
+
+__all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "TIES", "CHANCE", "runs_frame",
+           "readable", "setup_line", "round_ticks", "Table1", "Table3", "curves_figure", "table5", "runs_table",
+           "claims"]
+
+CHANCE = 10.0  # ten classes
+PAPER_DATASETS = ("fmnist", "svhn", "cifar10", "cifar100")  # the columns of Tables I, II and V
+# FedIntR Table I (10 clients, β = 0.5, 100 rounds): dataset → {method: (accuracy, best μ)}
+PAPER_T1: dict[str, dict[str, tuple[float, float | None]]] = {
+    "fmnist": {"FedAvg": (88.90, None), "FedCKA": (88.85, 3), "FedProx": (88.95, 0.001), "MOON": (89.15, 1),
+               "FedIntR": (89.15, 10)},
+    "svhn": {"FedAvg": (86.04, None), "FedCKA": (86.47, 1), "FedProx": (86.42, 0.01), "MOON": (86.61, 10),
+             "FedIntR": (87.17, 10)},
+    "cifar10": {"FedAvg": (65.82, None), "FedCKA": (66.55, 0.1), "FedProx": (65.03, 0.01), "MOON": (66.35, 5),
+                "FedIntR": (67.23, 3)},
+    "cifar100": {"FedAvg": (40.43, None), "FedCKA": (41.91, 10), "FedProx": (39.91, 0.1), "MOON": (40.46, 0.1),
+                 "FedIntR": (41.48, 10)},
+}
+# FedIntR Table II: FedIntR's accuracy at each μ, μ → {dataset: accuracy}
+PAPER_T2: dict[float, dict[str, float]] = {mu: dict(zip(PAPER_DATASETS, v)) for mu, v in {
+    0.1: (88.87, 86.85, 65.23, 41.00), 1: (89.07, 85.89, 65.66, 40.43), 3: (88.67, 87.05, 67.23, 40.99),
+    5: (89.13, 87.01, 66.99, 41.21), 10: (89.15, 87.17, 65.89, 41.48)}.items()}
+# FedIntR Table III (CIFAR-10 and CIFAR-100, 10 clients): dataset → β → {method: (accuracy, best μ)}
+PAPER_T3: dict[str, dict[float, dict[str, tuple[float, float | None]]]] = {
+    "cifar10": {5: {"FedAvg": (68.69, None), "FedCKA": (68.62, 1), "FedProx": (70.03, 0.01), "MOON": (69.34, 1),
+                    "FedIntR": (70.66, 5)},
+                0.5: {"FedAvg": (65.82, None), "FedCKA": (66.55, 0.1), "FedProx": (65.03, 0.01), "MOON": (66.35, 5),
+                      "FedIntR": (67.23, 3)},
+                0.1: {"FedAvg": (55.62, None), "FedCKA": (55.64, 0.1), "FedProx": (56.55, 0.01), "MOON": (57.60, 1),
+                      "FedIntR": (58.32, 10)}},
+    "cifar100": {5: {"FedAvg": (40.62, None), "FedCKA": (40.40, 0.1), "FedProx": (40.00, 0.001),
+                     "MOON": (40.23, 0.1), "FedIntR": (40.06, 0.1)},
+                 0.5: {"FedAvg": (40.43, None), "FedCKA": (41.91, 10), "FedProx": (39.91, 0.1), "MOON": (40.46, 0.1),
+                       "FedIntR": (41.48, 10)},
+                 0.1: {"FedAvg": (37.48, None), "FedCKA": (35.73, 10), "FedProx": (37.38, 0.1), "MOON": (37.16, 5),
+                       "FedIntR": (38.24, 0.5)}},
+}
+# FedIntR Table V: dataset → (α-weighted, Eq. 5; uniform, Eq. 6) at Table I's μ
+PAPER_T5 = {"fmnist": (89.15, 89.03), "svhn": (87.17, 85.62), "cifar10": (67.23, 64.20), "cifar100": (41.48, 40.33)}
+TIES = {"fmnist": "MOON", "cifar100": "FedCKA"}  # §IV-B: the method FedIntR ties with ("comparable") per dataset
+
+T1_SOURCE = "FedIntR Table I; §IV-B: 'both FedIntR and MOON achieve the best performance' (Fashion-MNIST)"
+T3_SOURCE = ("FedIntR Table III; §IV-C: 'the superior performance of FedIntR can be observed more clearly with a "
+             "higher degree of data heterogeneity'")
+T5_SOURCE = ("FedIntR Table V; §IV-E: 'calculating a layer-wise weight α_k ... can significantly improve the "
+             "performance'")
+
+Run = Record | Pending | Diverged
+Runs = Mapping[str, Run]
+_FLAGS = ["pending", "diverged"]
+
+
+def runs_frame(runs: Runs, last: int) -> pd.DataFrame:
+    """One row per run: its name's fields (method, μ, seed; β for Table III), ``pending``, ``diverged``, the median
+    test accuracy over the ``last`` rounds (the paper's statistic), the last round's, seconds per round, the record."""
+    rows = []
+    for name, r in runs.items():
+        ok = isinstance(r, Record)
+        h = r.frame() if ok else pd.DataFrame()
+        rows.append({"run": name, **split_name(name), "pending": isinstance(r, Pending),
+                     "diverged": isinstance(r, Diverged),
+                     "median (%)": 100 * r.final("test_acc", last=last) if ok else np.nan,
+                     "last round (%)": 100 * r.final("test_acc") if ok else np.nan,
+                     "s / round": round(h["time_s"].mean(), 1) if "time_s" in h else np.nan, "record": r.key})
+    return pd.DataFrame(rows)
+
+
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """For display: empty cells read "pending" (a run not stored yet), a spread over one seed reads "—"."""
+    df = df.astype(object).where(df.notna(), PENDING)
+    if "seeds" in df.columns:
+        for c in ("std", "± std"):
+            if c in df.columns:
+                df.loc[[v == 1 for v in df["seeds"]], c] = "—"
+    return df
+
+
+def setup_line(runs: Mapping[str, Mapping[str, Any]], dataset: str, scale: str, last: int) -> str:
+    """The setup of Table I's runs in one line (model, clients, β, rounds × epochs, batch, data, statistic)."""
+    c = next(iter(runs["table1"].values()))
+    return (f"{dataset_name(dataset)}, scale={scale}: {c.model}, {c.num_clients} clients, β={c.partition_kw['beta']}, "
+            f"{c.rounds} rounds x {c.local_epochs} local epochs, batch {c.batch_size}, n_train={c.n_train}, "
+            f"n_test={c.n_test}; statistic: median of the last {last} round(s)")
+
+
+def round_ticks(ax: plt.Axes, rounds: int) -> None:
+    """Rounds are 1-based: ticks at 1 and at round multiples of a step (1, 5, 10, … or 1, 200, 400, …)."""
+    step = next(s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if rounds / s <= 8)
+    ax.set_xticks(sorted({1, *range(step, rounds + 1, step)}))
+    ax.set_xlim(0.5 - 0.01 * rounds, rounds + 0.5 + 0.01 * rounds)
+
+
+def _by_mu(long: pd.DataFrame) -> pd.DataFrame:
+    """Per (method, μ): mean and std over seeds of the median, finished seeds, mean last round; no mean when a seed
+    diverged."""
+    g = long.assign(μ=long["μ"].astype(float)).groupby(["method", "μ"], dropna=False, sort=False)
+    out = g.agg(**{"median (%)": ("median (%)", "mean"), "std": ("median (%)", "std"),
+                   "seeds": ("median (%)", "count"), "last round (%)": ("last round (%)", "mean")})
+    out.loc[g["diverged"].any(), ["median (%)", "std", "last round (%)"]] = np.nan
+    return out
+
+
+def _best_mu(agg: pd.DataFrame, methods: Sequence[str] = tuple(FEDINTR_METHODS)) -> pd.DataFrame:
+    """Per method the μ with the highest mean, as the paper reports it (NaN while none has a mean)."""
+    rows = {}
+    for m in methods:
+        a = agg.loc[m] if m in agg.index.get_level_values(0) else None
+        if a is None or a["median (%)"].isna().all():
+            rows[m] = {"μ": np.nan, "median (%)": np.nan, "std": np.nan, "seeds": 0, "last round (%)": np.nan}
+            continue
+        mu = a["median (%)"].idxmax()
+        rows[m] = {"μ": mu, **a.loc[mu].to_dict()}
+    return pd.DataFrame(rows).T
+
+
+@dataclass
+class Table1:
+    """Table I's runs (``long``: one row per run), each (method, μ) over seeds (``all``) and each method at its best
+    μ (``best``), with the dataset's paper column and the methods a scale leaves out (``left_out``: why)."""
+
+    long: pd.DataFrame
+    last: int
+    dataset: str
+    left_out: Mapping[str, str]
+
+    @classmethod
+    def from_records(cls, runs: Runs, last: int, dataset: str, left_out: Mapping[str, str] | None = None
+                     ) -> "Table1":
+        return cls(runs_frame(runs, last), last, dataset, dict(left_out or {}))
+
+    @property
+    def all(self) -> pd.DataFrame:
+        return _by_mu(self.long)
+
+    @property
+    def best(self) -> pd.DataFrame:
+        return _best_mu(self.all)
+
+    @property
+    def paper(self) -> dict[str, tuple[float, float | None]] | None:
+        return PAPER_T1.get(self.dataset)
+
+    def runs(self) -> pd.DataFrame:
+        """Every run: median over the last rounds, last round, seconds per round, record."""
+        return self.long.set_index("run").drop(columns=["method", "μ", "seed", *_FLAGS]).round(2)
+
+    def common_seeds(self) -> list[int]:
+        """The seeds every (method, μ) was run with."""
+        g = self.long.groupby(["method", self.long["μ"].astype(float)], dropna=False)["seed"]
+        return sorted(set.intersection(*(set(s) for _, s in g))) if len(self.long) else []
+
+    def versus_paper(self) -> pd.DataFrame:
+        """Table I: the paper's column for the dataset (accuracy, best μ) beside ours at our best μ (± std over
+        seeds, seeds, last round, and the best μ over the seeds every run has); without a paper column, ours."""
+        best = self.best
+        if self.paper is None:
+            return best
+        div = self.long.groupby("method")["diverged"].all()
+        ours = {m: DIVERGED if div.get(m, False) else v for m, v in best["median (%)"].items()
+                if m not in self.left_out}
+        out = compare({m: v[0] for m, v in self.paper.items()}, ours, not_run="not run at this scale")
+        common = self.common_seeds()
+        alike = _best_mu(_by_mu(self.long[self.long["seed"].isin(common)]))
+        out.insert(1, "paper μ", ["—" if m == "FedAvg" else self.paper[m][1] for m in out.index])
+        out.insert(3, "our best μ", ["—" if m == "FedAvg" else best.loc[m, "μ"] for m in out.index])
+        out.insert(4, "± std", best.loc[out.index, "std"].astype(float).round(2).values)
+        out.insert(5, "seeds", best.loc[out.index, "seeds"].values)
+        out["last round (%)"] = best.loc[out.index, "last round (%)"].astype(float).round(2).values
+        out[f"seeds {common} only (%)"] = alike.loc[out.index, "median (%)"].astype(float).round(2).values
+        return out
+
+    def table2(self, mus_run: Sequence[float]) -> pd.DataFrame:
+        """Table II: FedIntR at each μ of the paper (its column for the dataset) and ours; "—": μ not run."""
+        intr = self.all.loc["FedIntR"] if "FedIntR" in self.all.index.get_level_values(0) else pd.DataFrame(
+            columns=["median (%)", "std", "seeds"])
+        t2 = pd.DataFrame({"paper (%)": {mu: v.get(self.dataset, np.nan) for mu, v in PAPER_T2.items()},
+                           "ours (%)": intr["median (%)"], "± std": intr["std"], "seeds": intr["seeds"]})
+        t2.index.name = "μ"
+        t2["diff"] = t2["ours (%)"] - t2["paper (%)"]
+        t2 = t2.astype(float).round(2).astype(object)
+        t2.loc[[mu not in mus_run for mu in t2.index], ["ours (%)", "± std", "seeds", "diff"]] = "—"
+        return t2
+
+    def per_seed(self, method: str, df: pd.DataFrame | None = None) -> dict[int, float]:
+        """``{seed: median}`` of ``method`` at its best μ (of Table I) in ``df`` (default: Table I's runs)."""
+        mu = {} if method == "FedAvg" else {"μ": float(self.best.loc[method, "μ"])}
+        return seed_values(self.long if df is None else df, "median (%)", method=method, **mu)
+
+    def curves(self, runs: Runs, seed: int) -> dict[str, pd.Series]:
+        """Test accuracy (%) per round of each method at its best μ, one seed."""
+        out = {}
+        for m, mu in self.best["μ"].items():
+            label = m if m == "FedAvg" else f"{m} (μ={float(mu):g})"
+            r = runs.get(f"{m} | seed={seed}" if m == "FedAvg" else f"{m} | μ={float(mu):g} | seed={seed}")
+            if isinstance(r, Record):
+                out[label] = 100 * r.metric("test_acc")
+        return out
+
+    def mu_figure(self, scale: str) -> plt.Figure:
+        """Tables I–II: ours by μ per method (error bars: std over ≥ 2 seeds), FedAvg as a band; the paper's
+        best μ per method (Table I) as hollow stars and FedIntR's μ sweep (Table II) as a dashed line."""
+        data, agg, fig = dataset_name(self.dataset), self.all, plt.figure(figsize=(8, 4.6), layout="constrained")
+        ax = fig.add_subplot()
+        for m in [m for m in FEDINTR_METHODS if m != "FedAvg"]:
+            st = method_style(m)
+            a = agg.loc[m].dropna(subset=["median (%)"]) if m in agg.index.get_level_values(0) else pd.DataFrame()
+            if len(a):
+                err = a["std"].where(a["seeds"] >= 2)
+                ax.errorbar(a.index, a["median (%)"], yerr=None if err.isna().all() else err.fillna(0), capsize=3,
+                            label=f"{m} (ours)", **st)
+            if self.paper is not None:
+                ax.plot([self.paper[m][1]], [self.paper[m][0]], marker="*", ms=12, mfc="none", ls="none",
+                        color=st["color"])
+                ax.annotate(m, (self.paper[m][1], self.paper[m][0]), xytext=(0, 8), textcoords="offset points",
+                            ha="center", fontsize=7, color=st["color"])
+        if self.paper is not None:
+            mus = sorted(PAPER_T2)
+            ax.plot(mus, [PAPER_T2[mu][self.dataset] for mu in mus], color=method_style("FedIntR")["color"],
+                    ls="--", lw=1, marker="*", mfc="none", ms=7, label=f"paper Table II: FedIntR by μ ({data})")
+            ax.plot([], [], **{**PAPER_STYLE, "markersize": 12}, label=f"paper Table I ({data}): each method's best μ")
+            ax.axhline(self.paper["FedAvg"][0], color=method_style("FedAvg")["color"], ls=":", lw=1.2,
+                       label=f"paper Table I: FedAvg ({data})")
+        fa = self.best.loc["FedAvg"]
+        if np.isfinite(float(fa["median (%)"])):
+            mean, std, st = float(fa["median (%)"]), float(fa["std"]), method_style("FedAvg")
+            ax.axhline(mean, color=st["color"], ls="-", lw=1.4, label=f"FedAvg (ours, {int(fa['seeds'])} seed(s))")
+            if np.isfinite(std):
+                ax.axhspan(mean - std, mean + std, color=st["color"], alpha=0.12)
+        ax.set_xscale("log")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.08 * (hi - lo))  # room for the paper's method names
+        ax.set_xlabel("μ")
+        ax.set_ylabel(f"median test accuracy, last {self.last} rounds (%)")
+        ax.set_title(f"FedIntR Tables I–II: accuracy by μ — ours: {data}, scale={scale}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=2, loc="lower center", bbox_to_anchor=(0.5, 1.06), frameon=False)
+        return fig
+
+
+def curves_figure(curves: Mapping[str, pd.Series], dataset: str, seed: int, scale: str) -> plt.Figure:
+    """Table I's best-μ runs per round (one seed), each method its own colour, dash and marker; the paper's Table I
+    values for the dataset (median of rounds 91–100) as hollow stars right of the last round."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
+    rounds = max((int(s.index.max()) for s in curves.values() if len(s)), default=1)
+    for i, (label, s) in enumerate(curves.items()):
+        every = max(1, len(s) // 10)  # markers staggered so that overlapping methods show theirs
+        ax.plot(s.index, s.values, ms=4, lw=1.4, markevery=(i % every, every), label=label, alpha=0.9,
+                **method_style(label))
+    paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
+    if paper is not None and curves:
+        shown = [m for m in paper if any(k.split(" (")[0] == m for k in curves)]
+        xs = [rounds + (1 + i) * max(1, rounds // 30) for i in range(len(shown))]
+        for x, m in zip(xs, shown):
+            ax.plot([x], [paper[m][0]], marker="*", ms=11, mfc="none", ls="none", color=method_style(m)["color"])
+        ax.annotate("paper", (np.mean(xs), max(paper[m][0] for m in shown)), xytext=(0, 8),
+                    textcoords="offset points", ha="center", fontsize=7)
+        ax.plot([], [], **{**PAPER_STYLE, "markersize": 11},
+                label=f"paper Table I ({data}, last 10 of 100 rounds), in each method's colour")
+    round_ticks(ax, rounds)
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi + 0.05 * (hi - lo))
+    if paper is not None and curves:
+        ax.set_xlim(right=rounds + (len(paper) + 1) * max(1, rounds // 30))
+    ax.set_xlabel("communication round")
+    ax.set_ylabel("test accuracy (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"FedIntR Table I: best-μ runs per round (seed {seed}) — {data}, scale={scale}", fontsize=10)
+    return fig
+
+
+@dataclass
+class Table3:
+    """Table III's runs (``runs3``: one row per run at each β) beside Table I's (``t1``, at its β ``beta``), whose
+    best μ and seeds they share."""
+
+    runs3: pd.DataFrame
+    t1: Table1
+    beta: float = 0.5
+
+    @classmethod
+    def from_records(cls, runs: Runs, t1: Table1, beta: float = 0.5) -> "Table3":
+        return cls(runs_frame(runs, t1.last), t1, beta)
+
+    @property
+    def long(self) -> pd.DataFrame:
+        """Table III's runs and Table I's runs of the same methods (at β = ``beta``)."""
+        base = self.t1.long[self.t1.long["method"].isin(set(self.runs3["method"]))].assign(β=self.beta)
+        return pd.concat([base, self.runs3], ignore_index=True)
+
+    @property
+    def betas(self) -> list[float]:
+        return sorted(set(self.long["β"]), reverse=True)
+
+    @property
+    def reference(self) -> str:
+        """The paper's Table III column compared with: the dataset's, else CIFAR-10."""
+        return self.t1.dataset if self.t1.dataset in PAPER_T3 else "cifar10"
+
+    def paper_gain(self, dataset: str | None = None) -> dict[float, float]:
+        p = PAPER_T3[dataset or self.reference]
+        return {b: p[b]["FedIntR"][0] - p[b]["FedAvg"][0] for b in p}
+
+    def table(self) -> pd.DataFrame:
+        """Each method at its best μ per β (mean over seeds), FedIntR's gain over FedAvg, and the paper's gain."""
+        methods = [m for m in FEDINTR_METHODS if m in set(self.long["method"])]
+        t3 = pd.DataFrame({b: _best_mu(_by_mu(self.long[self.long["β"] == b]), methods)["median (%)"]
+                           for b in self.betas}).astype(float)
+        t3.columns = [f"β={b:g}" for b in t3.columns]
+        t3.loc["FedIntR − FedAvg"] = t3.loc["FedIntR"] - t3.loc["FedAvg"]
+        gain = self.paper_gain()
+        t3.loc[f"paper FedIntR − FedAvg ({self.reference})"] = [gain.get(b, np.nan) for b in self.betas]
+        return t3.round(2)
+
+    def figure(self, scale: str) -> plt.Figure:
+        """FedIntR's gain over FedAvg by β: ours, and the paper's on CIFAR-10 and CIFAR-100 (Table III)."""
+        t3, xs = self.table(), self.betas
+        fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
+        ax.plot(xs, t3.loc["FedIntR − FedAvg"].values, lw=1.6, ms=7,
+                label=f"ours ({dataset_name(self.t1.dataset)}, scale={scale})", **method_style("FedIntR"))
+        for ref, ls in (("cifar10", "--"), ("cifar100", ":")):
+            g = self.paper_gain(ref)
+            ax.plot(list(g), list(g.values()), color="black", ls=ls, marker="*", mfc="none", ms=10,
+                    label=f"paper ({dataset_name(ref)}, Table III)")
+        ax.axhline(0, color="0.5", lw=0.8)
+        ticks = sorted({*xs, *PAPER_T3["cifar10"]})
+        ax.set_xscale("log")
+        ax.set_xticks(ticks, [f"{x:g}" for x in ticks])
+        ax.minorticks_off()
+        ax.invert_xaxis()
+        ax.set_xlabel("Dirichlet β (right: more heterogeneous)")
+        ax.set_ylabel("FedIntR − FedAvg, each at its best μ (points)")
+        ax.set_title("FedIntR Table III: gain over FedAvg by β", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        return fig
+
+
+def table5(runs: Runs, t1: Table1, mu: float) -> pd.DataFrame:
+    """Table V: FedIntR with α-weighted layers (Eq. 5: Table I's runs at μ) and each variant of ``runs`` (uniform,
+    Eq. 6; α per sample), over the seeds the variants were run with, beside the paper's two numbers."""
+    long5 = runs_frame(runs, t1.last).rename(columns={"method": "variant"})
+    seeds = sorted(set(long5["seed"]))
+    l1 = t1.long
+    alpha = l1[(l1["method"] == "FedIntR") & (l1["μ"].astype(float) == mu) & l1["seed"].isin(seeds)]
+    t5 = pd.concat([alpha.assign(variant="α (Eq. 5)"), long5]).groupby("variant", sort=False).agg(
+        **{"median (%)": ("median (%)", "mean"), "± std": ("median (%)", "std"), "seeds": ("median (%)", "count"),
+           "last round (%)": ("last round (%)", "mean")})
+    if t1.dataset in PAPER_T5:
+        t5.insert(0, "paper (%)", [*PAPER_T5[t1.dataset], *[np.nan] * (len(t5) - 2)][:len(t5)])
+        t5["diff"] = t5["median (%)"] - t5["paper (%)"]
+    t5 = t5.round(2)
+    t5.attrs["seeds"] = seeds
+    return t5
+
+
+def runs_table(records: Mapping[str, Runs], last: int) -> pd.DataFrame:
+    """Every run of every table: the statistic, the last round, seconds per round and the record."""
+    return pd.concat([runs_frame(rs, last).drop(columns=_FLAGS).assign(table=a) for a, rs in records.items()]) \
+        .set_index("run").round(2)
+
+
+def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | None = None) -> list[Verdict]:
+    """The paper's claims: FedIntR beats (or, where §IV-B calls them comparable, performs like) each method at its
+    best μ (Table I); its gain over FedAvg grows as β falls (Table III); α-weighting beats uniform weights (Table V);
+    at paper scale each method lies within ±0.5 points of Table I. Pending while a needed artifact is."""
+    P, data, out = {m: v[0] for m, v in (t1.paper or {}).items()}, dataset_name(t1.dataset), []
+    A = {m: t1.per_seed(m) for m in FEDINTR_METHODS}
+
+    def judge(v: Verdict, *arts: str) -> None:
+        out.append(pending(v.claim, v.source) if any(is_pending(records.get(a, {})) for a in ("table1", *arts))
+                   else v)
+
+    for m in ("FedAvg", "FedProx", "FedCKA", "MOON"):
+        tie = TIES.get(t1.dataset) == m  # the paper's tie on this dataset: "comparable" (within 0.5 points)
+        text = f"FedIntR {'performs like' if tie else 'beats'} {m} on {data}, each at its best μ"
+        if why := [t1.left_out[k] for k in ("FedIntR", m) if k in t1.left_out]:
+            out.append(not_testable(text, T1_SOURCE, why[0]))
+            continue
+        judge(decide(text, T1_SOURCE, A["FedIntR"], A[m], kind="within" if tie else "greater",
+                     margin=0.5 if tie else 0.0, names=("FedIntR", m), chance=CHANCE,
+                     paper=f"{P['FedIntR'] - P[m]:+.2f}" if P else ""))
+    if t3 is not None:
+        low_b = min(t3.runs3["β"])
+        low = t3.runs3[t3.runs3["β"] == low_b]
+        g_low = {s: v - t1.per_seed("FedAvg", low).get(s, np.nan) for s, v in t1.per_seed("FedIntR", low).items()}
+        g_mid = {s: v - A["FedAvg"].get(s, np.nan) for s, v in A["FedIntR"].items()}
+        judge(decide(f"FedIntR's gain over FedAvg is larger at β = {low_b:g} than at β = {t3.beta:g}", T3_SOURCE,
+                     g_low, g_mid, names=(f"gain β={low_b:g}", f"gain β={t3.beta:g}"), chance=CHANCE,
+                     runs=[*low["median (%)"], *A["FedAvg"].values(), *A["FedIntR"].values()],
+                     paper=f"{t3.reference}: " + ", ".join(f"β={b:g} {v:+.2f}" for b, v in t3.paper_gain().items())),
+              "table3")
+    else:
+        out.append(not_testable("FedIntR's gain over FedAvg grows as β falls", T3_SOURCE,
+                                t1.left_out.get("table3", "Table III was not run")))
+    mu5 = FEDINTR_BEST_MU.get(t1.dataset, FEDINTR_BEST_MU["cifar10"])["FedIntR"]
+    if "table5" in records:
+        uni = seed_values(runs_frame(records["table5"], t1.last), "median (%)", method="uniform (Eq. 6)")
+        alpha = seed_values(t1.long, "median (%)", method="FedIntR", μ=mu5)
+        p5 = PAPER_T5.get(t1.dataset)
+        judge(decide(f"α-weighting (Eq. 5) beats uniform weights (Eq. 6) at μ={mu5:g}", T5_SOURCE, alpha, uni,
+                     names=("α (Eq. 5)", "uniform (Eq. 6)"), chance=CHANCE,
+                     paper=f"{p5[0] - p5[1]:+.2f}" if p5 else ""), "table5")
+    else:
+        out.append(not_testable("α-weighting (Eq. 5) beats uniform weights (Eq. 6)", T5_SOURCE,
+                                t1.left_out.get("table5", "Table V was not run")))
+    for m in FEDINTR_METHODS if P else ():  # the fidelity target: the paper's setup only
+        text = f"{m} at its best μ within ±0.5 points of FedIntR Table I ({data})"
+        if scale != "paper":
+            out.append(not_testable(text, "FedIntR Table I", f"scale={scale} is not the paper's setup"))
+            continue
+        judge(decide(text, "FedIntR Table I", {s: v - P[m] for s, v in A[m].items()}, kind="within", margin=0.5,
+                     names=(f"{m} − {P[m]}", "")))
+    return out
