@@ -84,3 +84,34 @@ def test_table4_fedavg_against_the_median_of_the_others_per_seed():
     late = v["FedIntR (μ = 10) beats every other method after enough rounds (N = 50, T = 800)"]
     assert late.verdict == "contradicted" and set(late.means) == {"FedIntR (μ=10)", "MOON (μ=1)"}
     assert mean_table(df[df["what"] == "T=100"], "method", "what").loc["FedAvg", "T=100"] == "50.00 ± 1.00"
+
+
+def test_paper_table4_has_every_printed_n_and_method():
+    from fedlib.artifacts.fedintr_scaling import PAPER_T4, PAPER_T4_AT, paper_table4
+    tables = paper_table4()
+    assert set(tables) == set(PAPER_T4)
+    for n, t in tables.items():
+        assert list(t.columns) == [f"T={T}" for T in PAPER_T4_AT[n]] and set(t.index) == set(PAPER_T4[n])
+
+
+def test_fig5_figure_draws_a_series_per_method_and_the_papers_table_i_stars():
+    import matplotlib
+    matplotlib.use("Agg")
+    from fedlib.artifacts.fedintr_scaling import fig5_figure
+    fig = fig5_figure(runs_frame(fig5(QUICK), ACC), "fmnist", "quick", last=5)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "FedAvg" in labels and "FedIntR (μ=10)" in labels
+    assert any(lab.startswith("paper Table I (Fashion-MNIST") for lab in labels)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "6", "10"]  # the paper's default E = 10 drawn
+    assert "Fashion-MNIST" in ax.get_title()
+
+
+def test_fig4_figure_with_rounds_short_of_the_papers_t_says_so_instead_of_drawing_stars():
+    import matplotlib
+    import pandas as pd
+    matplotlib.use("Agg")
+    from fedlib.artifacts.fedintr_scaling import fig4_figure
+    cv = pd.DataFrame({"FedAvg": [10.0, 20.0, 30.0], "FedProx": [10.0, 21.0, 31.0]}, index=[1, 2, 3])
+    ax = fig4_figure(cv, 100, "fmnist", "smoke").axes[0]
+    assert len(ax.get_lines()) == 2 and any("beyond these 3 rounds" in t.get_text() for t in ax.texts)

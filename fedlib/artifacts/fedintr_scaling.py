@@ -1,9 +1,11 @@
-"""Notebook 06: FedIntR Table IV / Fig. 4 (many clients) and Fig. 5 (local epochs) as tables and verdicts.
+"""Notebook 06: FedIntR Table IV / Fig. 4 (many clients) and Fig. 5 (local epochs) as tables, figures and verdicts.
 
 Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedintr_scaling_plan`); :func:`runs_frame` reads each run's method, N, E and seed from its name.
 Every claim is decided by :func:`fedlib.verdicts.decide` over seeds (10 classes: chance is 10 %); a claim whose runs
 are not stored yet is pending, and one whose artifact a scale leaves out is not testable there, with the reason.
+The figures draw the paper's numbers where it gives them: Table IV's CIFAR-10 accuracies at T on Fig. 4's curves,
+and Table I's accuracy of each method for the dataset (its default E = 10) on Fig. 5.
 """
 
 from __future__ import annotations
@@ -11,16 +13,19 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable, Mapping
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ..grid import Diverged, cell
 from ..plans.fedintr import split_name
 from ..results import Pending, Record
+from ..style import PAPER_STYLE, dataset_name, method_style
 from ..verdicts import Verdict, decide, not_testable, pending
+from .fedintr import PAPER_T1, round_ticks
 
 __all__ = ["CHANCE", "PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "table4_frame", "curves",
-           "mean_table",
+           "mean_table", "paper_table4", "series_style", "fig4_figure", "fig5_frame", "fig5_figure", "runs_table",
            "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
 
 CHANCE = 10.0  # Fashion-MNIST and CIFAR-10 have 10 classes
@@ -95,6 +100,92 @@ def mean_table(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
                      bool(x["diverged"].any())) for k, x in g}
     out = pd.Series(cells).unstack()
     return out.loc[list(dict.fromkeys(df[index])), list(dict.fromkeys(df[columns]))]
+
+
+def paper_table4() -> dict[int, pd.DataFrame]:
+    """FedIntR Table IV (CIFAR-10) as printed: per N, one row per method, one column per reported round T."""
+    return {n: pd.DataFrame({m: dict(zip([f"T={T}" for T in PAPER_T4_AT[n]], v)) for m, v in rows.items()}).T
+            for n, rows in PAPER_T4.items()}
+
+
+def series_style(name: str) -> dict[str, Any]:
+    """:func:`fedlib.style.method_style` of a run's label; a method's μ = 10 is dashed (dotted where its μ = 1 is
+    dashed) with hollow markers, so that both of its μ show."""
+    st = method_style(name)
+    if "μ=10" in name:
+        st.update(ls=":" if st["ls"] == "--" else "--", mfc="none")
+    return st
+
+
+def fig4_figure(cv: pd.DataFrame, n: int, dataset: str, scale: str) -> plt.Figure:
+    """Fig. 4: test accuracy per round (1-based ticks) of every method with N clients, 20 % per round, the mean over
+    seeds; the paper's Table IV values for N = 100 (CIFAR-10) as hollow stars in each method's colour at their T."""
+    fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
+    rounds = int(cv.index.max()) if len(cv) else 1
+    for i, m in enumerate(cv.columns):
+        every = max(1, len(cv) // 12)
+        ax.plot(cv.index, cv[m], lw=1.3, ms=5, markevery=(i % every, every), label=m, **series_style(m))
+    paper_n = 100 if n not in PAPER_T4 else n
+    shown = [T for T in PAPER_T4_AT[paper_n] if T <= rounds]
+    for m in PAPER_T4[paper_n] if shown else ():
+        v = dict(zip(PAPER_T4_AT[paper_n], PAPER_T4[paper_n][m]))
+        ax.plot(shown, [v[T] for T in shown], marker="*", ms=10, mfc="none", ls="none",
+                color=method_style(m)["color"])
+    if shown:
+        ax.plot([], [], **PAPER_STYLE, label=f"paper Table IV (CIFAR-10, N = {paper_n}), in each method's colour")
+    else:
+        ax.text(0.02, 0.02, f"the paper's Table IV (CIFAR-10, N = {paper_n}) reports T = "
+                f"{', '.join(map(str, PAPER_T4_AT[paper_n]))}: beyond these {rounds} rounds", transform=ax.transAxes,
+                fontsize=7, color="0.35")
+    round_ticks(ax, rounds)
+    ax.set(xlabel="communication round", ylabel="test accuracy (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.02), frameon=False)
+    ax.set_title(f"FedIntR Fig. 4: N = {n} clients, {round(0.2 * n)} per round — {dataset_name(dataset)}, "
+                 f"scale={scale}", fontsize=10)
+    return fig
+
+
+def fig5_frame(runs: Mapping[str, Run], last: int) -> pd.DataFrame:
+    """:func:`runs_frame` of Fig. 5's runs: ``acc`` is the median test accuracy (%) of the ``last`` rounds."""
+    return runs_frame(runs, {"acc": lambda r: 100 * r.final("test_acc", last=last)})
+
+
+def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Figure:
+    """Fig. 5: accuracy by local epochs E per method (mean over seeds; error bars: std over ≥ 2 seeds). The paper
+    plots Fig. 5 without numbers; its Table I values for the dataset (E = 10, 100 rounds) are hollow stars at E = 10."""
+    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
+    stats = df.groupby(["E", "method"], sort=False)["acc"].agg(["mean", "std", "count"]).reset_index()
+    paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
+    for m, g in stats.groupby("method", sort=False):
+        st = series_style(m)
+        err = g["std"].where(g["count"] >= 2)
+        ax.errorbar(g["E"], g["mean"], yerr=None if err.isna().all() else err.fillna(0), capsize=3, ms=7, label=m,
+                    **st)
+        base = m.split(" (")[0]
+        if paper is not None and base in paper:
+            ax.plot([10], [paper[base][0]], marker="*", ms=12, mfc="none", ls="none", color=st["color"])
+    if paper is not None:
+        ax.plot([], [], **{**PAPER_STYLE, "markersize": 12},
+                label=f"paper Table I ({data}, E = 10, 100 rounds), in each method's colour")
+    es = sorted({*stats["E"], *([10] if paper is not None else [])})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(es, [str(e) for e in es])
+    ax.minorticks_off()
+    ax.set(xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}", fontsize=10)
+    return fig
+
+
+def runs_table(records: Mapping[str, Mapping[str, Run]]) -> pd.DataFrame:
+    """Every run: rounds, clients, local epochs, seed, seconds per round ("pending", "diverged") and its record."""
+    return pd.DataFrame({n: {"rounds": r.config["rounds"], "clients": r.config["num_clients"],
+                             "local epochs": r.config["local_epochs"], "seed": r.config["seed"],
+                             "s / round": round(r.frame()["time_s"].mean(), 2) if isinstance(r, Record)
+                             else "pending" if isinstance(r, Pending) else "diverged", "record": r.key}
+                         for rs in records.values() for n, r in rs.items()}).T
 
 
 def _side(df: pd.DataFrame) -> tuple[dict[int, float], bool, list[str]]:
