@@ -174,7 +174,7 @@ def claim_rows(claims: list[dict]) -> list[list[object]]:
 def summarize(rows: list[dict], scale: str) -> str:
     """The batch's summary (valid markdown): a verdict-count table per notebook, then each notebook's claims as a
     table and its paper-vs-ours tables."""
-    head = ["notebook", "status", "training minutes", "seeds", *VERDICT_COLUMNS]
+    head = ["notebook", "status", "training minutes (sum over runs)", "seeds", *VERDICT_COLUMNS]
     body = []
     for r in rows:
         n = {s: sum(c.get("status") == s for c in r.get("claims", [])) for s in VERDICT_COLUMNS}
@@ -184,7 +184,10 @@ def summarize(rows: list[dict], scale: str) -> str:
     lines = [f"# fedlib reproduction summary — scale `{scale}`", "", *_md_table(head, body), ""]
     if scale != "paper":
         lines += [f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results. Verdicts: "
-                  "95 % t intervals over seeds against each claim's margin (fedlib.verdicts)._", ""]
+                  "95 % t intervals over seeds against each claim's margin (fedlib.verdicts). Training minutes add up "
+                  "the wall time of every stored run a notebook uses (a run shared by notebooks counts in each, on "
+                  "whatever load it trained under); the campaign trains them side by side, one single-thread worker "
+                  "per core._", ""]
     details = []
     for r in rows:
         if not (r.get("claims") or r.get("tables")):
