@@ -1,4 +1,4 @@
-"""Notebook 08: FedSHIBU Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 as tables and verdicts.
+"""Notebook 08: FedSHIBU Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 as tables, figures and verdicts.
 
 Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedshibu_plan`); :func:`runs_frame` reads method, s and seed from the names
@@ -23,11 +23,15 @@ from ..config import Config
 from ..crsm import label_overlap, offdiag_corr
 from ..grid import Diverged
 from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR, split_name
+from ..report import compare
 from ..results import Pending, Record
+from ..style import PAPER_STYLE, dataset_name, method_style
 from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, pending
 
-__all__ = ["PAPER_T1", "PAPER_ORDER", "chance", "overlap", "runs_frame", "seed_summary", "wide", "curves",
-           "crsm_rounds", "plot_crsm", "plot_shards", "table1_verdicts", "fig1_verdicts", "fig3_verdicts", "fig5_verdicts"]
+__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "distinct_runs", "chance", "overlap",
+           "runs_frame", "seed_summary", "wide", "table1", "table1_versus", "curves", "crsm_rounds", "plot_crsm",
+           "plot_shards", "fig1", "fig3", "fig5", "table1_verdicts", "fig1_verdicts", "fig3_verdicts",
+           "fig5_verdicts", "verdicts", "invariants", "runs_table"]
 
 Run = Record | Pending | Diverged
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
@@ -42,6 +46,7 @@ PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
                  100: (72.97, 71.31, 73.37, 70.17)},
 }
 T1 = "FedSHIBU Table 1 / Fig. 4"
+FIG1_STYLES = {"all bodies aggregated (FedBABU)": "FedBABU", "aggregated within each group": "FedSHIBU"}
 _LABELS: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 _DATA: dict[tuple, Any] = {}
 
@@ -60,8 +65,8 @@ def _counts(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
         data = _DATA[dkey]
         part = build_partition(cfg, data, build_strategy(cfg.strategy, **cfg.strategy_kw))
         ytr, yte = data.y_train.numpy(), data.y_test.numpy()
-        hist = lambda y, ixs: np.stack([np.bincount(y[ix], minlength=data.num_classes) for ix in ixs])  # noqa: E731
-        _LABELS[key] = hist(ytr, part.client_indices), hist(yte, part.test_indices or part.client_indices)
+        _LABELS[key] = tuple(np.stack([np.bincount(y[ix], minlength=data.num_classes) for ix in ixs])
+                             for y, ixs in ((ytr, part.client_indices), (yte, part.test_indices or part.client_indices)))
     return _LABELS[key]
 
 
@@ -75,6 +80,23 @@ def overlap(cfg: Config) -> torch.Tensor:
     """The clients' label overlap (cosine of their training label histograms): what a CRSM tracking data similarity
     should find (Fig. 3)."""
     return label_overlap(torch.as_tensor(_counts(cfg)[0]))
+
+
+def paper_column(dataset: str) -> str:
+    """The Table 1 column set beside ``dataset``: its own, else CIFAR-10 (the closer one to 10-class data)."""
+    return dataset if dataset in PAPER_T1 else "cifar10"
+
+
+def setup_line(runs: Mapping[str, Mapping[str, Config]]) -> str:
+    """Runs per artifact and Table 1's setup (clients, rounds × local epochs, batch, training images)."""
+    c = next(iter(runs["table1"].values()))
+    return (f"{dict((a, len(r)) for a, r in runs.items())} runs; {c.num_clients} clients, {c.rounds} rounds × "
+            f"{c.local_epochs} local epochs, batch {c.batch_size}, {c.n_train or 'all'} training images")
+
+
+def distinct_runs(records: Mapping[str, Mapping[str, Run]]) -> list[Run]:
+    """Every run once: artifacts share runs (Table 1's s = 5 FedSHIBU is Fig. 3's), trained and counted once."""
+    return list({r.key: r for rs in records.values() for r in rs.values()}.values())
 
 
 def _last(r: Record, key: str) -> float:
@@ -125,6 +147,21 @@ def wide(summary: pd.DataFrame, col: str = "acc") -> pd.DataFrame:
     return summary.pivot(index="s", columns="method", values=col)[methods].fillna("not run")
 
 
+def table1(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 1 from Table 1's runs: s × method personalized accuracy (mean ± std over seeds), and per (s, method)
+    the accuracy before fine-tuning and the last round's CRSM self-weight and off-diagonal."""
+    summary = seed_summary(frame)
+    return wide(summary), summary.set_index(["s", "method"])
+
+
+def table1_versus(frame: pd.DataFrame, column: str = "cifar10") -> pd.DataFrame:
+    """FedSHIBU Table 1 (the paper's ``column``) beside our seed means, per "method | s=s" ("not run at this scale"
+    for the RBF column and the levels of s a scale leaves out)."""
+    means = frame.groupby(["method", "s"])["acc"].mean()
+    paper = {f"{m} | s={s}": v[i] for s, v in PAPER_T1[column].items() for i, m in enumerate(PAPER_ORDER)}
+    return compare(paper, {f"{m} | s={s}": v for (m, s), v in means.items()}, not_run="not run at this scale")
+
+
 def curves(runs: Mapping[str, Run], metric: str = "personal_acc_mean") -> pd.DataFrame:
     """Per round (rows) and method (columns): ``metric`` (× 100) averaged over the stored seeds."""
     per: dict[str, list[pd.Series]] = {}
@@ -154,12 +191,10 @@ def crsm_rounds(runs: Mapping[str, Run]) -> pd.DataFrame:
 def _client_ticks(ax: plt.Axes, clients: Any) -> None:
     """Client ids on both axes (every other one past 10 clients), labelled."""
     clients = list(clients)
-    step = 1 if len(clients) <= 10 else 2
-    pos = list(range(0, len(clients), step))
-    ax.set_xticks(pos, [str(clients[p]) for p in pos], fontsize=6)
-    ax.set_yticks(pos, [str(clients[p]) for p in pos], fontsize=6)
-    ax.set_xlabel("client", fontsize=7)
-    ax.set_ylabel("client", fontsize=7)
+    pos = list(range(0, len(clients), 1 if len(clients) <= 10 else 2))
+    for set_ticks, set_label in ((ax.set_xticks, ax.set_xlabel), (ax.set_yticks, ax.set_ylabel)):
+        set_ticks(pos, [str(clients[p]) for p in pos], fontsize=6)
+        set_label("client", fontsize=7)
 
 
 def plot_crsm(runs: Mapping[str, Run], axes: np.ndarray) -> list[str]:
@@ -192,34 +227,89 @@ def plot_crsm(runs: Mapping[str, Run], axes: np.ndarray) -> list[str]:
 
 def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int, column: str = "cifar10") -> plt.Figure:
     """Fig. 4: personalized accuracy against shards per user, our seed means with a 95 % t interval (clipped to
-    [0, 100]; none for one seed), and the paper's Table 1 ``column`` as hollow markers."""
+    [0, 100]; none for one seed), and the paper's Table 1 ``column`` as hollow markers; the methods are nudged
+    apart around each s, so that no interval or marker hides another."""
     from scipy import stats
-
-    from ..style import PAPER_STYLE, dataset_name, method_style
 
     g = frame.dropna(subset=["acc"]).groupby(["method", "s"], sort=False)["acc"]
     t1 = g.agg(["mean", "std", "count"]).reset_index()
     fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
-    for m, d in t1.groupby("method", sort=False):
+    n = t1["method"].nunique()
+    for j, (m, d) in enumerate(t1.groupby("method", sort=False)):
         half = np.where(d["count"] >= 2, stats.t.ppf(0.975, (d["count"] - 1).clip(lower=1)) * d["std"].fillna(0)
                         / np.sqrt(d["count"]), 0.0)
         lo, hi = np.minimum(half, d["mean"]), np.minimum(half, 100 - d["mean"])
-        ax.errorbar(d["s"], d["mean"], yerr=[lo, hi], capsize=3, label=m, **method_style(m))
+        ax.errorbar(d["s"] * 10 ** (0.01 * (j - (n - 1) / 2)), d["mean"], yerr=[lo, hi], capsize=3, label=m,
+                    **{"marker": "v", **method_style(m)})  # intervals side by side (log x: a factor)
     shards = sorted(set(t1["s"]) | set(PAPER_T1[column]))
     for i, m in enumerate(PAPER_ORDER):
         xs = [s for s in shards if s in PAPER_T1[column]]
-        ax.plot(xs, [PAPER_T1[column][s][i] for s in xs], label=f"paper ({column}): {m}",
+        dodge = 10 ** (0.016 * (i - 1.5))  # side by side where the paper's four values nearly coincide (s ≥ 8)
+        ax.plot([s * dodge for s in xs], [PAPER_T1[column][s][i] for s in xs],
+                label=f"paper ({dataset_name(column)}): {m}",
                 **{**PAPER_STYLE, "color": method_style(m)["color"], "markersize": 6, "marker": "*PsD"[i]})
     ax.set_xscale("log")
     ax.set_xticks(shards, [str(s) for s in shards])
     ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set_ylim(0, 100)
-    ax.set_xlabel("shards per user s (lower: more heterogeneous)")
-    ax.set_ylabel("personalized test accuracy (%)")
+    ax.set(xlabel="shards per user s (lower: more heterogeneous)", ylabel="personalized test accuracy (%)")
     ax.set_title(f"FedSHIBU Fig. 4: {dataset_name(dataset)}, {num_clients} clients; mean and 95 % t interval over "
                  f"seeds", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     return fig
+
+
+def _curves_figure(runs: Mapping[str, Run], title: str, styles: Mapping[str, str],
+                   paper: tuple[str, float] | None = None) -> plt.Figure | None:
+    """Mean personalized accuracy per round and method (:func:`curves`), each method in the style of
+    ``styles[method]`` (a :func:`fedlib.style.method_style` name); ``paper``: (label, value) as a dashed line.
+    None while no run is stored."""
+    c = curves(runs)
+    if c.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.8), layout="constrained")
+    for m in sorted(c, key=lambda m: (m != "Local only") + (m == "FedAvg")):  # wide local-only under, FedAvg last
+        ax.plot(c.index, c[m], label=m, lw=2.2 if m == "Local only" else 1.5, markersize=5,
+                **method_style(styles.get(m, m)))
+    if paper is not None:
+        ax.axhline(paper[1], color="black", ls="--", lw=1, label=paper[0])
+    ax.set(xticks=list(c.index), xlabel="round", ylabel="mean personalized accuracy (%)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def fig1(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
+    """FedSHIBU Fig. 1 (two label groups): the final personalized accuracy per method (mean ± std over seeds) and
+    the curves per round; the paper prints no values for it."""
+    fig = _curves_figure(runs, f"FedSHIBU Fig. 1: clients 0–4 on labels 0–4, 5–9 on 5–9 ({dataset_name(dataset)})",
+                         FIG1_STYLES)
+    if fig is not None:
+        fig.axes[0].get_legend().set_title("paper (CIFAR-10): curves only, no values printed", prop={"size": 7})
+    return seed_summary(runs_frame(runs)).set_index("method"), fig
+
+
+def fig3(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
+    """FedSHIBU Fig. 3: the CRSM per round (:func:`crsm_rounds`) and, per reading of D̂_i, its matrices at four
+    rounds beside the clients' label overlap (:func:`plot_crsm`). No figure while no run is stored."""
+    table = crsm_rounds(runs)
+    if table.empty:
+        return table, None
+    n = len({split_name(k)["method"] for k, r in runs.items() if isinstance(r, Record)})
+    fig, axes = plt.subplots(n, 5, figsize=(13, 2.8 * n), layout="constrained", squeeze=False)
+    plot_crsm(runs, axes)
+    fig.suptitle(f"FedSHIBU Fig. 3: CRSM of 10 clients at s = 5 ({dataset_name(dataset)})")
+    return table, fig
+
+
+def fig5(runs: Mapping[str, Run], dataset: str, column: str = "cifar10") -> tuple[pd.DataFrame, plt.Figure | None]:
+    """FedSHIBU Fig. 5 (s = 5): the final personalized accuracy and CRSM per method (mean ± std over seeds) and the
+    curves per round, with the paper's final FedAvg at s = 5 (Table 1 ``column``) as a dashed line."""
+    paper = (f"paper ({dataset_name(column)}), Table 1 s = 5: FedAvg {PAPER_T1[column][5][3]:.2f} %",
+             PAPER_T1[column][5][3])
+    fig = _curves_figure(runs, f"FedSHIBU Fig. 5: FedAvg vs FedAvg+CRSM, s = 5 ({dataset_name(dataset)})", {}, paper)
+    return seed_summary(runs_frame(runs)).set_index("method"), fig
 
 
 def _judge(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame | None, names: tuple[str, str], *,
@@ -347,3 +437,24 @@ def fig5_verdicts(frame: pd.DataFrame, runs: Mapping[str, Run]) -> list[Verdict]
     out.append(_judge("FedAvg+CRSM reaches 90 % of FedAvg's final accuracy in fewer rounds than FedAvg", src,
                       pd.concat([crsm, avg]), None, ("rounds saved", ""), a_vals=faster))
     return out
+
+
+def verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Mapping[str, Run]], scale: str,
+             column: str = "cifar10") -> list[Verdict]:
+    """Every claim of the notebook: Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 (frames from :func:`runs_frame`)."""
+    return [*table1_verdicts(frames["table1"], scale, column), *fig1_verdicts(frames["fig1"]),
+            *fig3_verdicts(frames["fig3"], records["fig3"]), *fig5_verdicts(frames["fig5"], records["fig5"])]
+
+
+def invariants(frames: Mapping[str, pd.DataFrame]) -> dict[str, bool]:
+    """Checks of our own code over the stored runs: finite accuracies; the identity CRSM keeps each body whole."""
+    done = pd.concat(frames.values()).query("not pending and not diverged")
+    ident = done[done["method"] == IDENTITY]
+    return {"every stored run reports a finite personalized accuracy": bool(done["acc"].notna().all()),
+            "the identity CRSM leaves every client all of its own body (self-weight 1, off-diagonal 0)":
+                bool(((ident["self-weight"] == 1) & (ident["off-diagonal"] == 0)).all())}
+
+
+def runs_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every run of every artifact, one row each (:func:`runs_frame`), indexed by artifact and name."""
+    return pd.concat(frames, names=["artifact"]).droplevel(1).set_index("name", append=True).round(3)
