@@ -102,7 +102,7 @@ def test_fig1_curves_in_the_methods_styles_and_pending_runs_give_no_figure():
     for m, style in art.FIG1_STYLES.items():
         assert lines[m].get_color() == method_style(style)["color"]
         assert lines[m].get_linestyle() != "None"
-    assert lines["all bodies aggregated (FedBABU)"].get_linestyle() != lines["aggregated within each group"].get_linestyle()
+    assert len({ln.get_linestyle() for ln in lines.values()}) == 2
     assert "no values printed" in ax.get_legend().get_title().get_text()
     assert "Fashion-MNIST" in ax.get_title()
     table, fig = art.fig1(_runs(["aggregated within each group"], pending="aggregated within each group"), "fmnist")

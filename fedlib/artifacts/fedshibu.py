@@ -64,9 +64,9 @@ def _counts(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
             _DATA[dkey] = load_data(cfg.replace(device="cpu"))
         data = _DATA[dkey]
         part = build_partition(cfg, data, build_strategy(cfg.strategy, **cfg.strategy_kw))
-        ytr, yte = data.y_train.numpy(), data.y_test.numpy()
-        _LABELS[key] = tuple(np.stack([np.bincount(y[ix], minlength=data.num_classes) for ix in ixs])
-                             for y, ixs in ((ytr, part.client_indices), (yte, part.test_indices or part.client_indices)))
+        split = ((data.y_train, part.client_indices), (data.y_test, part.test_indices or part.client_indices))
+        _LABELS[key] = tuple(np.stack([np.bincount(y.numpy()[ix], minlength=data.num_classes) for ix in ixs])
+                             for y, ixs in split)
     return _LABELS[key]
 
 
@@ -283,8 +283,8 @@ def _curves_figure(runs: Mapping[str, Run], title: str, styles: Mapping[str, str
 def fig1(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
     """FedSHIBU Fig. 1 (two label groups): the final personalized accuracy per method (mean ± std over seeds) and
     the curves per round; the paper prints no values for it."""
-    fig = _curves_figure(runs, f"FedSHIBU Fig. 1: clients 0–4 on labels 0–4, 5–9 on 5–9 ({dataset_name(dataset)})",
-                         FIG1_STYLES)
+    title = f"FedSHIBU Fig. 1: clients 0–4 on labels 0–4, 5–9 on 5–9 ({dataset_name(dataset)})"
+    fig = _curves_figure(runs, title, FIG1_STYLES)
     if fig is not None:
         fig.axes[0].get_legend().set_title("paper (CIFAR-10): curves only, no values printed", prop={"size": 7})
     return seed_summary(runs_frame(runs)).set_index("method"), fig
