@@ -1,9 +1,18 @@
-"""Notebook 07's plan and verdicts: 3 seeds, quick's two settings, and no FedER-vs-FedAvg verdict while the floor
-decides FedER's weights."""
+"""Notebook 07's plan, verdicts, tables and figures: 3 seeds, quick's two settings, no FedER-vs-FedAvg verdict while
+the floor decides FedER's weights, Table 4.2 beside ours, and figures that draw the thesis's numbers."""
 
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
 import pytest
+from matplotlib.colors import LogNorm
 
-from fedlib.artifacts.feder import FLOORED_MAX, mean_table, plateau_rise, runs_frame, verdicts
+from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, first_seed, floored_share_figure, invariants,
+                                    mean_table, plateau_rise, rank_weights, runs_frame, runs_table, stable_rank_figure,
+                                    stored, training_curves, verdicts, versus_paper)
+from fedlib.grid import Diverged
 from fedlib.plans import plan
 from fedlib.plans.feder import FEDER_LEFT_OUT, run_name, split_name
 from fedlib.presets import preset
@@ -76,3 +85,119 @@ def test_pending_and_table():
 
 def test_plateau_rise_is_the_median_of_3_over_the_last_20_percent():
     assert plateau_rise(record(80.0)) == pytest.approx(0.2)  # +0.1 a round, rounds 8 -> 10
+
+
+# ------------------------------------------------------------------------- tables and figures of notebook 07
+LAYERS = ("conv1.weight", "layer1.0.conv1.weight", "layer4.1.conv2.weight")
+
+
+def feder_record(final: float, rounds: int = 4, clients: int = 4, metric: str = "entropy") -> Record:
+    """A FedER run: conv1 at the floor for every client, layer1 floored for client 0 only, layer4 kept."""
+    hist = []
+    for i in range(rounds):
+        er = {LAYERS[0]: [0.0] * clients, LAYERS[1]: [0.0] + [0.5] * (clients - 1),
+              LAYERS[2]: [1.0 + 0.1 * k + 0.05 * i for k in range(clients)]}
+        alpha = {n: (np.maximum(v, FLOOR) / np.maximum(v, FLOOR).sum()).tolist() for n, v in er.items()}
+        hist.append({"round": i + 1, "test_acc": (final - (rounds - 1 - i)) / 100,
+                     "client_loss": [2.0 / (i + 1) + 0.1 * k for k in range(clients)],
+                     "feder_rank": er, "feder_alpha": alpha,
+                     "feder_floored": sum(e <= FLOOR for v in er.values() for e in v) / (3 * clients)})
+    return Record("feder", {"strategy_kw": {"metric": metric}}, hist, {}, "", "")
+
+
+def plain_record(final: float, rounds: int = 4, clients: int = 4) -> Record:
+    hist = [{"round": i + 1, "test_acc": (final - (rounds - 1 - i)) / 100,
+             "client_loss": [2.0 / (i + 1) + 0.1 * k for k in range(clients)]} for i in range(rounds)]
+    return Record("avg", {}, hist, {}, "", "")
+
+
+def nb_records(pending_feder: bool = False) -> dict:
+    """``{artifact: {run name: run}}`` as notebook 07 fetches them: Adam's three settings and Fig. A.1's run."""
+    feder = Pending("p", {}) if pending_feder else feder_record(80.0)
+    return {"table4.2": {run_name("Adam", "non-federated", 0): plain_record(78.0, clients=1),
+                         run_name("Adam", "FedAvg", 0): plain_record(79.0), run_name("Adam", "FedER", 0): feder},
+            "figA1": {run_name("Adam", "FedER (stable rank)", 0): feder_record(79.5, metric="stable_rank")}}
+
+
+def test_versus_paper_puts_table_4_2_beside_ours_and_names_what_a_scale_left_out():
+    t = versus_paper(runs_frame(nb_records()), "quick")
+    assert len(t) == 5 * 3 and t.loc["Adam · FedAvg", "paper (%)"] == PAPER["Adam"][1]
+    assert t.loc["Adam · FedER", "ours (%)"] == 80.0
+    assert t.loc["Adam · FedER", "diff"] == round(80 - PAPER["Adam"][2], 2)
+    assert t.loc["RMSGD · FedER", "ours (%)"] == "not run at scale=quick"
+    t = versus_paper(runs_frame(nb_records(pending_feder=True)), "quick")
+    assert t.loc["Adam · FedER", "ours (%)"] == "pending"
+    r = nb_records()
+    r["table4.2"][run_name("Adam", "FedAvg", 0)] = Diverged("d", {}, 3, "nan loss")
+    assert versus_paper(runs_frame(r), "quick").loc["Adam · FedAvg", "ours (%)"] == "diverged"
+
+
+def test_runs_table_and_invariants_over_nested_records():
+    recs = nb_records()
+    t = runs_table(runs_frame(recs), recs)
+    assert list(t.columns) == ["final test acc (%)", "FedER floored share", "rise, last 20 % (points)", "pending",
+                               "diverged", "record"]
+    assert len(t) == 4 and t.loc[run_name("Adam", "FedER", 0), "record"] == "feder"
+    assert set(invariants(recs).values()) == {True}
+    bad = feder_record(80.0)
+    bad.history[1]["feder_alpha"][LAYERS[2]] = [0.5, 0.5, 0.5, 0.5]
+    recs["table4.2"][run_name("Adam", "FedER", 0)] = bad
+    assert not invariants(recs)["FedER records a weight per client for every conv layer each round, summing to 1"]
+
+
+def test_training_curves_label_every_axis_draw_the_thesis_and_share_one_legend():
+    first = first_seed(nb_records(), 0)
+    assert stored(first) and ("Adam", "FedER (stable rank)") in first
+    fig = training_curves(first, "fmnist", "quick", 0)
+    loss_axes = [a for a in fig.axes if a.get_yscale() == "log"]
+    acc_axes = [a for a in fig.axes if a.get_ylim() == (0, 100)]
+    assert len(loss_axes) == 3 == len(acc_axes)  # Table 4.2's three settings; Fig. A.1's run is not a panel
+    assert all(a.get_ylabel() for a in fig.axes)
+    assert all("×" not in t.get_text() and "times" not in t.get_text() for a in loss_axes
+               for t in a.get_yticklabels())  # plain tick labels on the log axes
+    assert "Fashion-MNIST" in fig._suptitle.get_text()
+    assert len(fig.legends) == 1 and not any(a.get_legend() for a in fig.axes)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert {"FedAvg: test accuracy", "FedER: test accuracy", "non-federated: test accuracy"} <= set(labels)
+    assert any("CIFAR-100" in x for x in labels)
+    paper_y = sorted(ln.get_ydata()[0] for a in acc_axes for ln in a.lines if ln.get_label().startswith("thesis"))
+    assert paper_y == sorted(PAPER["Adam"])
+    styles = {ln.get_label(): (ln.get_color(), ln.get_marker()) for a in acc_axes for ln in a.lines
+              if ln.get_label().endswith("test accuracy")}
+    assert len(set(styles.values())) == 3  # each method its own colour and marker
+
+
+def test_training_curves_mark_a_pending_panel_and_figures_wait_for_feder():
+    recs = nb_records(pending_feder=True)
+    fig = training_curves(first_seed(recs, 0), "fmnist", "quick", 0)
+    assert any(t.get_text() == "pending" for a in fig.axes for t in a.texts)
+    assert floored_share_figure({"table4.2": {k: v for k, v in recs["table4.2"].items() if "FedER" not in k}},
+                                "fmnist", "quick") is None
+    assert not stored({("Adam", "FedER"): Pending("p", {})})
+
+
+def test_rank_weights_greys_the_floor_and_labels_both_colour_bars():
+    fig = rank_weights(feder_record(80.0), "fmnist", "quick", 0)
+    images = [im for a in fig.axes for im in a.images]
+    assert len(images) == 2 * 4
+    er0, er1 = (im.get_array() for im in images if im.axes.get_title() in ("client 0: er", "client 1: er"))
+    assert er0.shape == (len(LAYERS), 4)  # layer × round
+    assert er0.mask[0].all() and er0.mask[1].all() and not er0.mask[2].any()  # client 0: floored, floored, kept
+    assert er1.mask[0].all() and not er1.mask[1:].any()
+    assert isinstance(images[-1].norm, LogNorm) and images[-1].norm.vmin < 1 < images[-1].norm.vmax
+    bars = [a for a in fig.axes if a.get_ylabel() and ("er:" in a.get_ylabel() or "α × K" in a.get_ylabel())]
+    assert len(bars) == 2
+    assert "floored share per round" in fig._suptitle.get_text()
+
+
+def test_floored_share_and_stable_rank_figures():
+    recs = nb_records()
+    ax = floored_share_figure(recs, "fmnist", "quick").axes[0]
+    assert [ln.get_label() for ln in ax.lines][0] == "FedER · Adam · seed 0"
+    ax = stable_rank_figure(first_seed(recs, 0), "cifar100", "paper", 0).axes[0]
+    labels = [ln.get_label() for ln in ax.lines]
+    assert sum(x.startswith("thesis (CIFAR-100") for x in labels) == 3
+    ours = [ln for ln in ax.lines if not ln.get_label().startswith("thesis")]
+    assert len(ours) == 4 and len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 4
+    assert "CIFAR-100" in ax.get_title()
+    assert stable_rank_figure({("Adam", "FedAvg"): Pending("p", {})}, "fmnist", "quick", 0) is None
