@@ -74,3 +74,17 @@ def test_compare_refuses_a_missing_setting_instead_of_a_nan_row():
     assert compare({"FedAvg": 88.9}, {"FedAvg": 88.0}).loc["FedAvg", "diff"] == -0.9
     with pytest.raises(ValueError, match="FedProx"):
         compare({"FedAvg": 88.9, "FedProx": 88.95}, {"FedAvg": 88.0, "Fedprox": 87.0})
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_reads_as_short_cells_over_fedlib_and_ends_with_its_claims(nb_path):
+    """Code cells of at most 12 lines (the parameters cell excepted): the wrangling lives in fedlib.artifacts; the
+    last code cell stores the summary and shows the claims table."""
+    nb = nbformat.read(nb_path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])]
+    long = {i: n for i, c in enumerate(code) if (n := len(c.source.strip().splitlines())) > 12}
+    assert not long, f"{nb_path.stem}: code cells longer than 12 lines (index: lines): {long}"
+    assert "# noqa" not in "".join(c.source for c in code)
+    last = code[-1].source.strip().splitlines()
+    if any("Report(" in c.source for c in code):
+        assert last[-2:] == ["report.save()", "report.claims_table()"], last[-2:]
