@@ -14,8 +14,9 @@ unless ``--retry-diverged``), ``pending`` (``partial`` when a checkpoint holds s
 (its dataset's files are not on this machine, or its record file holds another config's record: named, never
 attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 
-``run`` trains the pending runs in priority order and never starts one whose estimate exceeds the remaining budget
-(it goes on with the next one that fits). Every run checkpoints (``checkpoint_every``), so a job killed at the end
+``run`` trains the pending runs in priority order (within one priority, the longest estimate first: workers training
+side by side then finish together instead of one of them ending on a long run alone) and never starts one whose
+estimate exceeds the remaining budget (it goes on with the next one that fits). Every run checkpoints (``checkpoint_every``), so a job killed at the end
 of its slice resumes there next time; records are written atomically by :func:`fedlib.results.run`; a finished
 run's time updates the cost table. Run again, it continues; with everything done it does nothing. After a ``run``
 the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`; never the batch summary) lists artifact × runs
@@ -131,7 +132,9 @@ class Item:
 
     @property
     def sort_key(self) -> tuple:
-        return self.priority, self.cfg.dataset != DATASET_FIRST, self.order
+        """Priority, Fashion-MNIST first, then the longest estimate first (longest-processing-time order), then
+        declaration order."""
+        return self.priority, self.cfg.dataset != DATASET_FIRST, -self.estimate_s, self.order
 
 
 def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> dict[str, dict[str, Config]]:

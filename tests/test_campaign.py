@@ -84,6 +84,15 @@ def test_a_run_shared_by_artifacts_counts_once_with_its_best_priority(tmp_path, 
     assert next(it for it in items if it.key != a.key()).priority == campaign.DEFAULT_PRIORITY
 
 
+def test_within_one_priority_the_longest_run_goes_first_so_side_by_side_workers_finish_together(tmp_path, plans):
+    short, long_ = smoke(), smoke(rounds=8)
+    plans(**{"06_fedintr_scaling": lambda scale, **kw: {"fig5": {"short": short, "long": long_}},
+             "05_fedintr_benchmarks": lambda scale, **kw: {"Table I": {"short first": short.replace(seed=1)}}})
+    items = collect("smoke", "cpu", store=Store(tmp_path), costs=CostTable(None))
+    assert [it.uses[0][2] for it in items] == ["short first", "long", "short"]  # priority still decides first
+    assert items[1].estimate_s > items[2].estimate_s
+
+
 def test_missing_dataset_is_blocked_and_named(tmp_path, plans, monkeypatch):
     monkeypatch.setenv("FEDLIB_DATA", str(tmp_path / "nodata"))
     assert "cifar10" in dataset_missing("cifar10") and dataset_missing("synthetic") is None
