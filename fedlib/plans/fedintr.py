@@ -61,15 +61,15 @@ def mu_grid(scale: str, dataset: str = "fmnist") -> dict[str, tuple[float, ...]]
 
 
 # What a scale leaves out, with why: the notebook reports the claims that need it as not testable at that scale.
-# Quick: on this project's 2-core CPU a FedAvg run of the quick preset (30 rounds x 6 epochs x 12,000 images at
-# batch 64: its plateau, benchmarks/quick_scale.py) takes about 4.7 min (2 threads, fp32), FedProx 1.1x, MOON and
-# FedCKA about 2x (benchmarks/RESULTS.md); FedIntR about 4.9x in this setup (the committed E = 1 records, trained side
-# by side on one thread each: its five projection heads cost more than the IntR CNN), 13.7 min a run at E = 6 on one
-# quiet thread. With two single-thread workers, Table I's FedAvg, FedProx and FedIntR rows, 3 seeds each, take about
-# 35 min on an idle CPU (70 min of single-thread training): they are what quick keeps, and every other comparison
-# is over the 40-minute budget.
+# Quick, measured from an empty store on this project's 2-core CPU with the campaign's two single-thread workers
+# (benchmarks/RESULTS.md, "Notebook 06 from an empty store"): a run of the quick preset (30 rounds x 6 epochs x
+# 12,000 images at batch 64: FedAvg's plateau, benchmarks/quick_scale.py) takes 3.7-3.9 min for FedAvg and
+# 11.7-11.8 min for FedIntR (about 3x: its five projection heads cost more than the IntR CNN); at E = 1 0.7 and
+# 4.1-4.4 min. FedProx costs about 1.1x FedAvg, MOON and FedCKA about 2x. Table I's FedAvg, FedProx and FedIntR
+# rows, 3 seeds each (about 60 worker-minutes), train in about 31 min with the longest runs first: they are what
+# quick keeps, and every other comparison is over the 40-minute budget.
 _OVER = ("{what}, 3 seeds each on the quick preset's plateau, add about {minutes} min on a 2-core CPU to Table I's "
-         "FedAvg, FedProx and FedIntR rows (about 35 min), over a notebook's 40-minute quick budget; run it at paper "
+         "FedAvg, FedProx and FedIntR rows (about 31 min), over a notebook's 40-minute quick budget; run it at paper "
          "scale (python -m fedlib.campaign)")
 FEDINTR_QUICK_LEFT_OUT: dict[str, dict[str, str]] = {
     "paper": {}, "smoke": {},
@@ -93,8 +93,8 @@ _TABLE4_PAPER = (("FedAvg", None), ("FedCKA", 1), ("FedCKA", 10), ("FedProx", 0.
 FEDINTR_TABLE4_METHODS = {"paper": _TABLE4_PAPER, "smoke": (("FedAvg", None), ("FedIntR", 10))}
 # Fig. 5 (§IV-E): local epochs, 100 rounds, each method at Table I's μ for the dataset. quick: E = 1 and the quick
 # preset's E = 6 (its stand-in for the paper's default 10) over the preset's rounds, FedAvg and FedIntR, 3 seeds:
-# E = 1 adds about 14 min of training to notebook 05's E = 6 runs (shared with notebooks 01 and 05); a larger E
-# (the paper's 20, 40) does not fit the 40-minute budget.
+# all twelve runs (E = 6 shared with notebooks 01 and 05) took 36.5 min from an empty store in declaration order, and
+# about 31 min with the longest first; a larger E (the paper's 20, 40) does not fit the 40-minute budget.
 FEDINTR_EPOCHS = {"paper": (1, 5, 10, 20, 40), "quick": (1, 6), "smoke": (1, 2)}
 FEDINTR_DEFAULT_E = {"paper": 10, "quick": 6, "smoke": 2}  # the E that stands for the paper's default (10)
 _FIG5_METHODS = {"paper": tuple(FEDINTR_METHODS), "quick": ("FedAvg", "FedIntR"),
@@ -106,9 +106,10 @@ FEDINTR_SCALING_LEFT_OUT: dict[str, dict[str, str]] = {
     "quick": {"table4": "Table IV's federations train for 800 and 1,000 rounds, where their accuracies level off; "
                         "no federation of 50 or 100 clients reaches its plateau within quick's 40-minute budget on a "
                         "2-core CPU",
-              "fig5 E > default": "quick runs FedAvg and FedIntR at E = 1 and the preset's E = 6 only (E = 1 adds "
-                                  "about 14 min on a 2-core CPU, E = 6 shared with notebooks 01 and 05): a larger "
-                                  "E (the paper's 20 and 40) and the other methods do not fit quick's 40-minute budget"},
+              "fig5 E > default": "quick runs FedAvg and FedIntR at E = 1 and the preset's E = 6 only (all twelve "
+                                  "runs train in about 31-37 min on a 2-core CPU, E = 6 shared with notebooks 01 and "
+                                  "05): a larger E (the paper's 20 and 40) and the other methods do not fit quick's "
+                                  "40-minute budget"},
 }
 
 
