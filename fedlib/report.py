@@ -32,7 +32,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
-from .provenance import runs_provenance
+from .provenance import flatten_runs, runs_provenance
 from .provenance import code_commit
 from .results import DEFAULT_ROOT, atomic_write_text, is_pending
 from .verdicts import Verdict, not_testable
@@ -169,6 +169,7 @@ class Report:
         self.checks: list[dict[str, Any]] = []
         self.provenance: dict[str, Any] = {}
         self.table_provenance: dict[str, dict[str, Any]] = {}
+        self._registered: set[str] = set()
 
     def table(self, name: str, df: pd.DataFrame, *, runs: Any = None) -> pd.DataFrame:
         """Add a table; ``runs`` (the records behind it) gives its provenance: their commits, devices, seeds."""
@@ -179,8 +180,12 @@ class Report:
 
     def runs(self, records: Any) -> dict[str, Any]:
         """Register the runs behind this notebook (a Record, or nested dicts / lists of them; pending and diverged
-        placeholders are counted, not timed): their training minutes, seeds, commits, devices and precisions."""
-        new, prov = runs_provenance(records), self.provenance
+        placeholders are counted, not timed): their training minutes, seeds, commits, devices and precisions. A run
+        is counted once however many artifacts share it (same key), within one call and across calls."""
+        fresh = {getattr(r, "key", None) or id(r): r for r in flatten_runs(records)}
+        fresh = {k: r for k, r in fresh.items() if k not in self._registered}
+        self._registered.update(k for k in fresh if isinstance(k, str))
+        new, prov = runs_provenance(list(fresh.values())), self.provenance
         for k in ("runs", "pending", "diverged"):
             prov[k] = prov.get(k, 0) + new[k]
         prov["training_minutes"] = round(prov.get("training_minutes", 0.0) + new["training_minutes"], 2)

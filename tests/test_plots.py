@@ -121,3 +121,12 @@ def test_accuracy_curves_keep_overlapping_methods_visible_and_the_reference_line
     assert (a.get_color(), a.get_linestyle()) != (b.get_color(), b.get_linestyle())
     assert ax.get_ylim()[1] > 88.9 + 1
     plt.close(fig)
+
+
+def test_a_run_shared_by_artifacts_counts_once_in_a_reports_runs_and_minutes():
+    a, b = _rec(0, "c", "cpu"), _rec(1, "c", "cpu")
+    report = Report("04_x", scale="quick", dataset="fmnist")
+    prov = report.runs({"M": [a, b], "metrics": [a]})  # the same record under two artifacts
+    assert prov["runs"] == 2 and prov["training_minutes"] == 2.0
+    prov = report.runs({"variance": [b, a]})  # and again in a later call
+    assert prov["runs"] == 2 and prov["training_minutes"] == 2.0
