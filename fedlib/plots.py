@@ -53,8 +53,8 @@ def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] 
     parts = [f"scale={scale}", f"dataset={dataset}"]
     if runs is None:
         fields.update(seeds=seeds, device=device_name(device))
-        parts += [f"seeds={','.join(map(str, seeds))}", f"rendered at commit={fields['rendered_commit']} "
-                                                        f"on device={fields['device']}"]
+        parts += [f"seeds={','.join(map(str, seeds))}"] * bool(seeds) + [
+            f"rendered at commit={fields['rendered_commit']} on device={fields['device']}"]
     else:
         prov = dict(runs.provenance) if hasattr(runs, "table_provenance") else runs_provenance(runs)
         fields["runs"] = {k: prov.get(k) for k in ("runs", "pending", "diverged", "seeds", "commits", "devices")}

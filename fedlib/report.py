@@ -214,16 +214,18 @@ class Report:
         print(v.line())
         return v
 
-    def save_figure(self, fig: Any, name: str, **extra: Any) -> list[Path]:
+    def save_figure(self, fig: Any, name: str, *, runs: Any = "registered", **extra: Any) -> list[Path]:
         """Save ``fig`` as ``figures/<scale>/<name>.{png,pdf,json}`` stamped with this notebook's provenance: scale,
-        dataset, and the seeds, commits and devices of the runs registered by :meth:`runs` (``extra``: more
-        ``key=value`` fields for the stamp, e.g. ``data="synthetic"``)."""
+        dataset, and the seeds, commits and devices of the runs registered by :meth:`runs`, or of ``runs`` (None:
+        a figure no training run produced, e.g. timings) (``extra``: more ``key=value`` fields for the stamp, e.g.
+        ``dataset="synthetic"``)."""
         from .plots import provenance_line, save_figure
 
-        seeds = self.meta.get("seeds", [])
+        seeds = self.meta.get("seeds", []) if runs is not None else []
+        if isinstance(runs, str) and runs == "registered":
+            runs = self if self.provenance else None
         prov = provenance_line(self.scale, extra.pop("dataset", self.dataset), str(self.meta.get("device", "cpu")),
-                               seeds if isinstance(seeds, list) else [], runs=self if self.provenance else None,
-                               **extra)
+                               seeds if isinstance(seeds, list) else [], runs=runs, **extra)
         return save_figure(fig, name, prov, self.scale)
 
     def claims_frame(self) -> pd.DataFrame:

@@ -130,3 +130,10 @@ def test_a_run_shared_by_artifacts_counts_once_in_a_reports_runs_and_minutes():
     assert prov["runs"] == 2 and prov["training_minutes"] == 2.0
     prov = report.runs({"variance": [b, a]})  # and again in a later call
     assert prov["runs"] == 2 and prov["training_minutes"] == 2.0
+
+
+def test_a_figure_no_run_produced_says_where_and_when_it_was_rendered_and_no_seeds(monkeypatch):
+    monkeypatch.setenv("FEDLIB_COMMIT", "92db18c00000")
+    line = provenance_line("quick", "synthetic", "cpu", [], runs=None, timed="median of 5 repeats")
+    assert "seeds=" not in line and "a18ab63" not in line and "timed=median of 5 repeats" in line
+    assert "rendered at commit=92db18c" in line

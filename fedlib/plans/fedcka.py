@@ -62,6 +62,7 @@ COST_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "MOON": ("moon", {"mu": 10.0}), "FedCKA": ("fedcka", {"mu": FEDCKA_MU}),
 }
 TIMING_PART = "Tables 3-4: training cost per round (timed)"
+R50_SHAPE = {"tinyimagenet": "Tiny ImageNet", "cifar100": "CIFAR-100"}  # the shape Table 4's ResNet-50 is timed on
 # Seconds the timings of cost_setups take on this CPU (5 interleaved repeats after one untimed round each;
 # measured 8.4 min on one thread beside the campaign, about half that on an idle CPU).
 _TIMING_S = {"paper": 0.0, "quick": 420.0, "smoke": 0.0}
@@ -223,7 +224,7 @@ def cost_setups(scale: str, device: str = "cpu") -> dict[str, dict[str, Any]]:
     metrics = {"None (FedAvg)": ("fedavg", {})}
     metrics.update({label: ("fedcka", {"mu": FEDCKA_MU, "sim": sim}) for label, sim in FEDCKA_METRICS.items()})
     setups = {"cnn": (cnn, "cifar10", "simple CNN (7 layers), CIFAR-10-shaped", COST_METHODS, "cnn"),
-              "r50": (r50, r50_data, f"ResNet-50 + projection head, {r50_data}-shaped", COST_METHODS, "r50"),
+              "r50": (r50, r50_data, f"ResNet-50 + projection head, {R50_SHAPE[r50_data]}-shaped", COST_METHODS, "r50"),
               "metrics": (cnn, "cifar10", "FedCKA's similarity metrics, simple CNN, CIFAR-10-shaped", metrics, "cnn")}
     out = {}
     for name, (cfg, shape, title, methods, sized) in setups.items():
