@@ -28,7 +28,7 @@ from ..results import Pending, Record
 from ..style import PAPER_STYLE, dataset_name, method_style
 from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, pending
 
-__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "distinct_runs", "chance", "overlap",
+__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "chance", "overlap",
            "runs_frame", "seed_summary", "wide", "table1", "table1_versus", "curves", "crsm_rounds", "plot_crsm",
            "plot_shards", "fig1", "fig3", "fig5", "table1_verdicts", "fig1_verdicts", "fig3_verdicts",
            "fig5_verdicts", "verdicts", "invariants", "runs_table"]
@@ -92,11 +92,6 @@ def setup_line(runs: Mapping[str, Mapping[str, Config]]) -> str:
     c = next(iter(runs["table1"].values()))
     return (f"{dict((a, len(r)) for a, r in runs.items())} runs; {c.num_clients} clients, {c.rounds} rounds × "
             f"{c.local_epochs} local epochs, batch {c.batch_size}, {c.n_train or 'all'} training images")
-
-
-def distinct_runs(records: Mapping[str, Mapping[str, Run]]) -> list[Run]:
-    """Every run once: artifacts share runs (Table 1's s = 5 FedSHIBU is Fig. 3's), trained and counted once."""
-    return list({r.key: r for rs in records.values() for r in rs.values()}.values())
 
 
 def _last(r: Record, key: str) -> float:
