@@ -16,12 +16,12 @@ attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 
 ``run`` trains the pending runs in priority order (within one priority, the longest estimate first: workers training
 side by side then finish together instead of one of them ending on a long run alone) and never starts one whose
-estimate exceeds the remaining budget (it goes on with the next one that fits). Every run checkpoints (``checkpoint_every``), so a job killed at the end
-of its slice resumes there next time; records are written atomically by :func:`fedlib.results.run`; a finished
-run's time updates the cost table. Run again, it continues; with everything done it does nothing. After a ``run``
-the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`; never the batch summary) lists artifact × runs
-finished / needed, the claims' verdicts (from the notebooks' ``results/summary/*.<scale>.json``) and mean ± std over
-seeds where a plan has several.
+estimate exceeds the remaining budget (it goes on with the next one that fits). Every run checkpoints
+(``checkpoint_every``), so a job killed at the end of its slice resumes there next time; records are written
+atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run again, it continues;
+with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;
+never the batch summary) lists artifact × runs finished / needed, the claims' verdicts (from the notebooks'
+``results/summary/*.<scale>.json``) and mean ± std over seeds where a plan has several.
 
 Batching runs that share a model and shapes (seeds, μ values) into one computation was measured on the CPU and
 gains at most 4 %, within noise (``benchmarks/batching.py``, ``docs/campaign.md``): runs are trained one after

@@ -32,8 +32,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
-from .provenance import flatten_runs, runs_provenance
-from .provenance import code_commit
+from .provenance import code_commit, flatten_runs, runs_provenance
 from .results import DEFAULT_ROOT, atomic_write_text, is_pending
 from .verdicts import Verdict, not_testable
 
