@@ -4,8 +4,8 @@ DEVICE ?= cpu
 BUDGET ?= 25m
 
 .PHONY: reproduce test setup lab campaign bundle gpu-check
-reproduce: setup   ## run every notebook headlessly at $(SCALE) on Fashion-MNIST; figures/ + results/summary.md
-	.venv/bin/python -m fedlib.reproduce --scale $(SCALE) --device $(DEVICE)
+reproduce: setup   ## render every notebook at $(SCALE) from the committed records (trains nothing); figures/ + results/summary-$(SCALE).md
+	.venv/bin/python -m fedlib.reproduce --scale $(SCALE) --device $(DEVICE) --no-train
 
 test: setup        ## unit tests + notebooks under nbval at smoke scale
 	FEDLIB_SCALE=smoke .venv/bin/python -m pytest -q tests notebooks --nbval-lax --durations=10

@@ -19,8 +19,9 @@ import pandas as pd
 from .config import Config
 from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
+from .verdicts import off_plateau
 
-__all__ = ["method_name", "runs_frame", "seed_summary", "best_mu", "cell", "seed_values", "PENDING", "DIVERGED",
+__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "best_mu", "cell", "seed_values", "PENDING", "DIVERGED",
            "Diverged", "fetch_runs"]
 
 PENDING = "pending"
@@ -85,7 +86,8 @@ def method_name(strategy: str, kw: Mapping[str, Any] | None = None) -> str:
 
 
 def runs_frame(runs: Mapping[str, Record | Pending], metric: str = "test_acc") -> pd.DataFrame:
-    """One row per run: ``name, method, strategy, mu, M, sim, alpha, E, seed, pending, diverged``, the final ``acc``
+    """One row per run: ``name, method, strategy, mu, M, sim, alpha, E, seed, pending, diverged``, ``off`` (why it
+    is off its plateau, :func:`fedlib.verdicts.off_plateau`; None when on it), the final ``acc``
     (%, NaN when pending or diverged) and ``s / round`` (median local-training seconds per round, as recorded)."""
     rows = []
     for name, r in runs.items():
@@ -98,9 +100,18 @@ def runs_frame(runs: Mapping[str, Record | Pending], metric: str = "test_acc") -
                      "sim": kw.get("sim", "linear_cka" if cfg.strategy == "fedcka" else ""),
                      "alpha": cfg.partition_kw.get("beta", np.inf), "E": cfg.local_epochs, "seed": cfg.seed,
                      "pending": pending, "diverged": diverged,
+                     "off": None if pending or diverged else off_plateau(r, metric),
                      "acc": np.nan if pending or diverged else 100 * r.final(metric),
                      "s / round": float(np.median(times)) if times else np.nan})
     return pd.DataFrame(rows)
+
+
+def offs(df: pd.DataFrame, name: str = "name") -> list[str]:
+    """``"<run>: <why>"`` for every row of ``df`` whose run is off its plateau (its ``off`` column): the ``off``
+    argument of :func:`fedlib.verdicts.decide`."""
+    if "off" not in df:
+        return []
+    return [f"{n}: {w}" for n, w in zip(df[name], df["off"]) if isinstance(w, str) and w]
 
 
 def seed_summary(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:

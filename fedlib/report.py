@@ -26,14 +26,18 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from pathlib import Path
+from dataclasses import replace
 from typing import Any, Mapping
 
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
+from .presets import preset
 from .provenance import code_commit, flatten_runs, runs_provenance
 from .results import DEFAULT_ROOT, atomic_write_text, is_pending
+from .style import dataset_name
 from .verdicts import Verdict, not_testable
 
 
@@ -124,8 +128,39 @@ def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%"
     return pd.DataFrame(rows).set_index("setting")
 
 
-CLAIM_COLUMNS = ("verdict", "claim", "source", "n", "means", "d [95 % interval]", "claim region", "paper",
-                 "how / why")
+CLAIM_COLUMNS = ("verdict", "claim", "source", "decided on", "n", "means", "d [95 % interval]", "claim region",
+                 "paper", "how / why")
+# Where each paper's claims were made (first matching pattern of a claim's source wins): the datasets of the cited
+# table or sentence and the paper's model. A claim decided on other data or another model says so.
+PAPER_SETUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    (r"FedIntR (Table (I|II|V)\b|§IV-B|§IV-F)", ("fmnist", "svhn", "cifar10", "cifar100"), "FedIntR CNN (ResNet-20 on "
+                                                                                          "CIFAR-100)"),
+    (r"FedIntR Table III|FedIntR §IV-C", ("cifar10", "cifar100"), "FedIntR CNN (ResNet-20 on CIFAR-100)"),
+    (r"FedIntR", ("cifar10",), "FedIntR CNN"),
+    (r"FedCKA.*Table 4|Table 4.*FedCKA", ("cifar10", "tinyimagenet"), "simple CNN and ResNet-50 on a GTX Titan V"),
+    (r"FedCKA.*Table 1", ("cifar10", "cifar100", "tinyimagenet"), "simple CNN (ResNet-50 on CIFAR-100, Tiny ImageNet)"),
+    (r"FedCKA", ("cifar10",), "simple CNN"),
+    (r"FedER|thesis", ("cifar100",), "ResNet-18"),
+    (r"FedSHIBU.*Table 1", ("cifar10", "cifar100"), "ResNet-18"),
+    (r"FedSHIBU", ("cifar10",), "ResNet-18"),
+)
+MODEL_NAMES = {"simple_cnn": "simple CNN", "intr_cnn": "FedIntR CNN", "resnet18": "ResNet-18",
+               "resnet20": "ResNet-20", "resnet50": "ResNet-50"}
+
+
+def decided_on(source: str, dataset: str, model: str, device: str = "", timed: bool = False) -> str:
+    """What a claim citing ``source`` was decided on, where it differs from the paper (:data:`PAPER_SETUPS`):
+    ``"Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"``; "" when the data and model are the paper's.
+    ``timed``: a cost claim, decided on synthetic data on ``device``."""
+    for pat, datasets, paper_model in PAPER_SETUPS:
+        if re.search(pat, source):
+            paper = f"{', '.join(dataset_name(d) for d in datasets)}, {paper_model}"
+            if timed:
+                return f"synthetic data timed on {device or 'this device'}; the paper: {paper}"
+            ours = MODEL_NAMES.get(model, model)
+            same = dataset in datasets and ours in paper_model
+            return "" if same else f"{dataset_name(dataset)}, {ours}; the paper: {paper}"
+    return ""
 VERDICT_COLOURS = {"reproduced": "#d9f2d9", "contradicted": "#f8d7d7", "inconclusive": "#fff3cd",
                    "not testable at this scale": "#e9ecef", "pending": "#e7f0fb"}
 
@@ -145,6 +180,7 @@ def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
     iv = c.get("interval") or [None, None]
     d = "—" if c.get("estimate") is None else f"{_fmt(c['estimate'])} [{_fmt(iv[0])}, {_fmt(iv[1])}]"
     cells = [c.get("status", c.get("verdict", "?")), c.get("claim", ""), c.get("source", ""),
+             c.get("data") or "the paper's data and model",
              ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items()) or "—",
              ", ".join(f"{k} {v:.2f}" for k, v in (c.get("means") or {}).items()) or "—", d,
              c.get("region") or "—", c.get("paper") or "—",
@@ -165,6 +201,7 @@ class Report:
         self.meta = {k: (v if isinstance(v, (int, float, str, bool, list)) else str(v)) for k, v in meta.items()}
         self.tables: dict[str, pd.DataFrame] = {}
         self.claims: list[dict[str, Any]] = []
+        self.controls: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
         self.provenance: dict[str, Any] = {}
         self.table_provenance: dict[str, dict[str, Any]] = {}
@@ -203,15 +240,35 @@ class Report:
 
     def verdict(self, v: Verdict) -> Verdict:
         """Record a paper's claim, decided by :func:`fedlib.verdicts.decide` (or ``decide_ratio``,
-        ``not_testable``, ``pending``); at smoke scale every claim is "not testable at this scale"."""
+        ``not_testable``, ``pending``; a verdict marked ``control`` goes to the controls); at smoke scale every claim
+        is "not testable at this scale"."""
         if not isinstance(v, Verdict):
             raise TypeError("Report.verdict takes a fedlib.verdicts.Verdict: decide(claim, source, ours, theirs, "
                             "kind=..., margin=..., chance=...), decide_ratio(...) or not_testable(...).")
         if self.scale == "smoke" and v.verdict != "pending":
-            v = not_testable(v.claim, v.source, "smoke scale proves the code runs, not the paper", v.paper)
-        self.claims.append({"status": v.verdict, **v.to_dict()})
+            v = replace(not_testable(v.claim, v.source, "smoke scale proves the code runs, not the paper", v.paper),
+                        control=v.control)
+        if not v.data:
+            v = replace(v, data=decided_on(v.source, self.dataset, self.model(v.source), str(self.meta.get(
+                "device", "cpu")), timed="repeats" in v.method))
+        (self.controls if v.control else self.claims).append({"status": v.verdict, **v.to_dict()})
         print(v.line())
         return v
+
+    def model(self, source: str) -> str:
+        """Our model for a claim citing ``source``: the model of its paper's preset at this scale."""
+        paper = next((p for p in ("FedIntR", "FedCKA", "FedSHIBU", "FedER") if p in source), "")
+        if not paper:
+            return ""
+        try:
+            return preset(paper.lower(), self.scale, dataset=self.dataset).model
+        except (ValueError, KeyError):
+            return ""
+
+    def control(self, v: Verdict) -> Verdict:
+        """Record one of the project's own comparisons (a control such as local-only training, or a fidelity
+        target): decided like a claim, listed apart from the papers' claims and never counted among them."""
+        return self.verdict(replace(v, control=True))
 
     def save_figure(self, fig: Any, name: str, *, runs: Any = "registered", **extra: Any) -> list[Path]:
         """Save ``fig`` as ``figures/<scale>/<name>.{png,pdf,json}`` stamped with this notebook's provenance: scale,
@@ -231,13 +288,15 @@ class Report:
         """The claims recorded so far, one row each (:data:`CLAIM_COLUMNS`)."""
         return pd.DataFrame([claim_cells(c) for c in self.claims], columns=list(CLAIM_COLUMNS))
 
-    def claims_table(self) -> Any:
-        """The claims as one styled table for a notebook's last cell: the verdict cell coloured, long text
-        wrapped, the index hidden (a pandas ``Styler``)."""
-        df = self.claims_frame()
+    def claims_table(self, controls: bool = False) -> Any:
+        """The claims (``controls``: the project's own comparisons) as one styled table for a notebook's last cell:
+        the verdict cell coloured, long text wrapped, the index hidden (a pandas ``Styler``)."""
+        rows = self.controls if controls else self.claims
+        what = "our controls" if controls else "the papers' claims"
+        df = pd.DataFrame([claim_cells(c) for c in rows], columns=list(CLAIM_COLUMNS))
         return (df.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
                 .set_properties(**{"text-align": "left", "white-space": "normal", "font-size": "0.9em"})
-                .set_caption(f"{self.notebook}: the papers' claims at scale {self.scale} on {self.dataset}"))
+                .set_caption(f"{self.notebook}: {what} at scale {self.scale} on {self.dataset}"))
 
     def save(self, root: Path | None = None) -> Path:
         """Write ``results/summary/<notebook>.<scale>.json`` (only if its content changed): ``commit`` is the
@@ -245,7 +304,8 @@ class Report:
         ``table_provenance`` those of each table given ``runs``."""
         root = Path(root or DEFAULT_ROOT) / "summary"
         doc = {"notebook": self.notebook, "scale": self.scale, "dataset": self.dataset, "commit": code_commit(),
-               **self.meta, **self.provenance, "claims": self.claims, "checks": self.checks,
+               **self.meta, **self.provenance, "claims": self.claims, "controls": self.controls,
+               "checks": self.checks,
                "tables": {k: json.loads(v.reset_index().to_json(orient="records")) for k, v in self.tables.items()},
                **({"table_provenance": self.table_provenance} if self.table_provenance else {})}
         path = root / f"{self.notebook}.{self.scale}.json"

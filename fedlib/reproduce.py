@@ -171,23 +171,47 @@ def claim_rows(claims: list[dict]) -> list[list[object]]:
     return [list(r.values()) for r in map(claim_cells, claims)]
 
 
-def summarize(rows: list[dict], scale: str) -> str:
-    """The batch's summary (valid markdown): a verdict-count table per notebook, then each notebook's claims as a
-    table and its paper-vs-ours tables."""
-    head = ["notebook", "status", "training minutes (sum over runs)", "seeds", *VERDICT_COLUMNS]
+def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, float]]:
+    """Per notebook: its planned runs (``planned``), those stored (``done``), the single-thread worker-hours the
+    stored ones took (``hours_done``: their records' wall time) and the estimate for the rest (``hours_left``). A
+    run several notebooks share counts in each."""
+    from .campaign import collect
+    from .results import Store
+
+    store, out = Store.for_scale(scale), {}
+    for it in collect(scale, device, store=store):
+        rec = store.get(it.key) if it.status in ("done", "diverged") else None
+        for nb in {u[0] for u in it.uses}:
+            p = out.setdefault(nb, {"planned": 0, "done": 0, "hours_done": 0.0, "hours_left": 0.0})
+            p["planned"] += 1
+            if it.status in ("done", "diverged"):
+                p["done"] += 1
+                p["hours_done"] += float((rec.provenance if rec else {}).get("wall_time_s") or 0.0) / 3600
+            else:
+                p["hours_left"] += it.estimate_s / 3600
+    return out
+
+
+def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]] | None = None) -> str:
+    """The batch's summary (valid markdown): per notebook its runs done / planned, worker-hours done / left
+    (``progress``: :func:`campaign_progress`) and the count of each verdict, then each notebook's claims (the
+    papers') and controls (ours) as tables and its paper-vs-ours tables."""
+    head = ["notebook", "status", "runs done / planned", "worker-hours done / left", "seeds", *VERDICT_COLUMNS]
     body = []
     for r in rows:
         n = {s: sum(c.get("status") == s for c in r.get("claims", [])) for s in VERDICT_COLUMNS}
-        tm = r.get("training_minutes")
-        body.append([r["notebook"], r["status"], "—" if tm is None else f"{tm:.1f}",
+        p = (progress or {}).get(r["notebook"])
+        body.append([r["notebook"], r["status"], f"{p['done']} / {p['planned']}" if p else "—",
+                     f"{p['hours_done']:.1f} / {p['hours_left']:.1f}" if p else "—",
                      ", ".join(map(str, r.get("seeds", []))) or "—", *n.values()])
     lines = [f"# fedlib reproduction summary — scale `{scale}`", "", *_md_table(head, body), ""]
     if scale != "paper":
         lines += [f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results. Verdicts: "
-                  "95 % t intervals over seeds against each claim's margin (fedlib.verdicts). Training minutes add up "
-                  "the wall time of every stored run a notebook uses (a run shared by notebooks counts in each, on "
-                  "whatever load it trained under); the campaign trains them side by side, one single-thread worker "
-                  "per core._", ""]
+                  "95 % t intervals over seeds against each claim's margin (fedlib.verdicts); the verdict counts are "
+                  "the papers' claims only (the project's controls are listed apart). Worker-hours done add up the "
+                  "wall time of every stored run a notebook plans (a run shared by notebooks counts in each, under "
+                  "whatever load it trained); hours left are the campaign's estimate for the rest (`make campaign "
+                  f"SCALE={scale}` trains them, two single-thread workers: about half of it in wall time)._", ""]
     details = []
     for r in rows:
         if not (r.get("claims") or r.get("tables")):
@@ -195,6 +219,9 @@ def summarize(rows: list[dict], scale: str) -> str:
         details += ["", f"### {r['notebook']}", ""]
         if r.get("claims"):
             details += _md_table(list(CLAIM_COLUMNS), claim_rows(r["claims"]))
+        if r.get("controls"):
+            details += ["", "**Controls** (the project's own comparisons, not claims of the papers)", ""]
+            details += _md_table(list(CLAIM_COLUMNS), claim_rows(r["controls"]))
         for name, table in r.get("tables", {}).items():
             details += ["", f"**{_cell(name)}**", ""]
             if table:
@@ -305,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         info.pop("seconds", None)  # wall time is printed, not stored: an unchanged batch leaves the files unchanged
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
         print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
-    text = summarize(rows, args.scale) + _ledger(args.scale, args.only)
+    text = summarize(rows, args.scale, campaign_progress(args.scale, args.device)) + _ledger(args.scale, args.only)
     ok = args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows)
     whole = ok and len(nbs) == len(notebooks())
     path = DEFAULT_ROOT / f"summary-{args.scale}{'' if whole else '.partial'}.md"

@@ -8,8 +8,9 @@ region the paper puts it in: ``d > margin`` ("greater"), ``d >= -margin`` ("at_l
 * **reproduced** — the whole interval lies in the claim's region;
 * **contradicted** — the whole interval lies outside it;
 * **inconclusive** — the interval straddles the region's edge, or there are fewer than ``min_seeds`` seeds;
-* **not testable at this scale** — a run it needs diverged or sits within 2 points of chance accuracy, or the
-  scale cannot train the artifact to its plateau (:func:`not_testable`).
+* **not testable at this scale** — a run it needs diverged, sits within 2 points of chance accuracy or is off its
+  plateau (:func:`plateau_rise`: it still rose more than :data:`PLATEAU_RISE` points over its last 20 % of rounds,
+  or was not evaluated often enough to tell), or the scale cannot train the artifact (:func:`not_testable`).
 
 Cost claims (:func:`decide_ratio`) are decided on the median of at least 5 interleaved repeats of a ratio, with the
 min–max spread of the repeats as the interval. ``pending`` is not a verdict: the records are not in the store yet.
@@ -23,13 +24,17 @@ from typing import Any, Mapping, Sequence
 
 from scipy import stats
 
-__all__ = ["VERDICTS", "REGIONS", "Verdict", "decide", "decide_ratio", "not_testable", "pending", "CHANCE_MARGIN"]
+__all__ = ["VERDICTS", "REGIONS", "Verdict", "decide", "decide_ratio", "not_testable", "pending", "CHANCE_MARGIN",
+           "PLATEAU_RISE", "plateau_rise", "off_plateau"]
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
 PENDING = "pending"
 REGIONS = ("greater", "at_least", "within", "less")
 CHANCE_MARGIN = 2.0  # points: a run within this of chance accuracy did not learn enough to test anything
 CONFIDENCE = 0.95
+# A run is on its plateau when its accuracy rises at most this many points over its last 20 % of rounds (the median
+# of 3 evaluated rounds at each end; benchmarks/RESULTS.md, "the plateau").
+PLATEAU_RISE = 1.0
 
 Values = Mapping[int, float] | Sequence[float]
 
@@ -50,6 +55,8 @@ class Verdict:
     method: str = ""  # "paired t 95 %", "Welch t 95 %", "median of 7 repeats, min-max"
     paper: str = ""  # the paper's own number for the effect, when it gives one
     why: str = ""  # what made it inconclusive / not testable
+    data: str = ""  # what it was decided on where that differs from the paper: "Fashion-MNIST, simple CNN; the paper: CIFAR-10"
+    control: bool = False  # one of the project's own comparisons (a control or fidelity target), not a paper's claim
 
     def line(self) -> str:
         """One line: verdict, claim, source, n, means, estimate, interval, region."""
@@ -75,6 +82,28 @@ class Verdict:
             d[k] = None if not math.isfinite(d[k]) else round(d[k], 4)
         d["means"] = {k: round(v, 4) for k, v in self.means.items()}
         return d
+
+
+def plateau_rise(acc: Mapping[int, float], rounds: int) -> float | None:
+    """The rise (in the units of ``acc``) of a run's curve over its last 20 % of rounds: the median of rounds
+    ``R-2..R`` minus the median of the 3 rounds ending at round ``round(0.8 R)``. ``acc``: ``{round (1-based):
+    accuracy}``. None when those six rounds are not all evaluated (the plateau cannot be checked)."""
+    end, start = rounds, max(3, round(0.8 * rounds))
+    need = [*range(end - 2, end + 1), *range(start - 2, start + 1)]
+    if rounds < 3 or any(r not in acc or not math.isfinite(acc[r]) for r in need):
+        return None
+    med = lambda r: sorted(acc[i] for i in range(r - 2, r + 1))[1]  # noqa: E731
+    return med(end) - med(start)
+
+
+def off_plateau(record: Any, metric: str = "test_acc") -> str | None:
+    """Why ``record`` (a :class:`fedlib.results.Record`) is not on its plateau (:func:`plateau_rise` of ``metric``,
+    in %, against :data:`PLATEAU_RISE`), or None when it is."""
+    acc = {int(h["round"]): 100 * float(h[metric]) for h in record.history if h.get(metric) is not None}
+    rise = plateau_rise(acc, int(record.cfg.rounds))
+    if rise is None:
+        return f"{metric} not evaluated in the rounds the plateau rule reads (the last 3 and those at 80 %)"
+    return f"rises {rise:+.2f} points over its last 20 % of rounds" if rise > PLATEAU_RISE else None
 
 
 def _region(kind: str, margin: float) -> tuple[float, float, str]:
@@ -121,12 +150,17 @@ def _place(lo: float, hi: float, r_lo: float, r_hi: float) -> str:
 
 def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind: str = "greater",
            margin: float = 0.0, names: tuple[str, str] = ("A", "B"), chance: float | None = None,
-           runs: Sequence[float] = (), diverged: Sequence[str] = (), min_seeds: int = 3, paper: str = "") -> Verdict:
+           runs: Sequence[float] = (), diverged: Sequence[str] = (), off: Sequence[str] = (), min_seeds: int = 3,
+           paper: str = "") -> Verdict:
     """The verdict on ``claim``: the effect ``d = mean(a) - mean(b)`` (``b=None``: ``d = mean(a)``) against the
     region ``kind``/``margin``. ``a``/``b`` are per-seed values (``{seed: value}`` pairs by seed when both have the
     same seeds). ``chance`` (accuracy in points, e.g. 10 for ten classes): any value of ``a``, ``b`` or ``runs``
     (the underlying accuracies when ``a``/``b`` are differences) within :data:`CHANCE_MARGIN` of it makes the claim
-    not testable, as does any name in ``diverged``."""
+    not testable, as does any name in ``diverged`` and any entry of ``off`` (runs off their plateau:
+    ``"<run>: <why>"``, :func:`off_plateau`). Values must be finite; ``min_seeds`` at least 2."""
+    if not (isinstance(min_seeds, int) and min_seeds >= 2):
+        raise ValueError(f"decide: min_seeds={min_seeds!r} must be a whole number >= 2 (a t interval needs two "
+                         f"seeds a side).")
     r_lo, r_hi, text = _region(kind, margin)
     av, amap = _values(a)
     bv, bmap = _values(b) if b is not None else (None, False)
@@ -137,6 +171,9 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
     base = dict(claim=claim, source=source, n=n, means=means, region=text, margin=float(margin), paper=paper)
     if diverged:
         return Verdict(**base, verdict=VERDICTS[3], why=f"diverged: {', '.join(diverged)}")
+    if off:
+        return Verdict(**base, verdict=VERDICTS[3], why=f"{len(off)} run(s) off their plateau: {'; '.join(off[:3])}"
+                                                        + (" ..." if len(off) > 3 else ""))
     if any(not math.isfinite(v) for v in [*av.values(), *(bv or {}).values(), *runs]):
         return Verdict(**base, verdict=VERDICTS[3], why="a run has a non-finite result")
     if chance is not None:
@@ -159,6 +196,10 @@ def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str 
     Reproduced or contradicted only when the whole min–max spread of the repeats is on one side."""
     if kind not in ("greater", "less"):
         raise ValueError(f"decide_ratio: kind={kind!r}; valid kinds: 'greater', 'less'.")
+    if any(not math.isfinite(float(r)) for r in ratios):
+        raise ValueError(f"decide_ratio: every ratio must be finite, got {list(ratios)}.")
+    if not (isinstance(min_repeats, int) and min_repeats >= 1):
+        raise ValueError(f"decide_ratio: min_repeats={min_repeats!r} must be a whole number >= 1.")
     rs = sorted(float(r) for r in ratios)
     text = f"ratio {'>' if kind == 'greater' else '<'} {threshold:g}"
     base = dict(claim=claim, source=source, n={"repeats": len(rs)}, region=text, margin=float(threshold), paper=paper)

@@ -20,6 +20,7 @@ BASE = Config(dataset="synthetic", model="intr_cnn", partition="shards", partiti
 
 
 def _rec(cfg: Config, accs, crsm: bool = True) -> Record:
+    cfg = cfg.replace(rounds=len(accs))
     eye = np.eye(cfg.num_clients)
     hist = [{"round": i + 1, "personal_acc_mean": a, "personal_noft_acc_mean": a - 0.1, "train_time_s": 1.0,
              **({"crsm": (0.8 * eye + 0.2 * (i + 1) / len(accs)).tolist(), "crsm_self": 0.5, "crsm_offdiag": 0.2}
@@ -28,13 +29,15 @@ def _rec(cfg: Config, accs, crsm: bool = True) -> Record:
                   final_params_hash="")
 
 
-def _runs(methods, *, pending: str = "", crsm: bool = True, seeds=(0, 1)):
+def _runs(methods, *, pending: str = "", crsm: bool = True, seeds=(0, 1), flat: int = 0):
+    """Two rounds per run, or ``flat`` rounds ending on a plateau (the verdicts check it)."""
     out = {}
     for k, m in enumerate(methods):
         for s in seeds:
             c = BASE.replace(seed=s, lr=0.01 * (k + 1))  # one key per method and seed
             out[f"{m} | s=5 | seed={s}"] = Pending(c.key(), c.to_dict()) if m == pending else \
-                _rec(c, [0.4 + 0.1 * k, 0.6 + 0.1 * k + 0.01 * s], crsm)
+                _rec(c, [0.4 + 0.1 * k] * (flat - 1) * bool(flat) + [0.4 + 0.1 * k, 0.6 + 0.1 * k + 0.01 * s][
+                    bool(flat):], crsm)
     return out
 
 
@@ -143,7 +146,7 @@ def test_verdicts_invariants_and_runs_table_with_pending_runs():
     records = {"table1": {}, "fig1": _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"],
                                            pending="aggregated within each group"),
                "fig3": _runs(["own samples (§4.3)"], pending="own samples (§4.3)"),
-               "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg")}
+               "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg", flat=10)}
     frames = {a: art.runs_frame(rs) for a, rs in records.items() if rs}
     frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
     vs = {v.claim: v.verdict for v in art.verdicts(frames, records, "quick")}

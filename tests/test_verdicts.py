@@ -105,3 +105,61 @@ def test_bad_arguments_name_the_fix():
         decide("x", "T", [1, 2, 3], kind="bigger")
     with pytest.raises(ValueError, match="margin"):
         decide("x", "T", [1, 2, 3], margin=math.nan)
+
+
+def test_plateau_rule_reads_the_median_of_three_rounds_at_each_end():
+    from fedlib.verdicts import PLATEAU_RISE, plateau_rise
+
+    flat = {r: 80.0 + (0.1 if r % 2 else 0.0) for r in range(1, 31)}
+    assert abs(plateau_rise(flat, 30)) <= PLATEAU_RISE
+    rising = {r: 50.0 + r for r in range(1, 31)}  # +1 point a round: 6 rounds from round 24 to 30
+    assert plateau_rise(rising, 30) == pytest.approx(6.0)
+    assert plateau_rise({30: 80.0}, 30) is None  # evaluated at the last round only: cannot be checked
+
+
+def test_a_run_off_its_plateau_makes_a_claim_not_testable_with_its_name():
+    v = decide("A beats B", "paper", {0: 80, 1: 81, 2: 82}, {0: 70, 1: 71, 2: 72},
+               off=["A | seed=1: rises +3.00 points over its last 20 % of rounds"])
+    assert v.verdict == "not testable at this scale" and "A | seed=1" in v.why and "plateau" in v.why
+    assert decide("A beats B", "paper", {0: 80, 1: 81, 2: 82}, {0: 70, 1: 71, 2: 72}).verdict == "reproduced"
+
+
+def test_off_plateau_reads_a_records_history():
+    from types import SimpleNamespace
+
+    from fedlib.verdicts import off_plateau
+
+    rec = lambda accs: SimpleNamespace(cfg=SimpleNamespace(rounds=len(accs)),  # noqa: E731
+                                       history=[{"round": i + 1, "test_acc": a} for i, a in enumerate(accs)])
+    assert off_plateau(rec([0.5] * 10 + [0.8] * 20)) is None
+    assert "rises" in off_plateau(rec([0.01 * i for i in range(30)]))
+    sparse = SimpleNamespace(cfg=SimpleNamespace(rounds=10), history=[{"round": 10, "test_acc": 0.8}])
+    assert "not evaluated" in off_plateau(sparse)
+
+
+@pytest.mark.parametrize("seeds", [0, 1])
+def test_decide_rejects_fewer_than_two_seeds_a_side(seeds):
+    with pytest.raises(ValueError, match="min_seeds"):
+        decide("x", "y", [1.0], [2.0], min_seeds=seeds)
+
+
+def test_decide_ratio_rejects_non_finite_ratios():
+    with pytest.raises(ValueError, match="finite"):
+        decide_ratio("x", "y", [1.2, float("nan"), 1.3, 1.4, 1.25])
+
+
+def test_claims_name_what_they_were_decided_on_where_it_differs_from_the_paper():
+    from fedlib.report import Report, decided_on
+
+    assert decided_on("FedIntR Table I; §IV-B", "fmnist", "intr_cnn") == ""  # the paper's own column
+    assert decided_on("FedIntR §IV-E, Fig. 5 (CIFAR-10)", "fmnist", "intr_cnn") == \
+        "Fashion-MNIST, FedIntR CNN; the paper: CIFAR-10, FedIntR CNN"
+    assert "the paper: CIFAR-10" in decided_on("FedCKA Table 2 (both versions)", "fmnist", "simple_cnn")
+    assert "timed on cpu" in decided_on("FedCKA Table 4; §4.5", "synthetic", "", "cpu", timed=True)
+    r = Report("03_x", scale="quick", dataset="fmnist", device="cpu")
+    r.verdict(decide("FedCKA beats FedAvg", "FedCKA Table 2", [70, 71, 72], [60, 61, 62]))
+    r.control(decide("FedProx performs like FedAvg", "FedIntR Table I", [70, 71, 72], [70, 71, 72], kind="within",
+                     margin=0.5))
+    assert [c["claim"] for c in r.claims] == ["FedCKA beats FedAvg"] and len(r.controls) == 1
+    assert r.claims[0]["data"] == "Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"
+    assert r.claims_frame()["decided on"].tolist() == ["Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"]

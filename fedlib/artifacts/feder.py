@@ -26,12 +26,13 @@ from matplotlib.colors import LogNorm
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from ..grid import DIVERGED, Diverged, cell
+from ..grid import DIVERGED, Diverged, cell, offs
 from ..plans.feder import split_name
 from ..report import compare
 from ..results import Pending, Record
 from ..style import dataset_name, method_style
-from ..verdicts import Verdict, decide, not_testable, pending
+from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
+from ..verdicts import plateau_rise as verdict_rise
 
 __all__ = ["PAPER", "SETTINGS", "FLOORED_MAX", "FLOOR", "SOURCE", "runs_frame", "mean_table", "versus_paper",
            "scale_note", "setup_line", "first_seed", "stored", "runs_table", "invariants", "plateau_rise", "verdicts",
@@ -62,13 +63,11 @@ def floored(record: Record) -> float:
 
 
 def plateau_rise(record: Record) -> float:
-    """The rise (points) of the test accuracy, a median of 3 rounds, over the last 20 % of the rounds: at most 1 on
-    a plateau."""
-    acc = 100 * record.metric("test_acc").to_numpy()
-    if len(acc) < 2:
-        return math.nan
-    last, start = len(acc) - 1, max(0, round(0.8 * len(acc)) - 1)
-    return float(np.median(acc[max(0, last - 2): last + 1]) - np.median(acc[max(0, start - 2): start + 1]))
+    """The rise (points) of the test accuracy over the last 20 % of the rounds (:func:`fedlib.verdicts.plateau_rise`:
+    at most 1 on a plateau); NaN when the rounds it reads were not evaluated."""
+    acc = {int(h["round"]): 100 * float(h["test_acc"]) for h in record.history if h.get("test_acc") is not None}
+    rise = verdict_rise(acc, int(record.cfg.rounds))
+    return math.nan if rise is None else float(rise)
 
 
 def _flat(runs: Runs) -> dict[str, Run]:
@@ -85,9 +84,10 @@ def runs_frame(runs: Runs) -> pd.DataFrame:
         ok = isinstance(r, Record)
         rows.append({"name": name, "row": row, "setting": setting, "seed": seed, "pending": isinstance(r, Pending),
                      "diverged": isinstance(r, Diverged), "acc": 100 * r.final("test_acc") if ok else np.nan,
-                     "floored": floored(r) if ok else np.nan, "rise": plateau_rise(r) if ok else np.nan})
+                     "floored": floored(r) if ok else np.nan, "rise": plateau_rise(r) if ok else np.nan,
+                     "off": off_plateau(r) if ok else None})
     return pd.DataFrame(rows, columns=["name", "row", "setting", "seed", "pending", "diverged", "acc", "floored",
-                                       "rise"])
+                                       "rise", "off"])
 
 
 def mean_table(df: pd.DataFrame, value: str = "acc") -> pd.DataFrame:
@@ -119,7 +119,8 @@ def _compare(claim: str, source: str, df: pd.DataFrame, a: tuple[str, str], b: t
     names = (" · ".join(a), " · ".join(b))
     return decide(claim, source, dict(zip(A["seed"], A["acc"])), dict(zip(B["seed"], B["acc"])), kind=kind,
                   margin=margin, names=names, chance=chance_acc, paper=paper,
-                  diverged=list(A.loc[A["diverged"], "name"]) + list(B.loc[B["diverged"], "name"]))
+                  diverged=list(A.loc[A["diverged"], "name"]) + list(B.loc[B["diverged"], "name"]),
+                  off=offs(pd.concat([A, B])))
 
 
 def verdicts(df: pd.DataFrame, dataset: str, left_out: Mapping[str, str] | None = None) -> list[Verdict]:

@@ -17,11 +17,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..grid import Diverged, cell
+from ..grid import Diverged, cell, offs
 from ..plans.fedintr import split_name
 from ..results import Pending, Record
 from ..style import PAPER_STYLE, dataset_name, method_style
-from ..verdicts import Verdict, decide, not_testable, pending
+from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 from .fedintr import PAPER_T1, round_ticks
 
 __all__ = ["CHANCE", "PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "table4_frame", "curves",
@@ -30,7 +30,7 @@ __all__ = ["CHANCE", "PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_fr
 
 CHANCE = 10.0  # Fashion-MNIST and CIFAR-10 have 10 classes
 T4_SOURCE = "FedIntR §IV-D, Table IV"
-FIG5_SOURCE = "FedIntR §IV-E, Fig. 5"
+FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
 
 PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each reported T}
     50: {"FedAvg": (49.41, 57.79, 65.26, 64.62), "FedCKA (μ=1)": (45.28, 56.76, 64.90, 63.96),
@@ -63,16 +63,18 @@ def accuracy_at(record: Record, T: int, window: int = 10) -> float:
 
 
 def runs_frame(runs: Mapping[str, Run], values: Mapping[str, Callable[[Record], float]]) -> pd.DataFrame:
-    """One row per run and value: ``name, method, N, E, seed, pending, diverged, what, acc`` (``acc``: ``values[what]``
-    of the record, NaN when pending or diverged)."""
+    """One row per run and value: ``name, method, N, E, seed, pending, diverged, off, what, acc`` (``off``: why the
+    run is off its plateau or None; ``acc``: ``values[what]`` of the record, NaN when pending or diverged)."""
     rows = []
     for name, r in runs.items():
         d = split_name(name)
         p, dv = isinstance(r, Pending), isinstance(r, Diverged)
         for what, f in values.items():
             rows.append({"name": name, "method": label(d), "N": d.get("N"), "E": d.get("E"), "seed": d["seed"],
-                         "pending": p, "diverged": dv, "what": what, "acc": np.nan if p or dv else f(r)})
-    return pd.DataFrame(rows, columns=["name", "method", "N", "E", "seed", "pending", "diverged", "what", "acc"])
+                         "pending": p, "diverged": dv, "off": off_plateau(r) if isinstance(r, Record) else None, "what": what,
+                         "acc": np.nan if p or dv else f(r)})
+    return pd.DataFrame(rows, columns=["name", "method", "N", "E", "seed", "pending", "diverged", "off", "what",
+                                       "acc"])
 
 
 def table4_frame(runs: Mapping[str, Run], at: Mapping[int, tuple[int, ...]]) -> pd.DataFrame:
@@ -198,7 +200,8 @@ def _compare(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame, names: t
     (av, ap, ad), (bv, bp, bd) = _side(a), _side(b)
     if ap or bp:
         return pending(claim, source)
-    return decide(claim, source, av, bv, kind=kind, names=names, chance=CHANCE, diverged=ad + bd, paper=paper)
+    return decide(claim, source, av, bv, kind=kind, names=names, chance=CHANCE, diverged=ad + bd, paper=paper,
+                  off=offs(pd.concat([a, b]).drop_duplicates("name")))
 
 
 def _runner_up(df: pd.DataFrame, exclude: str) -> str | None:

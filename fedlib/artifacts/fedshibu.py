@@ -21,12 +21,12 @@ import torch
 
 from ..config import Config
 from ..crsm import label_overlap, offdiag_corr
-from ..grid import Diverged
+from ..grid import Diverged, offs
 from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR, split_name
 from ..report import compare
 from ..results import Pending, Record
 from ..style import PAPER_STYLE, dataset_name, method_style
-from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, pending
+from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, off_plateau, pending
 
 __all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "chance", "overlap",
            "runs_frame", "seed_summary", "wide", "table1", "table1_versus", "curves", "crsm_rounds", "plot_crsm",
@@ -107,6 +107,7 @@ def runs_frame(runs: Mapping[str, Run]) -> pd.DataFrame:
         done = isinstance(r, Record)
         rows.append({"name": name, **split_name(name), "pending": isinstance(r, Pending),
                      "diverged": isinstance(r, Diverged), "chance": chance(r.cfg),
+                     "off": off_plateau(r, "personal_acc_mean") if done else None,
                      "acc": 100 * _last(r, "personal_acc_mean") if done else np.nan,
                      "acc (no ft)": 100 * _last(r, "personal_noft_acc_mean") if done else np.nan,
                      "self-weight": _last(r, "crsm_self") if done else np.nan,
@@ -323,7 +324,7 @@ def _judge(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame | None, nam
     vals = lambda d: {int(s): float(v) for s, v in zip(d["seed"], d[col]) if np.isfinite(v)}  # noqa: E731
     return decide(claim, source, a_vals if a_vals is not None else vals(a),
                   None if b is None else (b_vals if b_vals is not None else vals(b)), kind=kind, margin=margin,
-                  names=names, diverged=list(rows.loc[rows["diverged"], "name"]), paper=paper)
+                  names=names, diverged=list(rows.loc[rows["diverged"], "name"]), paper=paper, off=offs(rows))
 
 
 def _pick(frame: pd.DataFrame, method: str, s: int | None = None) -> pd.DataFrame:

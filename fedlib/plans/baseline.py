@@ -5,19 +5,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..presets import preset
-from ._base import Plan
+from ._base import SEEDS, Plan
 
 __all__ = ["baseline_plan", "BASELINE_SEEDS", "BASELINE_LEFT_OUT"]
 
-# Every comparison takes three seeds per method (FedAvg and FedProx μ = 0.001 are 0.05 points apart in FedIntR
-# Table I); smoke proves the code runs.
-BASELINE_SEEDS = {"paper": 3, "quick": 3, "smoke": 1}
-# Quick keeps Table I (FedAvg and FedProx, 3 seeds each: about 40 min on a 2-core CPU at the quick preset's plateau);
-# the centralized bound and FedAvg in FedCKA's setup would add about 17 min.
-BASELINE_LEFT_OUT = {"paper": {}, "smoke": {}, "quick": {
-    "centralized": "3 seeds of the centralized run and of FedAvg in FedCKA's setup add about 17 min to the 40 that "
-                   "Table I's FedAvg and FedProx take on a 2-core CPU, over a notebook's 40-minute quick budget"}}
-
+BASELINE_SEEDS = {k: len(v) for k, v in SEEDS.items()}  # seeds per run (fedlib.plans._base.SEEDS)
+BASELINE_LEFT_OUT: dict[str, dict[str, str]] = {"paper": {}, "smoke": {}, "quick": {}}
 
 def baseline_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0, executor: str = "auto",
                   seeds: Sequence[int] | None = None) -> Plan:

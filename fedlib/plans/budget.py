@@ -1,39 +1,39 @@
-"""The quick scale's budget: a notebook's quick runs train in at most 40 minutes from an empty store on this
-project's 2-core CPU.
+"""The quick scale's budget: by campaign, not by notebook.
 
-A plan is built from :class:`Part` s in priority order — the runs the notebook's first claim needs, then the next
-claim's, ... (the paper's best μ first, more rounds before more μ values). :func:`fit` keeps the parts whose new
-runs (a run two parts share is counted once) still fit the budget and leaves the others out with the reason; the
-notebook then marks their claims "not testable at this scale" and says which. A part can also be left out at quick
-for a reason other than time (``quick_why``: e.g. it cannot reach its plateau in the preset's rounds).
+Every part a claim needs is planned and the campaign (``make campaign SCALE=quick``: two single-thread workers in
+the background) trains it; a notebook renders the committed records and prints what retraining it from an empty
+store costs. A part is left out at quick only if its new runs need more than :data:`MAX_PART_S` worker-seconds (the
+claim rows then say so with the estimate), or for a reason other than time (``quick_why``: e.g. it cannot reach its
+plateau in the preset's rounds).
 
 The estimate is a stated model, never a measurement of the moment, so a plan does not change with machine load:
 training sample-passes (:func:`fedlib.costs.sample_passes`; test images count a third) × the method's cost factor
-× seconds per sample-pass of the model on this CPU (two threads), × :data:`WORKER_WALL` for a notebook's runs
-trained side by side by two single-thread workers (:mod:`fedlib.workers`, the CPU default).
+× seconds per sample-pass of the model on one thread of this CPU; :data:`WORKER_WALL` turns worker time into wall
+time for the campaign's two workers.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from ..config import Config
 from ..costs import DEFAULT_THROUGHPUT, sample_passes
 from ._base import Plan
 
-__all__ = ["QUICK_BUDGET_S", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
+__all__ = ["MAX_PART_S", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
 
-QUICK_BUDGET_S = 40 * 60.0
-# Two single-thread worker processes train a pair of quick runs in about 0.6x the wall time of one two-thread
-# process training them one after the other (benchmarks/cpu_choices.py --only processes; benchmarks/RESULTS.md).
-WORKER_WALL = 0.6
-# FedAvg with the simple CNN at batch 64 on this 2-core CPU: the FedCKA quick preset's 900k sample-passes
-# (12 rounds x 5 epochs x 15,000 images) in 90-120 s; the upper end, so that a plan stays within its budget.
-CPU_S_PER_PASS = {"simple_cnn": 120.0 / 900_000}
-# Cost per sample-pass relative to FedAvg on this CPU: the contrastive methods run the global and the previous
-# model's forward passes beside the local one; kernel CKA adds an RBF Gram per layer (FedCKA Table 3: 122 vs 104 s).
-METHOD_FACTOR = {"fedavg": 1.0, "centralized": 1.0, "fedprox": 1.1, "scaffold": 1.2, "moon": 2.0, "fedcka": 2.5}
+# A part over this many single-thread worker-seconds is left out at quick (named, with its estimate).
+MAX_PART_S = 10 * 3600.0
+# Two single-thread workers train side by side: wall time is about half the worker time.
+WORKER_WALL = 0.5
+# FedAvg with the simple CNN at batch 64 on one thread of this CPU: a FedCKA quick run (20 rounds x 5 epochs x 15,000
+# images) in about 3.1 min (benchmarks/RESULTS.md, notebook 03 from an empty store).
+CPU_S_PER_PASS = {"simple_cnn": 186.0 / 1_500_000}
+# Cost per sample-pass relative to FedAvg, measured from the committed quick records on one thread: FedCKA 1.7x,
+# MOON 1.35x (FedCKA's setup), FedIntR about 3.1x (11.8 against 3.8 min: its five projection heads); the others
+# are estimates. Kernel CKA adds an RBF Gram per layer (FedCKA Table 3: 122 vs 104 s).
+METHOD_FACTOR = {"fedavg": 1.0, "centralized": 1.0, "local_only": 1.0, "fedprox": 1.1, "scaffold": 1.2,
+                 "moon": 1.35, "fedcka": 1.7, "fedintr": 3.1}
 SIM_FACTOR = {"rbf_cka": 1.2}
 
 
@@ -82,30 +82,30 @@ class Scope:
         """One line per part: kept (with the estimate) or left out (with why)."""
         return ([f"runs: {p.name}" for p in self.kept] + [f"not run at this scale: {n} — {w}"
                                                            for n, w in self.left_out.items()]
-                + [f"estimated training time from an empty store: {self.seconds / 60:.0f} min on this CPU (two "
-                     f"single-thread workers)"])
+                + [f"retraining from an empty store: about {self.seconds / 3600:.1f} single-thread worker-hours on "
+                   f"this CPU, about {WORKER_WALL * self.seconds / 3600:.1f} h wall time with the campaign's two "
+                   f"workers"])
 
 
-def fit(parts: list[Part], budget_s: float = QUICK_BUDGET_S) -> Scope:
-    """Keep each part in order if its new runs (wall time with the CPU's workers, :data:`WORKER_WALL`) fit what is
-    left of ``budget_s`` (``math.inf``: keep all, and
-    ignore ``quick_why``); a part that does not fit is left out and a later, cheaper one may still fit."""
+def fit(parts: list[Part], scale: str) -> Scope:
+    """Keep every part at ``paper`` and ``smoke``; at ``quick`` leave out a part with a ``quick_why`` or whose new
+    runs (a run an earlier part keeps is counted once) need more than :data:`MAX_PART_S` worker-seconds.
+    ``Scope.seconds`` is the kept runs' worker-seconds."""
     names = [p.name for p in parts]
     if len(set(names)) != len(names):
         raise ValueError(f"fit: part names must be distinct, got {names}.")
     scope, seen = Scope(), set()
     for p in parts:
-        if p.quick_why and math.isfinite(budget_s):
+        if p.quick_why and scale == "quick":
             scope.left_out[p.name] = p.quick_why
             continue
         new = {c.key(): c for runs in p.runs.values() for c in runs.values() if c.key() not in seen}
-        cost = p.extra_s + WORKER_WALL * sum(estimate_s(c) for c in new.values())
-        if scope.seconds + cost <= budget_s:
-            scope.kept.append(p)
-            scope.seconds += cost
-            seen |= set(new)
-        else:
-            scope.left_out[p.name] = (f"needs ~{cost / 60:.0f} more minutes of training; the notebook's quick runs "
-                                      f"are budgeted at {budget_s / 60:.0f} minutes on this CPU "
-                                      f"(~{scope.seconds / 60:.0f} used by the parts before it)")
+        cost = p.extra_s + sum(estimate_s(c) for c in new.values())
+        if scale == "quick" and cost > MAX_PART_S:
+            scope.left_out[p.name] = (f"its runs need about {cost / 3600:.0f} single-thread worker-hours on this CPU, "
+                                      f"over the {MAX_PART_S / 3600:.0f} a quick artifact may take")
+            continue
+        scope.kept.append(p)
+        scope.seconds += cost
+        seen |= set(new)
     return scope

@@ -4,18 +4,17 @@ Every run is a :func:`~fedlib.presets.preset` ``("fedcka", scale)`` config; a ru
 (FedAvg, or FedCKA with μ = 3, M = 2, linear CKA, at α = 5) is the same Config, so the store trains it once.
 
 Each notebook's runs are :class:`~fedlib.plans.budget.Part` s in priority order (the claim that needs them most
-first); ``paper`` and ``smoke`` run every part, ``quick`` the parts that fit the 40-minute budget
-(:func:`fedlib.plans.budget.fit`) — the others' claims are "not testable at this scale", with the reason
-(``*_scope(...).left_out``). Seeds: 0, 1, 2 at ``quick`` and ``paper`` (every comparison has three seeds per
+first); ``paper`` and ``smoke`` run every part, ``quick`` every part but those over 10 worker-hours or that cannot
+reach their plateau (:func:`fedlib.plans.budget.fit`) — their claims are "not testable at this scale", with the
+reason (``*_scope(...).left_out``). Seeds: 0-4 at ``quick`` and ``paper`` (every comparison has five seeds per
 method), 0 at ``smoke``.
 
 * μ: ``paper`` tunes over the papers' grids (§4.2: FedProx {0.001, 0.01, 0.1, 1}, MOON {0.1, 1, 5, 10}, FedCKA
   {3, 5, 10}); ``quick`` and ``smoke`` run the papers' best μ on CIFAR-10 (FedProx 0.001 at α = 5 and 0.1; MOON 10,
   Table 1's α = 5 and Table 2's α = 0.1; FedCKA 3, Table 1's α = 5 and Table 2's α = 0.1 and 0.5 / 1).
-* ``quick`` priorities — notebook 03: Table 2 at α = 5 (FedAvg and FedCKA, then MOON, FedProx, SCAFFOLD), then
-  α = 0.1, then α = 1 and 0.5; the local-epoch sweep is left out (E < 5 cannot leave chance level in the preset's
-  rounds, and E = 10, 20 cost 2-4 runs each). Notebook 04: FedAvg and FedCKA (M = 2) at α = 5, the cost timings,
-  M = 3, the centralized bound, M = 1, Table 3's Frobenius and cosine, kernel CKA, M = 4-7.
+* ``quick`` — notebook 03: Table 2 at every α with every method; the local-epoch sweep at E = 5, 10, 20 (E < 5
+  cannot leave chance level in the preset's rounds). Notebook 04: FedAvg and FedCKA (M = 2) at α = 5, the cost
+  timings, M = 1-7, the centralized bound, Table 3's metrics.
 * Notebook 02: the preset with §3.1's changes (IID, 20 rounds); ResNet-50 (Appl. Sci. Fig. 2) at paper scale, and
   at smoke on 40 images to exercise the code.
 * Costs (Tables 3-4, :func:`cost_setups`): synthetic data of the papers' shapes, every method timed in each of
@@ -24,14 +23,14 @@ method), 0 at ``smoke``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..config import Config
 from ..grid import method_name
 from ..presets import preset
 from ._base import Plan
-from .budget import QUICK_BUDGET_S, Part, Scope, fit
+from ._base import SEEDS
+from .budget import Part, Scope, fit
 
 __all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "similarity_scope",
            "heterogeneity_scope", "ablations_scope", "table2_part", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
@@ -54,7 +53,7 @@ FEDCKA_METRICS = {"Frobenius norm": "frobenius", "vectorized cosine": "cosine", 
                   "linear CKA": "linear_cka"}
 _PRINTED_METRICS = {"Frobenius norm (printed: +‖a₁ − a₂‖²)": "frobenius_literal",
                     "vectorized cosine (printed: ‖a₁‖‖a₂‖cos θ)": "cosine_unnormalized"}
-FEDCKA_SEEDS = {"paper": (0, 1, 2), "quick": (0, 1, 2), "smoke": (0,)}
+FEDCKA_SEEDS = SEEDS
 METHODS = ("fedavg", "fedcka", "moon", "fedprox", "scaffold")  # Table 2's methods, in quick's priority order
 # Table 4's methods with the μ each is timed at (the cost does not depend on μ)
 COST_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -67,16 +66,11 @@ R50_SHAPE = {"tinyimagenet": "Tiny ImageNet", "cifar100": "CIFAR-100"}  # the sh
 # measured 8.4 min on one thread beside the campaign, about half that on an idle CPU).
 _TIMING_S = {"paper": 0.0, "quick": 420.0, "smoke": 0.0}
 _EPOCHS_WHY = ("E = 1 and 2 take fewer than 100 local steps per client in round 1 (this CNN sits at chance for "
-               "about that long) and cannot reach their plateau in the preset's rounds; E = 10 and 20 cost 2-4 "
-               "runs each")
+               "about that long) and cannot reach their plateau in the preset's rounds")
 
 
 def _seeds(scale: str, seeds: Any) -> tuple[int, ...]:
     return tuple(seeds) if seeds is not None else FEDCKA_SEEDS[scale]
-
-
-def _budget(scale: str) -> float:
-    return QUICK_BUDGET_S if scale == "quick" else math.inf
 
 
 def _mus(scale: str, strategy: str) -> list[dict[str, Any]]:
@@ -108,7 +102,7 @@ def similarity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", s
              Part("Appl. Sci. Fig. 2: FedAvg on IID clients, ResNet-50",
                   {"resnet50": {f"FedAvg (ResNet-50) | seed={s}": c for s, c in r50.items()}},
                   quick_why="ResNet-50 trains at ~0.3 s per image on this CPU: 20 rounds would take days")]
-    return fit(parts, _budget(scale))
+    return fit(parts, scale)
 
 
 def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
@@ -134,8 +128,11 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
               for e in FEDCKA_EPOCHS[scale] for m, kw in (("fedavg", {}), ("fedcka", {"mu": FEDCKA_MU}))
               for s in seeds}
     return fit([Part(n, {"table2": r}) for n, r in parts.items()]
-               + [Part("Appl. Sci. Fig. 5: local epochs", {"epochs": epochs}, quick_why=_EPOCHS_WHY)],
-               _budget(scale))
+               + [Part("Appl. Sci. Fig. 5: local epochs E ≥ 5", {"epochs": {n: c for n, c in epochs.items()
+                                                                          if c.local_epochs >= 5}}),
+                  Part("Appl. Sci. Fig. 5: local epochs E < 5", {"epochs": {n: c for n, c in epochs.items()
+                                                                         if c.local_epochs < 5}},
+                       quick_why=_EPOCHS_WHY)], scale)
 
 
 def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
@@ -174,7 +171,7 @@ def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", se
     ]
     if scale == "paper":
         parts.append(Part("Table 3: the printed forms", metric(list(_PRINTED_METRICS))))
-    return fit([p for p in parts if p.extra_s or any(p.runs.values())], _budget(scale))
+    return fit([p for p in parts if p.extra_s or any(p.runs.values())], scale)
 
 
 def fedcka_similarity_plan(scale: str, **kw: Any) -> Plan:

@@ -1,7 +1,7 @@
-"""Notebook 07: FedER Table 4.2's optimizer grid and Appendix A's stable-rank variant, each run with 3 seeds.
+"""Notebook 07: FedER Table 4.2's optimizer grid and Appendix A's stable-rank variant, each run with 5 seeds at paper scale.
 
-``quick`` cannot test the thesis's claims within its budget (:data:`FEDER_LEFT_OUT` says why): it runs Table 4.2's
-first row's FedAvg and FedER with one seed, to show FedER's floored share and the learning curves of the quick preset.
+``quick`` cannot test the thesis's claims (:data:`FEDER_LEFT_OUT` says why): it runs Table 4.2's first row's FedAvg
+and FedER with one seed, to show FedER's floored share and the learning curves of the quick preset.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from ._base import Plan
 
 __all__ = ["feder_plan", "FEDER_SEEDS", "FEDER_QUICK_RUNS", "FEDER_LEFT_OUT", "run_name", "split_name"]
 
-FEDER_SEEDS = {"paper": 3, "quick": 1, "smoke": 1}  # seeds per run: a comparison needs 3
+FEDER_SEEDS = {"paper": 5, "quick": 1, "smoke": 1}  # seeds per run: a comparison takes 5
 FEDER_QUICK_RUNS = (("Adam", "FedAvg"), ("Adam", "FedER"))  # Table 4.2's cells quick runs (one seed: no verdict)
-_BUDGET = ("a quick run trains 1,000 local steps per client (the least a quick run may) in about 8 minutes on the "
-           "2-core CPU, so even one comparison with 3 seeds a side (6 runs) exceeds quick's 40-minute budget; and at "
-           "1,000 steps EVBMF still keeps no component in about 65 % of FedER's client-layers "
-           "(benchmarks/feder_floor.json), where FedER is FedAvg")
+_BUDGET = ("a quick run on its plateau trains 20 rounds (2,000 local steps per client; benchmarks/RESULTS.md: FedER's "
+           "curve still climbs at 10) in about 16 minutes on one thread, so Table 4.2's 15 cells at 5 seeds need about "
+           "20 single-thread worker-hours, over the 10 a quick artifact may take; and at 1,000 steps EVBMF keeps no "
+           "component in about 65 % of FedER's client-layers (benchmarks/feder_floor.json), where FedER is FedAvg")
 # What a scale leaves out, with why: the notebook reports the claims that need it as not testable at that scale.
 FEDER_LEFT_OUT: dict[str, dict[str, str]] = {
     "paper": {}, "smoke": {},

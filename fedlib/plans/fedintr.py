@@ -4,10 +4,9 @@ Run names are ``"<method> | μ=<mu> | seed=<seed>"`` (FedAvg has no μ; Table II
 Table IV ``"N=<clients> | "``, Fig. 5 ``"E=<epochs> | "``); :func:`split_name` reads them back.
 
 ``quick`` (the preset's 30 rounds × 6 epochs on 12,000 images at batch 64, FedAvg's plateau) runs each method at
-the μ FedIntR Table I found best for the dataset, 3 seeds each, and leaves out what does not fit a notebook's 40
-minutes (:data:`FEDINTR_QUICK_LEFT_OUT`: at quick, Table I's FedAvg, FedProx and FedIntR rows are kept). Notebook
-06 at quick leaves Table IV out (:data:`FEDINTR_SCALING_LEFT_OUT`) and runs Fig. 5 for FedAvg and FedIntR at E = 1
-and the preset's E, 3 seeds.
+the μ FedIntR Table I found best for the dataset, 5 seeds each, with Table III at β = 5 and 0.1 and Table V.
+Notebook 06 at quick leaves Table IV out (:data:`FEDINTR_SCALING_LEFT_OUT`: tens of worker-hours) and runs Fig. 5
+for FedAvg and FedIntR at E = 1 and the preset's E.
 ``paper`` is every grid of the paper; ``smoke`` one value of each, for CI.
 """
 
@@ -17,7 +16,7 @@ from typing import Any, Sequence
 
 from ..config import Config
 from ..presets import preset
-from ._base import Plan
+from ._base import SEEDS, Plan
 
 __all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "split_name", "run_name", "FEDINTR_METHODS",
            "mu_grid", "FEDINTR_BEST_MU", "FEDINTR_BETAS", "FEDINTR_TABLE4", "FEDINTR_TABLE4_METHODS",
@@ -61,25 +60,11 @@ def mu_grid(scale: str, dataset: str = "fmnist") -> dict[str, tuple[float, ...]]
 
 
 # What a scale leaves out, with why: the notebook reports the claims that need it as not testable at that scale.
-# Quick, measured from an empty store on this project's 2-core CPU with the campaign's two single-thread workers
-# (benchmarks/RESULTS.md, "Notebook 06 from an empty store"): a run of the quick preset (30 rounds x 6 epochs x
-# 12,000 images at batch 64: FedAvg's plateau, benchmarks/quick_scale.py) takes 3.7-3.9 min for FedAvg and
-# 11.7-11.8 min for FedIntR (about 3x: its five projection heads cost more than the IntR CNN); at E = 1 0.7 and
-# 4.1-4.4 min. FedProx costs about 1.1x FedAvg, MOON and FedCKA about 2x. Table I's FedAvg, FedProx and FedIntR
-# rows, 3 seeds each (about 60 worker-minutes), train in about 31 min with the longest runs first: they are what
-# quick keeps, and every other comparison is over the 40-minute budget.
-_OVER = ("{what}, 3 seeds each on the quick preset's plateau, add about {minutes} min on a 2-core CPU to Table I's "
-         "FedAvg, FedProx and FedIntR rows (about 31 min), over a notebook's 40-minute quick budget; run it at paper "
-         "scale (python -m fedlib.campaign)")
-FEDINTR_QUICK_LEFT_OUT: dict[str, dict[str, str]] = {
-    "paper": {}, "smoke": {},
-    "quick": {"FedCKA": _OVER.format(what="FedCKA", minutes=17),
-              "MOON": _OVER.format(what="MOON", minutes=17),
-              "table3": _OVER.format(what="FedAvg and FedIntR at β = 0.1 (beside β = 0.5)", minutes=29),
-              "table5": _OVER.format(what="FedIntR's uniform-weight ablation", minutes=21)},
-}
+# Quick plans every method of Table I and Tables III and V (the campaign trains them; a quick run of the preset, 30
+# rounds x 6 epochs x 12,000 images at batch 64, takes about 3.8 min for FedAvg and 11.8 for FedIntR on one thread).
+FEDINTR_QUICK_LEFT_OUT: dict[str, dict[str, str]] = {"paper": {}, "smoke": {}, "quick": {}}
 
-FEDINTR_BETAS = {"paper": (5.0, 0.1), "quick": (0.1,), "smoke": (0.1,)}  # Table III, besides Table I's 0.5
+FEDINTR_BETAS = {"paper": (5.0, 0.1), "quick": (5.0, 0.1), "smoke": (0.1,)}  # Table III, besides Table I's 0.5
 
 # Table IV (§IV-D): N clients, 20 % sampled per round, T rounds (smoke: a 3-round stand-in that proves the code)
 FEDINTR_TABLE4 = {"paper": {50: 800, 100: 1000}, "smoke": {10: 3}}
@@ -92,24 +77,26 @@ _TABLE4_PAPER = (("FedAvg", None), ("FedCKA", 1), ("FedCKA", 10), ("FedProx", 0.
                  ("FedIntR", 1), ("FedIntR", 10))
 FEDINTR_TABLE4_METHODS = {"paper": _TABLE4_PAPER, "smoke": (("FedAvg", None), ("FedIntR", 10))}
 # Fig. 5 (§IV-E): local epochs, 100 rounds, each method at Table I's μ for the dataset. quick: E = 1 and the quick
-# preset's E = 6 (its stand-in for the paper's default 10) over the preset's rounds, FedAvg and FedIntR, 3 seeds:
-# all twelve runs (E = 6 shared with notebooks 01 and 05) took 36.5 min from an empty store in declaration order, and
-# about 31 min with the longest first; a larger E (the paper's 20, 40) does not fit the 40-minute budget.
+# preset's E = 6 (its stand-in for the paper's default 10) over the preset's rounds, FedAvg and FedIntR; E = 20 and 40
+# would take about 13 worker-hours for these two methods at 5 seeds (0.63 and 1.97 worker-minutes per epoch-run).
 FEDINTR_EPOCHS = {"paper": (1, 5, 10, 20, 40), "quick": (1, 6), "smoke": (1, 2)}
+# Rounds by E where quick departs from the preset's: at E = 1 the preset's 30 rounds end on the rise (FedAvg and
+# FedIntR still gain 1.2-7.2 points over their last 6 rounds, 72-74 % at round 30), so quick runs E = 1 to 90 rounds
+# (the paper keeps 100 rounds for every E; quick runs each E to its plateau, and the verdicts check it).
+FEDINTR_FIG5_ROUNDS: dict[str, dict[int, int]] = {"quick": {1: 90}}
 FEDINTR_DEFAULT_E = {"paper": 10, "quick": 6, "smoke": 2}  # the E that stands for the paper's default (10)
 _FIG5_METHODS = {"paper": tuple(FEDINTR_METHODS), "quick": ("FedAvg", "FedIntR"),
                  "smoke": ("FedAvg", "FedIntR")}
-FEDINTR_SCALING_SEEDS = {"paper": 3, "quick": 3, "smoke": 1}  # seeds per run: a comparison needs 3
+FEDINTR_SCALING_SEEDS = {k: len(v) for k, v in SEEDS.items()}  # seeds per run
 # Artifacts of notebook 06 a scale leaves out, with why: the notebook reports their claims as not testable there.
 FEDINTR_SCALING_LEFT_OUT: dict[str, dict[str, str]] = {
     "paper": {}, "smoke": {},
-    "quick": {"table4": "Table IV's federations train for 800 and 1,000 rounds, where their accuracies level off; "
-                        "no federation of 50 or 100 clients reaches its plateau within quick's 40-minute budget on a "
-                        "2-core CPU",
-              "fig5 E > default": "quick runs FedAvg and FedIntR at E = 1 and the preset's E = 6 only (all twelve "
-                                  "runs train in about 31-37 min on a 2-core CPU, E = 6 shared with notebooks 01 and "
-                                  "05): a larger E (the paper's 20 and 40) and the other methods do not fit quick's "
-                                  "40-minute budget"},
+    "quick": {"table4": "Table IV's federations (50 and 100 clients, 20 % sampled, 800 and 1,000 rounds, eight "
+                        "method settings, 5 seeds) need about 50 single-thread worker-hours on this CPU, over the 10 "
+                        "a quick artifact may take",
+              "fig5 E > default": "E = 20 and 40 (FedAvg and FedIntR, 5 seeds) need about 13 single-thread "
+                                  "worker-hours on this CPU, over the 10 a quick artifact may take; the other methods "
+                                  "would add more"},
 }
 
 
@@ -146,15 +133,15 @@ def _grid(base: Config, grid: dict[str, tuple[float, ...]], seeds_of: Any) -> di
 
 
 def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
-                            seeds: Sequence[int] = (0, 1, 2), executor: str = "auto") -> Plan:
+                            seeds: Sequence[int] | None = None, executor: str = "auto") -> Plan:
     """Notebook 05: Table I (every method over its μ grid; Table II is FedIntR's rows), Table III (β = 5, 0.1),
     Table V (Eq. 6's uniform layer weights at Table I's best μ, and at paper scale the per-sample option).
 
-    Every run with each of ``seeds`` (a comparison needs at least 3). ``paper``: the paper's grids; ``quick`` and
+    Every run with each of ``seeds`` (default :data:`fedlib.plans._base.SEEDS`). ``paper``: the paper's grids; ``quick`` and
     ``smoke``: each method at Table I's best μ, Table III at β = 0.1 for FedAvg and FedIntR; the methods and
     artifacts of :data:`FEDINTR_QUICK_LEFT_OUT` are left out (not testable within the scale's budget). ``seed``: the only seed when
     ``seeds`` is empty."""
-    seeds = tuple(seeds) or (seed,)
+    seeds = SEEDS[scale] if seeds is None else (tuple(seeds) or (seed,))
     base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
     grid, best = mu_grid(scale, dataset), _best(dataset)
     left_out = FEDINTR_QUICK_LEFT_OUT[scale]
@@ -187,6 +174,8 @@ def fedintr_scaling_plan(scale: str, dataset: str = "fmnist", device: str = "cpu
               for n, t in FEDINTR_TABLE4.get(scale, {}).items() for m, mu in FEDINTR_TABLE4_METHODS.get(scale, ())
               for s in seeds} if "table4" not in left_out else {}
     best = _best(dataset)
-    fig5 = {f"E={e} | {run_name(m, best.get(m), s)}": _method(base, m, best.get(m)).replace(local_epochs=e, seed=s)
+    rounds = FEDINTR_FIG5_ROUNDS.get(scale, {})
+    fig5 = {f"E={e} | {run_name(m, best.get(m), s)}": _method(base, m, best.get(m)).replace(
+        local_epochs=e, seed=s, rounds=rounds.get(e, base.rounds))
             for e in FEDINTR_EPOCHS[scale] for m in _FIG5_METHODS[scale] for s in seeds}
     return {a: runs for a, runs in {"table4": table4, "fig5": fig5}.items() if a not in left_out}

@@ -26,13 +26,13 @@ from typing import Any, Sequence
 
 from ..config import Config
 from ..presets import preset
-from ._base import Plan
+from ._base import SEEDS, Plan
 
 __all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
            "FIG_S", "split_name"]
 
 FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5), "smoke": (2, 5)}
-FEDSHIBU_SEEDS = {"paper": (0, 1, 2), "quick": (0, 1, 2), "smoke": (0,)}
+FEDSHIBU_SEEDS = SEEDS
 FIG_S = 5  # Figs. 3 and 5: s = 5
 LINEAR, RBF, BABU, AVG, IDENTITY = ("FedSHIBU (CKA linear)", "FedSHIBU (CKA RBF)", "FedBABU", "FedAvg",
                                     "identity CRSM (local bodies)")
