@@ -9,6 +9,10 @@ Which samples D̂_i holds (each client's own, or the same ones for every client)
 option (:mod:`fedlib.strategies.fedshibu`); here they are just matrices. The controls ``"identity"`` (each client
 keeps its own extractor) and ``"uniform"`` (all rows equal: FedBABU) need no representations; :func:`crsm_stats`
 summarizes a CRSM by the self-weight it leaves each client and its mean off-diagonal similarity.
+
+Diagnostics of what a CRSM can measure (``benchmarks/crsm_groups.py``): :func:`chance_crsm`, the CKA that unpaired
+representations (each client's own samples) are expected to give whatever the clients' data, and
+:func:`feature_crsm`, the CKA of own-sample representations paired by feature instead of by sample.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from .kernels import cka_matrix
 from .params import Params
 
 __all__ = ["SIMS", "CONTROLS", "crsm", "control_crsm", "crsm_stats", "group_crsm", "row_weights", "mix",
-           "label_overlap", "offdiag_corr"]
+           "label_overlap", "offdiag_corr", "chance_crsm", "feature_crsm"]
 
 CONTROLS = ("identity", "uniform")
 SIMS = ("linear", "rbf") + CONTROLS
@@ -105,3 +109,35 @@ def offdiag_corr(a: Tensor, b: Tensor) -> float:
     off = ~torch.eye(len(a), dtype=torch.bool)
     x, y = a[off] - a[off].mean(), b[off] - b[off].mean()
     return float((x * y).sum() / (x.norm() * y.norm()).clamp_min(1e-300))
+
+
+def chance_crsm(features: list[Tensor]) -> Tensor:
+    """The linear CKA that ``m`` clients' representations (each (n_i, d), cut to the smallest n) give on average
+    over every pairing of their rows (float64, 1 on the diagonal).
+
+    With each client's own samples, row a of D̂_i and row a of D̂_j are different images, so the pairing CKA relies
+    on is arbitrary. For centered Grams K and L of n samples, the mean of tr(K · P L Pᵀ) over all permutations P is
+    tr K · tr L / (n − 1), so ``S[i, j] = √(r_i r_j) / (n − 1)`` with r = (tr K)² / ‖K‖²_F, the participation ratio
+    of each client's representation alone: a product of one number per client, blind to what the clients share."""
+    n = min(len(f) for f in features)
+    if n < 2:
+        raise ValueError(f"chance_crsm needs at least 2 samples per client, got {n}.")
+    root_r = []
+    for f in features:
+        x = f[:n].to(torch.float64)
+        x = x - x.mean(0)
+        root_r.append(x.square().sum() / (x.T @ x).norm().clamp_min(1e-300))  # tr K / ‖K‖_F, via X^T X (d x d)
+    r = torch.stack(root_r)
+    S = r[:, None] * r[None, :] / (n - 1)
+    return S.fill_diagonal_(1.0)
+
+
+def feature_crsm(features: list[Tensor]) -> Tensor:
+    """Linear CKA of ``m`` clients' representations (each (n_i, d), cut to the smallest n) with the feature axis
+    paired instead of the sample axis: the CKA of the transposed D̂_i, i.e. the cosine of the clients' centered
+    (d, d) feature Gram matrices. With each client's own samples the features are the one axis whose entries
+    correspond (the same unit of the same architecture, every body started from one model)."""
+    n = min(len(f) for f in features)
+    if n < 1:
+        raise ValueError("feature_crsm needs at least 1 sample per client.")
+    return cka_matrix([f[:n].T.contiguous() for f in features], kind="linear")
