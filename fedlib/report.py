@@ -188,6 +188,16 @@ def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
     return dict(zip(CLAIM_COLUMNS, cells))
 
 
+class _Tables:
+    """Several styled tables shown one after the other (a notebook cell's output)."""
+
+    def __init__(self, tables: list[Any]) -> None:
+        self.tables = tables
+
+    def _repr_html_(self) -> str:
+        return "<br>".join(t.to_html() for t in self.tables)
+
+
 class ClaimFailed(AssertionError):
     pass
 
@@ -288,11 +298,14 @@ class Report:
         """The claims recorded so far, one row each (:data:`CLAIM_COLUMNS`)."""
         return pd.DataFrame([claim_cells(c) for c in self.claims], columns=list(CLAIM_COLUMNS))
 
-    def claims_table(self, controls: bool = False) -> Any:
-        """The claims (``controls``: the project's own comparisons) as one styled table for a notebook's last cell:
-        the verdict cell coloured, long text wrapped, the index hidden (a pandas ``Styler``)."""
+    def claims_table(self, controls: bool | None = None) -> Any:
+        """The papers' claims as one styled table for a notebook's last cell (the verdict cell coloured, long text
+        wrapped, the index hidden: a pandas ``Styler``), followed by the project's controls when there are any
+        (``controls=None``); ``controls=True``: the controls alone, ``False``: the claims alone."""
+        if controls is None and self.controls:
+            return _Tables([self.claims_table(False), self.claims_table(True)])
         rows = self.controls if controls else self.claims
-        what = "our controls" if controls else "the papers' claims"
+        what = "our controls (not claims of the papers)" if controls else "the papers' claims"
         df = pd.DataFrame([claim_cells(c) for c in rows], columns=list(CLAIM_COLUMNS))
         return (df.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
                 .set_properties(**{"text-align": "left", "white-space": "normal", "font-size": "0.9em"})

@@ -6,11 +6,11 @@ exactly the uniform-CRSM control; the identity-CRSM control keeps each client's 
 body, the head frozen as in FedBABU); local-only trains each client's whole model alone, the identity control of
 FedAvg+CRSM, whose uniform control is FedAvg. A run two artifacts share is the same Config, trained once.
 
-``quick`` (10 clients, 1,000 local steps per client, 3 seeds; about 100 s per run on one core, 36 runs):
+``quick`` (10 clients, 1,000 local steps per client, 5 seeds, every run evaluated every round):
 
-* Table 1: s ∈ {2, 5} (the paper's "extreme heterogeneity", where it claims FedSHIBU's gain), FedSHIBU (linear
-  CKA), FedBABU and the identity control; FedAvg at s = 5 only (Fig. 5's). RBF CKA, s ≥ 8 (where the paper finds
-  the methods equal) and FedAvg elsewhere are left to ``paper``.
+* Table 1: s ∈ {2, 5} (the paper's "extreme heterogeneity", where it claims FedSHIBU's gain) and s = 10 (a third
+  point of Fig. 4's sweep), FedSHIBU (linear CKA), FedBABU, FedAvg and the identity control. RBF CKA and s > 10
+  are left to ``paper``.
 * Fig. 3: Table 1's FedSHIBU runs at s = 5 (the quick federation has Fig. 3's 10 clients) and the same with D̂_i on
   samples shared by every client (the other reading of Algorithm 2).
 * Fig. 5: FedAvg, FedAvg+CRSM and local-only at s = 5, evaluated every round.
@@ -31,13 +31,13 @@ from ._base import SEEDS, Plan
 __all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
            "FIG_S", "split_name"]
 
-FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5), "smoke": (2, 5)}
+FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 10), "smoke": (2, 5)}
 FEDSHIBU_SEEDS = SEEDS
 FIG_S = 5  # Figs. 3 and 5: s = 5
 LINEAR, RBF, BABU, AVG, IDENTITY = ("FedSHIBU (CKA linear)", "FedSHIBU (CKA RBF)", "FedBABU", "FedAvg",
                                     "identity CRSM (local bodies)")
 FEDSHIBU_METHODS: dict[str, dict[str, Any]] = {
-    LINEAR: dict(strategy="fedshibu", strategy_kw={"sim": "linear"}),
+    LINEAR: dict(strategy="fedshibu", strategy_kw={"sim": "linear", "samples": "shared"}),
     RBF: dict(strategy="fedshibu", strategy_kw={"sim": "rbf"}),
     BABU: dict(strategy="fedbabu", strategy_kw={"head": "dense"}),  # = FedSHIBU with the uniform CRSM
     AVG: dict(strategy="fedavg", strategy_kw={}),
@@ -48,10 +48,10 @@ GROUPS = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
 
 def fedshibu_methods(scale: str, s: int) -> dict[str, dict[str, Any]]:
     """Table 1's methods at ``scale`` and shards per user ``s``: all at ``paper``; at ``quick`` / ``smoke`` no RBF
-    CKA (its CRSM differs from the linear one only in its kernel) and FedAvg only at Fig. 5's s."""
+    CKA (its CRSM differs from the linear one only in its kernel)."""
     if scale == "paper":
         return dict(FEDSHIBU_METHODS)
-    return {m: kw for m, kw in FEDSHIBU_METHODS.items() if m != RBF and (m != AVG or s == FIG_S)}
+    return {m: kw for m, kw in FEDSHIBU_METHODS.items() if m != RBF}
 
 
 def split_name(name: str) -> dict[str, Any]:
@@ -70,12 +70,13 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
     def at(c: Config, s: int, method: str, seed: int, **kw: Any) -> Config:
         return c.replace(seed=seed, partition_kw={"shards_per_user": s}, **{**FEDSHIBU_METHODS[method], **kw})
 
-    every = dict(eval_every=1)  # no fine-tuning: evaluating every round is cheap (Fig. 5's curves)
-    table = {f"{m} | s={s} | seed={n}": at(base, s, m, n, **(every if m == AVG else {}))
+    every = dict(eval_every=1)  # every round: the curves of Figs. 4-5 and the plateau each verdict checks
+    table = {f"{m} | s={s} | seed={n}": at(base, s, m, n, **every)
              for s in FEDSHIBU_LEVELS[scale] for m in fedshibu_methods(scale, s) for n in seeds}
     ten = base.replace(num_clients=10)
     fig3 = {f"{label} | s={FIG_S} | seed={n}": at(ten, FIG_S, LINEAR, n, strategy_kw={"sim": "linear", **kw})
-            for label, kw in (("own samples (§4.3)", {}), ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
+            for label, kw in (("own samples (§4.3)", {"samples": "own"}),
+                              ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
             for n in seeds}
     fig5 = {f"{label} | s={FIG_S} | seed={n}": at(base, FIG_S, AVG, n, **every).replace(strategy=strategy)
             for label, strategy in (("FedAvg", "fedavg"), ("FedAvg+CRSM", "fedavg_crsm"), ("Local only", "local_only"))
