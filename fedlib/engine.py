@@ -138,6 +138,7 @@ class Engine:
         self.executor: Executor = self._make_executor(self.task())
         self.executor_name = self.executor.name
         self._finetune_executor: Executor | None = None
+        self.finetune_log: dict[str, list[float]] = {}  # the last fine-tuning's per-client lr and losses
 
     def _trainable(self, keep: Callable[[str], bool]) -> tuple[str, ...]:
         return tuple(n for n, _ in self.model.named_parameters() if n in self.used and keep(n))
@@ -208,6 +209,12 @@ class Engine:
         logits are float32 either way). A run evaluates in the precision it trains in (``cfg.precision``): bf16
         evaluation of bf16-trained models gave the float32 accuracy to within 0.1 points (``python
         benchmarks/engine.py --eval-precision``, benchmarks/RESULTS.md)."""
+        return self._scores(params, x, y, batch_size, precision)
+
+    @torch.no_grad()
+    def _scores(self, params: Params, x: Tensor, y: Tensor, batch_size: int | None = None,
+                precision: str = "fp32") -> tuple[float, float]:
+        """:meth:`evaluate`'s computation (also used on training splits, which are not evaluations)."""
         if len(y) == 0:
             return float("nan"), float("nan")
         batch_size = batch_size or EVAL_BATCH.get(self.device.type, 2048)
@@ -224,7 +231,13 @@ class Engine:
 
     def personalize(self, cids: list[int], finetune: bool = True) -> list[Params]:
         """Each client's model for its personalized evaluation: ``strategy.eval_params``, then (``finetune``) the
-        strategy's fine-tuning (``strategy.finetune()``) on the client's training split, run by the executor."""
+        strategy's fine-tuning (``strategy.finetune()``) on the client's training split, run by the executor.
+
+        With ``FineTune.backtrack = k``, fine-tuning must not raise the client's loss on its own training split
+        (eval mode, all of it, no augmentation): a client whose loss ends higher than it started (or non-finite)
+        fine-tunes again from the same start, with the same batches, at lr/10, then lr/100, ... (k retries); a
+        client that none of them helps keeps its un-fine-tuned model. ``self.finetune_log`` records, per client, the
+        learning rate kept (0.0: un-fine-tuned) and the training loss before and after."""
         s = self.strategy
         starts = [s.eval_params(cid, self.global_params, self.client_state[cid]) for cid in cids]
         ft = s.finetune() if finetune else None
@@ -238,27 +251,59 @@ class Engine:
                          needs=Needs(), penalty=None, correction=None, stream=1, what=f"fine-tuning of {s.name!r}")
         if self._finetune_executor is None:
             self._finetune_executor = self._make_executor(task)
-        ctxs = [ClientContext(cid=cid, round=self.round, n_samples=len(self.client_idx[cid]),
-                              steps=ft.epochs * num_batches(len(self.client_idx[cid]), bs, c.drop_last),
-                              lr=spec.lr, first_visit=False, state={}) for cid in cids]
-        results = self._finetune_executor(task, [ClientJob(ctx=x, start=p) for x, p in zip(ctxs, starts)])
-        for cid, r in zip(cids, results):  # a NaN model would still "score" an accuracy: never store one
-            bad = first_non_finite(r.params)
-            if bad is not None:
-                raise NonFiniteLossError(
-                    f"Client {cid}'s fine-tuned {bad!r} is non-finite (fine-tuning of strategy {s.name!r} for a "
-                    f"personalized evaluation: lr {spec.lr}, {ft.epochs} epoch(s), batch {bs}; mean loss {r.loss}), so "
-                    f"it has no personalized accuracy. Lower the fine-tuning learning rate (strategy_kw['ft_lr']).")
-        return [r.params for r in results]
 
-    def personal_evaluation(self) -> dict[str, float]:
+        def tune(todo: list[int], lr: float) -> list[Params | str]:
+            """Clients ``cids[i]`` (i in ``todo``) fine-tuned at ``lr``; a non-finite model is replaced by a str."""
+            ctxs = [ClientContext(cid=cids[i], round=self.round, n_samples=len(self.client_idx[cids[i]]),
+                                  steps=ft.epochs * num_batches(len(self.client_idx[cids[i]]), bs, c.drop_last),
+                                  lr=lr, first_visit=False, state={}) for i in todo]
+            try:
+                results = self._finetune_executor(task, [ClientJob(ctx=x, start=starts[i]) for x, i in zip(ctxs, todo)])
+            except NonFiniteLossError:  # the executor stops at the first such client: retry them one by one
+                return ["model's training loss"] if len(todo) == 1 else [p for i in todo for p in tune([i], lr)]
+            return [r.params if (bad := first_non_finite(r.params)) is None else repr(bad) for r in results]
+
+        tuned, lrs, todo = list(starts), [0.0] * len(cids), list(range(len(cids)))
+        before = [self.train_loss(cid, p) for cid, p in zip(cids, starts)]
+        after, finite = list(before), [False] * len(cids)
+        for k in range(ft.backtrack + 1):
+            lr, failed = float(spec.lr) / 10 ** k, []
+            for i, p in zip(todo, tune(todo, lr)):
+                if isinstance(p, str):  # a NaN model would still "score" an accuracy: never keep one
+                    if k == ft.backtrack and not finite[i]:
+                        raise NonFiniteLossError(
+                            f"Client {cids[i]}'s fine-tuned {p} is non-finite (fine-tuning of strategy {s.name!r} "
+                            f"for a personalized evaluation: lr {spec.lr} to {lr}, {ft.epochs} epoch(s), batch {bs}), "
+                            f"so it has no personalized accuracy. Lower the fine-tuning learning rate "
+                            f"(strategy_kw['ft_lr']).")
+                    failed.append(i)
+                    continue
+                finite[i], loss = True, self.train_loss(cids[i], p)
+                if ft.backtrack and not loss <= before[i]:
+                    failed.append(i)
+                else:
+                    tuned[i], lrs[i], after[i] = p, lr, loss
+            if not failed:
+                break
+            todo = failed
+        self.finetune_log = {"lr": lrs, "loss_before": before, "loss_after": after}
+        return tuned
+
+    def train_loss(self, cid: int, params: Params) -> float:
+        """Mean cross-entropy of ``params`` (eval mode) on client ``cid``'s whole training split, unaugmented."""
+        ix = self.client_idx[cid]
+        return self._scores(params, self.data.x_train[ix], self.data.y_train[ix], precision=self.cfg.precision)[1]
+
+    def personal_evaluation(self) -> dict[str, Any]:
         """Each client's personalized model on its own test split: unweighted mean and std over clients (after the
-        strategy's fine-tuning; ``personal_noft_*``: before it, when the strategy fine-tunes)."""
+        strategy's fine-tuning; ``personal_noft_*``: before it, when the strategy fine-tunes). A fine-tuning
+        strategy adds ``personal_ft_lr`` (each client's fine-tuning lr, :meth:`personalize`) and the mean loss on the
+        clients' training splits after and before fine-tuning (``personal_train_loss_mean``, ``..._noft_...``)."""
         if self.partition.test_indices is None:
             raise ConfigError(no_personal_tests(self.cfg, self.strategy.centralized), ["personal_eval"])
         tests = self.partition.test_indices
         cids = [cid for cid, t in enumerate(tests) if len(t)]
-        out: dict[str, float] = {}
+        out: dict[str, Any] = {}
         variants = [("personal_acc", True)] + ([("personal_noft_acc", False)] if self.strategy.finetune() else [])
         for name, ft in variants:
             accs = []
@@ -267,6 +312,10 @@ class Engine:
                 accs.append(self.evaluate(params, self.data.x_test[t], self.data.y_test[t],
                                           precision=self.cfg.precision)[0])
             out.update({f"{name}_mean": float(np.mean(accs)), f"{name}_std": float(np.std(accs))})
+            if ft and self.strategy.finetune():  # per client (in client order): the lr kept, 0.0 if none
+                log = self.finetune_log
+                out.update(personal_ft_lr=log["lr"], personal_train_loss_mean=float(np.mean(log["loss_after"])),
+                           personal_noft_train_loss_mean=float(np.mean(log["loss_before"])))
         return out
 
     # ---------------------------------------------------------------------------------------- rounds

@@ -78,9 +78,11 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
             for label, kw in (("own samples (§4.3)", {"samples": "own"}),
                               ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
             for n in seeds}
-    fig5 = {f"{label} | s={FIG_S} | seed={n}": at(base, FIG_S, AVG, n, **every).replace(strategy=strategy)
-            for label, strategy in (("FedAvg", "fedavg"), ("FedAvg+CRSM", "fedavg_crsm"), ("Local only", "local_only"))
-            for n in seeds}
+    fig5 = {f"{label} | s={FIG_S} | seed={n}": at(base, FIG_S, AVG, n, **every).replace(strategy=strategy,
+                                                                                     strategy_kw=kw)
+            for label, strategy, kw in (("FedAvg", "fedavg", {}),
+                                        ("FedAvg+CRSM", "fedavg_crsm", {"sim": "linear", "samples": "shared"}),
+                                        ("Local only", "local_only", {})) for n in seeds}
     groups = ten.replace(partition="label_groups", partition_kw={}, eval_every=max(1, ten.rounds // 5))
     fig1 = {f"{label} | seed={n}": groups.replace(seed=n, strategy=st, strategy_kw=kw)
             for label, st, kw in (("all bodies aggregated (FedBABU)", "fedbabu", {"head": "dense"}),

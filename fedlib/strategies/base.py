@@ -48,8 +48,8 @@ __all__ = ["Strategy", "FineTune", "ClientContext", "LocalBatch", "Needs", "Para
 
 @dataclass(frozen=True)
 class FineTune:
-    """Local fine-tuning before a personalized evaluation (FedBABU: the head, a few epochs, on the client's own
-    training split). ``None`` fields take the run's value."""
+    """Fine-tuning before a personalized evaluation (FedBABU: the head, on the client's training split; ``None``: the
+    run's value). ``backtrack``: retries at lr/10, lr/100, ... of a fine-tuning that raised that split's loss."""
 
     trainable: Callable[[str], bool]
     epochs: int = 1
@@ -57,6 +57,7 @@ class FineTune:
     momentum: float | None = None
     weight_decay: float | None = None
     batch_size: int | None = None
+    backtrack: int = 0
 
 
 class Strategy:

@@ -1,0 +1,118 @@
+"""Fine-tuning before a personalized evaluation (FedBABU, FedSHIBU): the protocol's settings, and that it never
+raises a client's loss on its own training split."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import functional_call
+
+from fedlib.config import Config
+from fedlib.engine import Engine
+from fedlib.params import Params
+from fedlib.strategies import build_strategy
+
+INFLATE = 30.0  # conv3 (the extractor's last layer) × 30, fc1's weight ÷ 30: the same function, 30× the features
+
+
+def cfg(executor: str = "sequential", **ft) -> Config:
+    """FedSHIBU's identity control (each client trains its own body under the frozen random dense head) on
+    two-class clients: after training, each client's model fits its own training split."""
+    return Config(dataset="synthetic", model="intr_cnn", strategy="fedshibu", strategy_kw={"sim": "identity", **ft},
+                  partition="shards", partition_kw={"shards_per_user": 2}, num_clients=5, rounds=2, local_epochs=5,
+                  batch_size=32, lr=0.05, momentum=0.9, weight_decay=0.0, augment="none", seed=1, executor=executor,
+                  personal_eval=True, eval_every=100)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data) -> Engine:
+    eng = Engine(cfg(), data=tiny_data, progress=False)
+    eng.run()
+    return eng
+
+
+def engine_like(trained: Engine, tiny_data, inflate: float = 1.0, executor: str = "sequential", **ft) -> Engine:
+    """A fresh engine holding ``trained``'s models; ``inflate``: its features scaled by a function-preserving
+    reparametrization (what a body without normalization does when it fits a frozen random head)."""
+    eng = Engine(cfg(executor, **ft), data=tiny_data, progress=False)
+    eng.round = trained.round
+    eng.global_params = {**trained.global_params, "fc1.weight": trained.global_params["fc1.weight"] / inflate}
+    for cid, st in trained.client_state.items():
+        own = dict(st["own"])
+        own["conv3.weight"], own["conv3.bias"] = own["conv3.weight"] * inflate, own["conv3.bias"] * inflate
+        eng.client_state[cid] = {"own": own}
+    return eng
+
+
+def train_loss(eng: Engine, cid: int, params: Params) -> float:
+    """Cross-entropy on client ``cid``'s whole training split, computed here (not by the engine)."""
+    ix = eng.client_idx[cid]
+    with torch.no_grad():
+        logits = functional_call(eng.ref_model, params, (eng.data.x_train[ix],))
+    return float(torch.nn.functional.cross_entropy(logits, eng.data.y_train[ix]))
+
+
+def test_protocol_settings(tiny_data):
+    """The papers fine-tune the head (FedBABU's abstract; FedSHIBU §3.2); FedBABU's code: 5 epochs, lr 1e-3,
+    momentum 0.9, batch 50, no weight decay, the whole model (ft_part="full"); backtracking on by default."""
+    eng = Engine(cfg(), data=tiny_data, progress=False)
+    shibu = eng.strategy
+    ft = shibu.finetune()
+    assert (ft.epochs, ft.lr, ft.momentum, ft.weight_decay, ft.batch_size, ft.backtrack) == (5, 1e-3, 0.9, 0.0, 50, 3)
+    names = [n for n, _ in eng.model.named_parameters() if not n.startswith("proj.")]
+    assert [n for n in names if ft.trainable(n)] == [f"fc{i}.{w}" for i in (1, 2, 3) for w in ("weight", "bias")]
+    babu = build_strategy("fedbabu")
+    babu.setup(eng.model, eng.cfg)
+    assert [n for n in names if babu.finetune().trainable(n)] == ["fc3.weight", "fc3.bias"]  # FedBABU's head
+    full = build_strategy("fedbabu", ft_part="full")
+    full.setup(eng.model, eng.cfg)
+    assert all(full.finetune().trainable(n) for n in names)
+    assert build_strategy("fedbabu", ft_backtrack=0).finetune().backtrack == 0  # the papers' protocol as written
+    assert build_strategy("fedbabu", ft_epochs=0).finetune() is None
+    assert build_strategy("fedavg_crsm").finetune() is None
+
+
+@pytest.mark.parametrize("executor", ["sequential", "vectorized"])
+def test_finetuning_never_raises_a_clients_training_loss(trained, tiny_data, executor):
+    """Each client's trained model fits its own training split; with its features 30× larger (the same function)
+    the papers' lr 1e-3 is past the edge of stability of the head's loss. Fine-tuning on that very split must not
+    end with a higher loss than it started from."""
+    cids = list(range(5))
+    eng = engine_like(trained, tiny_data, INFLATE, executor)
+    plain = engine_like(trained, tiny_data)
+    starts = [eng.strategy.eval_params(c, eng.global_params, eng.client_state[c]) for c in cids]
+    before = [train_loss(eng, c, p) for c, p in zip(cids, starts)]
+    assert before == pytest.approx([train_loss(plain, c, plain.strategy.eval_params(c, plain.global_params,
+                                                                                    plain.client_state[c]))
+                                    for c in cids], rel=1e-3, abs=1e-5)  # the same function
+    assert max(before) < 0.5  # fitted: nothing to unlearn
+    after = [train_loss(eng, c, p) for c, p in zip(cids, eng.personalize(cids))]
+    for c in cids:
+        assert after[c] <= before[c], (c, before[c], after[c], eng.finetune_log["lr"])
+    assert eng.finetune_log["loss_after"] == pytest.approx(after, rel=1e-4, abs=1e-6)
+    # the case can fail: fine-tuning at lr 1e-3 throughout (no backtracking) raises some client's loss
+    literal = engine_like(trained, tiny_data, INFLATE, executor, ft_backtrack=0)
+    raised = [train_loss(literal, c, p) > before[c] for c, p in zip(cids, literal.personalize(cids))]
+    assert any(raised)
+    assert all(lr < 1e-3 for lr, r in zip(eng.finetune_log["lr"], raised) if r)
+
+
+def test_where_the_papers_lr_is_stable_the_protocol_is_the_papers(trained, tiny_data):
+    """Without inflated features lr 1e-3 lowers every client's training loss: nothing backtracks, and the models
+    are those of fine-tuning at lr 1e-3 (ft_backtrack=0)."""
+    cids = list(range(5))
+    eng, literal = engine_like(trained, tiny_data), engine_like(trained, tiny_data, ft_backtrack=0)
+    tuned, ref = eng.personalize(cids), literal.personalize(cids)
+    assert eng.finetune_log["lr"] == [1e-3] * 5
+    log = eng.finetune_log
+    assert all(a < b for a, b in zip(log["loss_after"], log["loss_before"]))
+    for t, r in zip(tuned, ref):
+        assert all(torch.equal(t[k], r[k]) for k in t)
+
+
+def test_both_accuracies_and_the_kept_rates_are_recorded(trained, tiny_data):
+    eng = engine_like(trained, tiny_data, INFLATE)
+    out = eng.personal_evaluation()
+    assert {"personal_acc_mean", "personal_acc_std", "personal_noft_acc_mean", "personal_noft_acc_std"} <= set(out)
+    assert len(out["personal_ft_lr"]) == 5 and all(0 <= lr <= 1e-3 for lr in out["personal_ft_lr"])
+    assert out["personal_train_loss_mean"] <= out["personal_noft_train_loss_mean"]
