@@ -14,7 +14,7 @@ setup:
 	bash scripts/setup.sh
 
 lab: setup
-	.venv/bin/jupyter lab notebooks/
+	.venv/bin/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 campaign: setup    ## the planned runs within a budget: make campaign SCALE=paper DEVICE=cuda BUDGET=25m (docs/campaign.md)
 	.venv/bin/python -m fedlib.campaign run --scale $(SCALE) --device $(DEVICE) --budget $(BUDGET)

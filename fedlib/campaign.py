@@ -206,7 +206,7 @@ def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | N
         it.status, it.why = "blocked", missing[ds]
     else:
         it.status = "pending"
-        it.rounds_done = _checkpoint_round(store.checkpoint_path(it.key))
+        it.rounds_done = store.checkpoint_round(it.key)
         if it.rounds_done:
             it.status = "partial"
     est = costs.estimate(it.cfg, it.cfg.device, rounds_left=it.cfg.rounds - it.rounds_done, device_name=dev_name)
@@ -220,17 +220,6 @@ def _divergence(store: Store, key: str) -> str:
     if f is None or f.get("error", {}).get("type") != NonFiniteLossError.__name__:
         return ""
     return f"diverged in round {f.get('failed_round')}: {f['error'].get('message', '')}"
-
-
-def _checkpoint_round(path: Path) -> int:
-    if not path.exists():
-        return 0
-    try:
-        import torch
-
-        return int(torch.load(path, map_location="cpu", weights_only=False)["round"])
-    except Exception:  # noqa: BLE001 — an unreadable checkpoint: the run starts over (results.run decides)
-        return 0
 
 
 def unknown_notebooks(only: list[str], plans: dict[str, Any] | None = None) -> str | None:

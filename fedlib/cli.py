@@ -41,6 +41,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
                 value = ast.literal_eval(text)
             except (ValueError, SyntaxError):
                 value = text
+        if key.strip() in out:
+            raise ValueError(f"override {key.strip()!r} is given twice ({key.strip()}={out[key.strip()]!r} and "
+                             f"{item!r}); give each field once.")
         out[key.strip()] = value
     return out
 
@@ -86,7 +89,13 @@ def _run(a: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
     store = Store(a.store) if a.store else Store.for_scale(a.scale)
-    rec = run(cfg, store=store, recompute=a.recompute, progress=a.progress, callback=scalars)
+    try:
+        rec = run(cfg, store=store, recompute=a.recompute, progress=a.progress, callback=scalars)
+    except KeyboardInterrupt:
+        done = store.checkpoint_round(cfg.key())
+        print(f"\nfedlib run: interrupted after {done} checkpointed round(s) of {cfg.rounds}; run the same command "
+              f"to resume" + ("." if done else " (this run had not checkpointed a round yet)."), file=sys.stderr)
+        return 130
     if scalars is not None:
         scalars.close(rec.history)
         print(f"tensorboard: {Path(a.tensorboard) / rec.key}")
@@ -98,7 +107,8 @@ def _run(a: argparse.Namespace) -> int:
 def _final(rec: Any) -> str:
     last = rec.history[-1] if rec.history else {}
     nums = {k: v for k, v in last.items() if k != "round" and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return f"round {last.get('round', '?')}: " + ", ".join(f"{k} {v:.4g}" for k, v in nums.items())
+    return f"round {last.get('round', '?')}: " + ", ".join(f"{k} {100 * v:.2f} %" if k.endswith("_acc") or
+                                                           "_acc_" in k else f"{k} {v:.4g}" for k, v in nums.items())
 
 
 def _show(a: argparse.Namespace) -> int:
@@ -141,13 +151,22 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("key", help="a record's key or a unique prefix of one")
     s.add_argument("--scale", default="quick", choices=SCALES, help="which store (default: quick's, results/)")
     s.add_argument("--store", default=None, help="results folder")
+    for p in (r, s):
+        p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     a, rest = ap.parse_known_args(argv)  # overrides may come before or after the options
     bad = [x for x in rest if x.startswith("-") or "=" not in x or a.cmd != "run"]
     if bad:
         ap.error(f"unrecognized arguments: {' '.join(bad)} (overrides are key=value, after `run PAPER`)")
     if a.cmd == "run":
         a.overrides = list(a.overrides) + rest
-    return _run(a) if a.cmd == "run" else _show(a)
+    try:
+        return _run(a) if a.cmd == "run" else _show(a)
+    except Exception as e:  # noqa: BLE001 — one line for the user; --debug shows where
+        if a.debug:
+            raise
+        print(f"fedlib {a.cmd}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (--debug shows "
+              f"the traceback)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -43,12 +43,12 @@ _SPLITS = {"fmnist": (60_000, 10_000), "cifar10": (50_000, 10_000), "cifar100": 
 # Stated default model: training sample-passes per second of FedAvg on one device of each type, per model.
 # cuda: one H100 (benchmarks/RESULTS.md: IntR CNN on Fashion-MNIST 60 M sample-passes in 75 s with the CUDA
 # graph; simple CNN 394 k/s one-epoch graph benchmark); ResNets from their FLOPs at ~30 % of the card (not
-# measured). cpu: this project's 2-core CPU (quick-scale records: IntR CNN 20 k/s, simple CNN 12 k/s,
-# quarter-width ResNet-18 ~270/s); full-width ResNets from their FLOPs.
+# measured). cpu: one thread of this project's 2-core CPU at batch 64 (quick records: IntR CNN ~10 k/s, simple CNN
+# ~8 k/s, quarter-width ResNet-18 ~270/s); full-width ResNets from their FLOPs.
 DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
     "cuda": {"intr_cnn": 800_000, "simple_cnn": 400_000, "resnet20": 60_000, "resnet18": 15_000,
              "resnet50": 6_000, "*": 10_000},
-    "cpu": {"intr_cnn": 20_000, "simple_cnn": 12_000, "resnet20": 800, "resnet18": 60, "resnet50": 20, "*": 50},
+    "cpu": {"intr_cnn": 10_000, "simple_cnn": 8_000, "resnet20": 800, "resnet18": 60, "resnet50": 20, "*": 50},
 }
 # Cost of a strategy family relative to FedAvg: the contrastive methods run the global and previous models'
 # forward passes beside the local one (the target is <= 2x FedAvg); FedER computes EVBMF ranks every round.
@@ -243,7 +243,7 @@ def check_long(seconds: float, device: str, what: str, source: str = "", *, allo
             f"resumes.")
 
 
-CHECKPOINT_AFTER_S = 180.0  # a run estimated longer than this checkpoints by default (checkpoint_every=None)
+CHECKPOINT_AFTER_S = 60.0  # a run estimated longer than this checkpoints every round (checkpoint_every=None)
 _PLANNED: dict[tuple[str, str, str], list[Any]] = {}  # (store, dataset, device) -> the paper plans' items
 _ANNOUNCED: set[str] = set()  # notebooks whose paper-scale estimate this process has printed (and passed)
 
@@ -276,8 +276,8 @@ def _plan_estimate(cfg: Config, store: Any, table: "CostTable") -> tuple[str, st
 
 
 def before_run(cfg: Config, store: Any, *, allow_long: bool | None = None, log: Any = print) -> Config:
-    """What :func:`fedlib.results.run` settles before it trains ``cfg``: ``checkpoint_every=None`` becomes every 5 %
-    of the rounds for a run estimated longer than :data:`CHECKPOINT_AFTER_S` (else 0); at paper scale the estimate
+    """What :func:`fedlib.results.run` settles before it trains ``cfg``: ``checkpoint_every=None`` becomes every round
+    for a run estimated longer than :data:`CHECKPOINT_AFTER_S` (else 0); at paper scale the estimate
     of the notebook the run belongs to (or of the run) is printed once, and on a CPU above :data:`LONG_RUN_S`
     :func:`check_long` stops it unless told to go on."""
     from .results import device_name
@@ -285,7 +285,7 @@ def before_run(cfg: Config, store: Any, *, allow_long: bool | None = None, log: 
     table = CostTable()
     est = table.estimate(cfg, cfg.device, device_name=device_name(cfg.device))
     if cfg.checkpoint_every is None:
-        every = max(1, math.ceil(cfg.rounds / 20)) if est.seconds > CHECKPOINT_AFTER_S else 0
+        every = 1 if est.seconds > CHECKPOINT_AFTER_S else 0
         cfg = cfg.replace(checkpoint_every=every)
     if _scale(cfg) == "paper":
         planned = _plan_estimate(cfg, store, table)

@@ -175,6 +175,17 @@ class Store:
         shutil.move(str(path), dest)
         return dest
 
+    def checkpoint_round(self, key: str) -> int:
+        """The rounds finished in ``key``'s checkpoint (0 when there is none or it cannot be read: the run starts
+        over, :func:`run` decides)."""
+        path = self.checkpoint_path(key)
+        if not path.exists():
+            return 0
+        try:
+            return int(torch.load(path, map_location="cpu", weights_only=False)["round"])
+        except Exception:  # noqa: BLE001 — an unreadable checkpoint
+            return 0
+
     def artifact_path(self, key: str) -> Path:
         return self.root / "artifacts" / f"{key}.pt"
 
