@@ -165,3 +165,23 @@ def test_verdicts_invariants_and_runs_table_with_pending_runs():
 @pytest.mark.parametrize("dataset,column", [("fmnist", "cifar10"), ("cifar10", "cifar10"), ("cifar100", "cifar100")])
 def test_paper_column(dataset, column):
     assert art.paper_column(dataset) == column
+
+
+def test_crsm_readings_show_shared_samples_finding_the_label_groups_and_own_samples_not():
+    from fedlib.artifacts.fedshibu_findings import crsm_readings
+
+    df, fig = crsm_readings()
+    last = df[df["round"] == df["round"].max()].set_index(["setting", "reading"])
+    groups = "label groups, FedSHIBU (shared)"
+    assert last.loc[(groups, "shared samples"), "corr"] > 0.8 > abs(last.loc[(groups, "own samples"), "corr"])
+    assert last.loc[(groups, "shared samples"), "self-weight"] < 0.12  # near-uniform weights (1/10)
+    assert len(fig.axes) == 2 and all(ax.get_xlabel() == "local steps per client" for ax in fig.axes)
+
+
+def test_finetune_table_gives_both_accuracies_and_the_change():
+    from fedlib.artifacts.fedshibu_findings import finetune_table
+
+    t = finetune_table(_frame([(LINEAR, 2, 0, 90.0), (LINEAR, 2, 1, 92.0)]).assign(**{"acc (no ft)": [85.0, 86.0]}))
+    row = t.loc[(LINEAR, 2)]
+    assert row["seeds"] == 2 and row["before fine-tuning (%)"] == 85.5 and row["change (points)"] == 5.5
+    assert finetune_table(_frame([(LINEAR, 2, 0, "pending")])).empty
