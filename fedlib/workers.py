@@ -13,6 +13,8 @@ does; the parent admits each run against the budget before it starts and learns 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any, Callable
@@ -38,10 +40,23 @@ def default_jobs(device: str) -> int:
     return cores() if device == "cpu" else 1
 
 
-def _init_worker(threads: int) -> None:
+def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    """Exit this worker as soon as its parent process is gone (killed, even with SIGKILL): a daemon thread polls
+    the parent's pid; an orphan would otherwise train on, unseen. The run's checkpoint keeps its finished rounds."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _init_worker(threads: int, parent: int | None = None) -> None:
     import torch
 
     torch.set_num_threads(threads)
+    if parent is not None:
+        _exit_with_parent(parent)
 
 
 def _train(cfg_dict: dict[str, Any], root: str, progress: bool, recompute: bool, artifacts: bool) -> str:
@@ -98,7 +113,7 @@ def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable
     threads = max(1, cores() // jobs)
     running: dict[Future, tuple[Item, float]] = {}
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_worker,
-                             initargs=(threads,)) as pool:
+                             initargs=(threads, os.getpid())) as pool:
         while queue or running:
             while len(running) < jobs and (nxt := next_admitted()) is not None:
                 it, left = nxt
