@@ -1,6 +1,7 @@
 """FedCKA's ablations (notebook 04): the M-layer ablation with the centralized bound (arXiv Fig. 5 / Appl. Sci.
-Fig. 6 left), the between-client similarity variance per layer (Appl. Sci. Fig. 6 right), Table 3 (the similarity
-inside ℓ_cka) and Table 4 (training cost per round) — each a tidy table and a figure with the papers' numbers.
+Fig. 6 left), the between-client similarity variance per layer (Appl. Sci. Fig. 6 right) and its mean level beside
+the similarity to the global model, FedAvg beside FedCKA (:func:`similarity_levels`), Table 3 (the similarity inside
+ℓ_cka) and Table 4 (training cost per round) — each a tidy table and a figure with the papers' numbers.
 
 The papers' accuracies are CIFAR-10 after 100 rounds and their durations a Titan V's; ours are the dataset, scale
 and device the caller names (Tables 3–4's timings: synthetic data of the papers' shapes, :mod:`fedlib.timing`).
@@ -8,7 +9,7 @@ and device the caller names (Tables 3–4's timings: synthetic data of the paper
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,12 +22,14 @@ from ..results import Pending, Record
 from ..similarity import LayerSimilarity
 from ..style import PAPER_STYLE, dataset_name, method_style
 
-__all__ = ["PAPER_M", "M_RANGE", "m_layers", "layer_variance", "metrics_frame", "table3", "table4"]
+__all__ = ["PAPER_M", "M_RANGE", "REGULARIZED", "m_layers", "layer_variance", "similarity_levels", "metrics_frame",
+           "table3", "table4"]
 
 # arXiv Fig. 5 / Appl. Sci. Fig. 6 (left), CIFAR-10: only these are printed (text); the other M are a figure
 PAPER_M = {"FedCKA, M = 2": 67.86, "FedAvg": 64.37, "centralized": 70.0}
 M_RANGE = range(1, 8)  # the papers sweep the first M = 1..7 layers of the simple CNN
 PAPER_TOP_LAYER = 2  # Appl. Sci. Fig. 6: "the third layer [has] the highest variance of non-similarity" (0-based)
+REGULARIZED = ("conv1", "conv2")  # the simple CNN's layers ℓ_cka regularizes at M = 2 ("the first two layers")
 
 Runs = Mapping[str, Record | Pending]
 
@@ -107,6 +110,64 @@ def layer_variance(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return table.apply(lambda c: c.map(lambda x: float(f"{x:.6g}"))), fig
+
+
+_LEVELS = (("between clients", "mean over client pairs"), ("client to global", "mean over clients"))
+
+
+def similarity_levels(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], dataset: str,
+                      regularized: Sequence[str] = REGULARIZED) -> tuple[pd.DataFrame, plt.Figure | None]:
+    """Per layer, the mean linear CKA between the clients' final local models (over client pairs) and from each
+    client's final local model to the final global model (over clients), each averaged over the seeds, one line per
+    run label of ``sims`` (run label → seed → LayerSimilarity or Pending: FedAvg beside FedCKA); ``regularized``:
+    the layers ℓ_cka acts on, shaded.
+
+    The table is tidy: one row per comparison, layer and run, with the mean over the seeds whose similarity is
+    stored, their standard deviation (ddof 1; NaN for one seed), and how many seeds are stored and pending. No
+    stored seed at all: a "pending" table and no figure."""
+    done = {k: [s for s in v.values() if not isinstance(s, Pending)] for k, v in sims.items()}
+    n_pending = {k: sum(isinstance(s, Pending) for s in v.values()) for k, v in sims.items()}
+    if not any(done.values()):
+        return pd.DataFrame({"CKA": [PENDING]}), None
+    rows = []
+    for name, ss in done.items():
+        if not ss:
+            continue
+        per_seed = {_LEVELS[0][0]: np.array([s.pair_mean() for s in ss]),
+                    _LEVELS[1][0]: np.array([s.to_global.mean(0) for s in ss])}
+        for comparison, values in per_seed.items():
+            for i, layer in enumerate(ss[0].taps):
+                col = values[:, i]
+                rows.append({"comparison": comparison, "layer": layer, "run": name, "mean CKA": float(col.mean()),
+                             "std over seeds": float(col.std(ddof=1)) if len(col) > 1 else np.nan,
+                             "seeds": len(col), "pending seeds": n_pending[name],
+                             "regularized by ℓ_cka": layer in regularized})
+    table = pd.DataFrame(rows)
+    table[["mean CKA", "std over seeds"]] = table[["mean CKA", "std over seeds"]].map(
+        lambda x: float(f"{x:.6g}") if np.isfinite(x) else x)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.9), layout="constrained", sharey=True)
+    for ax, (comparison, over) in zip(axes, _LEVELS):
+        part = table[table["comparison"] == comparison]
+        taps = list(dict.fromkeys(part["layer"]))
+        for j, t in enumerate(taps):
+            if t in regularized:
+                ax.axvspan(j - 0.35, j + 0.35, color="0.92", lw=0,
+                           label="regularized by ℓ_cka" if t == next(x for x in taps if x in regularized) else None)
+        for name, run in part.groupby("run", sort=False):
+            x = [taps.index(t) for t in run["layer"]]
+            err = run["std over seeds"].fillna(0).to_numpy() if (run["seeds"] > 1).all() else None
+            n, n_out = int(run["seeds"].iloc[0]), int(run["pending seeds"].iloc[0])
+            seeds = f"{n} of {n + n_out} seeds" if n_out else f"{n} seed{'s' if n > 1 else ''}"
+            ax.errorbar(x, run["mean CKA"], yerr=err, capsize=3,
+                        label=f"{name} ({seeds}{', ± std' if err is not None else ''})", **method_style(name))
+        ax.set_xticks(range(len(taps)), taps)
+        ax.set_xlabel("layer (input → output)")
+        ax.set_title(f"{comparison} ({over})", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("linear CKA at the end of training")
+    fig.suptitle(f"Mean layer similarity, FedAvg beside FedCKA, α = 5 — {dataset_name(dataset)}", fontsize=10)
+    return table, fig
 
 
 def metrics_frame(metric_runs: Runs) -> pd.DataFrame:
