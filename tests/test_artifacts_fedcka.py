@@ -136,3 +136,22 @@ def test_similarity_levels_average_the_stored_seeds_and_draw_fedavg_beside_fedck
     plt.close(fig)
     pending, none = similarity_levels({"FedAvg": {0: Pending(cfg.key(), cfg.to_dict())}}, "fmnist")
     assert none is None and pending.iloc[0, 0] == "pending"
+
+
+def test_premise_verdict_compares_the_regularized_layers_similarity_with_fedavgs_per_seed():
+    from types import SimpleNamespace
+
+    from fedlib.artifacts.fedcka import premise_verdicts
+
+    def sim(level):
+        return SimpleNamespace(frame=lambda: pd.DataFrame(
+            {"CKA(client, client) mean": [level, level, 0.9], "CKA(client, global) mean": [level, level, 0.95]},
+            index=["conv1", "conv2", "fc1"]))
+
+    lower = {"FedAvg": {s: sim(0.99 + 0.001 * s) for s in range(3)},
+             "FedCKA (μ=3, M=2)": {s: sim(0.7 + 0.01 * s) for s in range(3)}}
+    assert {v.verdict for v in premise_verdicts(lower)} == {"contradicted"}
+    same = {"FedAvg": lower["FedAvg"], "FedCKA (μ=3, M=2)": {s: sim(0.995 + 0.001 * s) for s in range(3)}}
+    assert {v.verdict for v in premise_verdicts(same)} == {"reproduced"}
+    waiting = {**lower, "FedAvg": {0: Pending("k", {})}}
+    assert {v.verdict for v in premise_verdicts(waiting)} == {"pending"}

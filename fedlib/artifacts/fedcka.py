@@ -305,3 +305,29 @@ def variance_verdicts(sims: Mapping[str, Mapping[int, Any]], scope: Scope) -> li
             ratio = {s: float(v.pair_var()[2] / np.delete(v.pair_var(), 2).max()) for s, v in by_seed.items()}
             out.append(decide(claim, src, ratio, margin=1.0, names=("var(layer 3) / max var(other layers)", "")))
     return out
+
+
+def premise_verdicts(sims: Mapping[str, Mapping[int, Any]], regularized: Sequence[str] = ("conv1", "conv2")
+                     ) -> list[Verdict]:
+    """The premise of ℓ_cka (Appl. Sci. §3.2): regularizing the naturally similar layers keeps them as similar as
+    they are without it, between clients and to the global model. Per seed, FedCKA's mean linear CKA over the
+    ``regularized`` layers minus FedAvg's (``sims``: run label → seed → LayerSimilarity or Pending, labels starting
+    "FedAvg" and "FedCKA"); reproduced when d ≥ 0 over the interval."""
+    src = ("FedCKA (Appl. Sci.) §3.2, 'all settings ... should emulate the representational similarity of the ideal "
+           "IID setting—achieved by regularizing only naturally similar layers'")
+    by = {k.split(" ")[0]: v for k, v in sims.items()}
+    out = []
+    for what, col in (("between clients", "CKA(client, client) mean"), ("to the global model",
+                                                                         "CKA(client, global) mean")):
+        claim = f"FedCKA keeps its regularized layers ({', '.join(regularized)}) as similar {what} as FedAvg"
+        if not {"FedAvg", "FedCKA"} <= set(by):
+            out.append(not_testable(claim, src, "not in this scale's plan"))
+            continue
+        if any(isinstance(v, Pending) for s in ("FedAvg", "FedCKA") for v in by[s].values()):
+            out.append(pending(claim, src, "the run or its clients' models are not in the store"))
+            continue
+        mean = {s: {seed: float(v.frame().loc[list(regularized), col].mean()) for seed, v in by[s].items()}
+                for s in ("FedAvg", "FedCKA")}
+        out.append(decide(claim, src, mean["FedCKA"], mean["FedAvg"], kind="at_least", margin=0.0,
+                          names=("FedCKA", "FedAvg")))
+    return out
