@@ -262,7 +262,6 @@ class Report:
             v = replace(v, data=decided_on(v.source, self.dataset, self.model(v.source), str(self.meta.get(
                 "device", "cpu")), timed="repeats" in v.method))
         (self.controls if v.control else self.claims).append({"status": v.verdict, **v.to_dict()})
-        print(v.line())
         return v
 
     def model(self, source: str) -> str:
