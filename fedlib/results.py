@@ -168,9 +168,10 @@ class Store:
     def checkpoint_path(self, key: str) -> Path:
         return self.root / "checkpoints" / f"{key}.pt"
 
-    def set_aside(self, path: Path) -> Path:
-        """Move an unreadable checkpoint or artifact ``path`` to ``failed/<name>`` (kept for inspection)."""
-        dest = self.root / "failed" / path.name
+    def set_aside(self, path: Path, tag: str = "") -> Path:
+        """Move an unreadable checkpoint, artifact or record ``path`` to ``failed/<stem><tag><suffix>`` (kept for
+        inspection; ``tag`` keeps it apart from the failure record ``failed/<key>.json``)."""
+        dest = self.root / "failed" / f"{path.stem}{tag}{path.suffix}"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(path), dest)
         return dest
@@ -366,8 +367,9 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
             found = store.get(cfg)
         except RecordMismatchError:
             raise
-        except CorruptRecordError as e:
-            warnings.warn(f"{e} Recomputing it.", RuntimeWarning, stacklevel=2)
+        except CorruptRecordError as e:  # never overwritten: kept beside the store for whoever can read it
+            dest = store.set_aside(store.record_path(key), ".unreadable-record")
+            warnings.warn(f"{e} Moved it to {dest}; recomputing it.", RuntimeWarning, stacklevel=2)
             found = None
         if found is not None and (not artifacts or store.artifact_path(found.key).exists()):
             for w in found.provenance.get("warnings", []):

@@ -111,9 +111,10 @@ def test_run_recomputes_a_corrupt_record_of_its_config(tmp_path, mini_data):
     store, cfg = Store(tmp_path), mini(rounds=1)
     store.record_path(cfg.key()).parent.mkdir(parents=True)
     store.record_path(cfg.key()).write_text("<html>")
-    with pytest.warns(RuntimeWarning, match=r"not valid JSON.*Recomputing"):
+    with pytest.warns(RuntimeWarning, match=r"not valid JSON.*Moved it to.*recomputing"):
         rec = run(cfg, store=store, data=mini_data, progress=False)
     assert store.get(cfg).key == rec.key
+    assert (tmp_path / "failed" / f"{rec.key}.unreadable-record.json").read_text() == "<html>"
 
 
 def _dead_pid() -> int:
@@ -253,3 +254,23 @@ def test_a_rerun_with_the_same_result_leaves_its_record_file_untouched(tmp_path,
     assert p.read_bytes() == before and p.stat().st_mtime_ns == mtime
     store.put(Record(**{**again.to_json(), "final_params_hash": "changed"}))  # a different result is written
     assert json.loads(p.read_text())["final_params_hash"] == "changed"
+
+
+def test_a_record_this_version_cannot_read_is_moved_aside_never_overwritten(tmp_path):
+    import json
+    import warnings
+
+    from fedlib.results import Store, run
+
+    store = Store(tmp_path)
+    cfg = Config(dataset="synthetic", n_train=64, n_test=32, num_clients=2, rounds=1, batch_size=16)
+    rec = run(cfg, store=store, progress=False)
+    path = store.record_path(rec.key)
+    newer = {**json.loads(path.read_text()), "field_of_a_newer_version": 1}
+    path.write_text(json.dumps(newer))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(cfg, store=store, progress=False)
+    kept = tmp_path / "failed" / f"{rec.key}.unreadable-record.json"
+    assert json.loads(kept.read_text()) == newer and any("Moved it to" in str(w.message) for w in caught)
+    assert "field_of_a_newer_version" not in json.loads(path.read_text())
