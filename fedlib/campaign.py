@@ -186,7 +186,7 @@ def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | N
     ds = it.cfg.dataset
     if ds not in missing:
         missing[ds] = dataset_missing(ds)
-    it.rounds_done, it.recompute = 0, False
+    it.rounds_done, it.recompute, it.why = 0, False, ""
     try:
         rec = store.get(it.key)
     except RecordMismatchError as e:  # another config's record under this key: the user decides

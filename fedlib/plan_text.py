@@ -40,6 +40,7 @@ def format_plan(items: list[Item], scale: str, device: str) -> str:
                  f"estimated on {device}), blocked {len(by['blocked'])} "
                  f"({_fmt_s(sum(i.estimate_s for i in by['blocked']))} once their data is present)."]
     rows += [f"diverged: {i.key}: {i.why}" for i in by["diverged"]]
+    rows += [f"unreadable record (pending: training it moves the file aside): {i.why}" for i in todo if i.why]
     blocked = sorted({i.why for i in by["blocked"]})
     rows += [f"blocked: {w}" for w in blocked]
     sources = sorted({i.source for i in todo + by["blocked"]})

@@ -369,3 +369,18 @@ def test_an_unwritable_store_is_one_error_before_any_training(tmp_path, plans, c
                            "--costs", str(tmp_path / "c.json")])
         msg = capsys.readouterr().err
         assert err.value.code == 2 and f"cannot write to {blocker}" in msg and "Traceback" not in msg
+
+
+def test_plan_names_a_planned_runs_unreadable_record(tmp_path):
+    from fedlib.campaign import collect
+    from fedlib.plan_text import format_plan
+    from fedlib.results import Store
+
+    store = Store(tmp_path)
+    items = collect("smoke", "cpu", store=store, only=["01"])
+    path = store.record_path(items[0].key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"key": "cut sho')
+    items = collect("smoke", "cpu", store=store, only=["01"])
+    text = format_plan(items, "smoke", "cpu")
+    assert str(path) in text and "unreadable record" in text
