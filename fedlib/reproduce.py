@@ -76,6 +76,23 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
     return status, time.perf_counter() - t0
 
 
+def write_back(executed: Path, source: Path) -> None:
+    """Put ``executed``'s outputs into the notebook ``source`` (the committed one), so that a reader sees its tables,
+    figures and claims without running it: papermill's injected-parameters cell is dropped (the parameters cell
+    keeps its defaults), papermill's cell metadata and stderr streams (warnings naming local paths) are left out,
+    and every code cell's outputs and execution count are copied by position."""
+    ran, nb = json.loads(executed.read_text()), json.loads(source.read_text())
+    cells = [c for c in ran["cells"] if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    text = lambda c: "".join(c["source"]) if isinstance(c["source"], list) else c["source"]  # noqa: E731
+    if [text(c) for c in cells] != [text(c) for c in nb["cells"]]:
+        raise ValueError(f"{executed} was not executed from the current {source}: render it again.")
+    for mine, out in zip(nb["cells"], cells):
+        if mine["cell_type"] == "code":
+            mine["outputs"] = [o for o in out.get("outputs", []) if o.get("name") != "stderr"]
+            mine["execution_count"] = out.get("execution_count")
+    source.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
 def _echo_rounds(path: Path, stop: threading.Event) -> None:
     """Print the lines the kernel appends to ``path`` until ``stop`` is set (then the rest)."""
     pos = 0
@@ -282,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None,
                     help="runs trained at once before each notebook renders them (default: one single-thread worker "
                          "per core on a CPU, 1 on a GPU; 1: the notebook trains them itself)")
+    ap.add_argument("--write-back", action="store_true",
+                    help="copy each executed notebook's outputs into notebooks/ (the committed copies a reader sees)")
     ap.add_argument("--collect", action="store_true",
                     help="execute nothing: rebuild summary-<scale>.md from results/summary/<notebook>.<scale>.json")
     args = ap.parse_args(argv)
@@ -328,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         status, secs = execute_logged(nb, args.scale, args.device, args.dataset,
                                       NOTEBOOKS / "executed" / args.scale, train=args.train)
         secs += pre if args.train else 0.0
+        if args.write_back and status == "ok":
+            write_back(NOTEBOOKS / "executed" / args.scale / nb.name, nb)
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
         info.pop("seconds", None)  # wall time is printed, not stored: an unchanged batch leaves the files unchanged
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})

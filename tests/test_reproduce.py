@@ -187,3 +187,27 @@ def test_claims_table_shows_each_verdict_with_its_numbers_and_colour():
     assert df.iloc[1]["how / why"] == "needs 1,000 rounds"
     html = r.claims_table().to_html()
     assert VERDICT_COLOURS["reproduced"] in html and VERDICT_COLOURS["not testable at this scale"] in html
+
+
+def test_write_back_copies_outputs_by_position_without_the_injected_cell_or_stderr(tmp_path):
+    src = {"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["scale = 'quick'"],
+                      "outputs": [], "execution_count": None},
+                     {"cell_type": "markdown", "metadata": {}, "source": ["# x"]},
+                     {"cell_type": "code", "metadata": {}, "source": "print(1)", "outputs": [],
+                      "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    ran = json.loads(json.dumps(src))
+    ran["cells"].insert(1, {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]},
+                            "source": "train = False", "outputs": [], "execution_count": 2})
+    ran["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "1\n"},
+                                  {"output_type": "stream", "name": "stderr", "text": "/home/me/warning\n"}]
+    ran["cells"][3]["execution_count"] = 3
+    (tmp_path / "ran.ipynb").write_text(json.dumps(ran))
+    (tmp_path / "nb.ipynb").write_text(json.dumps(src))
+    rp.write_back(tmp_path / "ran.ipynb", tmp_path / "nb.ipynb")
+    out = json.loads((tmp_path / "nb.ipynb").read_text())
+    assert len(out["cells"]) == 3 and out["cells"][2]["outputs"] == [ran["cells"][3]["outputs"][0]]
+    assert out["cells"][2]["execution_count"] == 3
+    src["cells"][2]["source"] = "print(2)"
+    (tmp_path / "nb.ipynb").write_text(json.dumps(src))
+    with pytest.raises(ValueError, match="render it again"):
+        rp.write_back(tmp_path / "ran.ipynb", tmp_path / "nb.ipynb")
