@@ -128,8 +128,8 @@ def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%"
     return pd.DataFrame(rows).set_index("setting")
 
 
-CLAIM_COLUMNS = ("verdict", "claim", "source", "decided on", "n", "means", "d [95 % interval]", "claim region",
-                 "paper", "how / why")
+CLAIM_COLUMNS = ("verdict", "claim", "source", "decided on", "n", "means", "d [95 % interval]", "resolution (±)",
+                 "claim region", "paper", "how / why")
 # Where each paper's claims were made (first matching pattern of a claim's source wins): the datasets of the cited
 # table or sentence and the paper's model. A claim decided on other data or another model says so.
 PAPER_SETUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -175,14 +175,15 @@ def _verdict_css(v: str) -> str:
 
 def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
     """A stored claim (:meth:`fedlib.verdicts.Verdict.to_dict` plus ``status``) as the cells of one row of
-    :data:`CLAIM_COLUMNS`: n and the means per side, d with its interval, the paper's number, the method or
-    the reason."""
+    :data:`CLAIM_COLUMNS`: what it was decided on, n and the means per side, d with its interval and the interval's
+    half-width (the smallest effect this many seeds resolve), the paper's number, the method or the reason."""
     iv = c.get("interval") or [None, None]
     d = "—" if c.get("estimate") is None else f"{_fmt(c['estimate'])} [{_fmt(iv[0])}, {_fmt(iv[1])}]"
     cells = [c.get("status", c.get("verdict", "?")), c.get("claim", ""), c.get("source", ""),
              c.get("data") or "the paper's data and model",
              ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items()) or "—",
              ", ".join(f"{k} {v:.2f}" for k, v in (c.get("means") or {}).items()) or "—", d,
+             "—" if None in iv else _fmt((iv[1] - iv[0]) / 2, ".2f"),
              c.get("region") or "—", c.get("paper") or "—",
              " ".join(filter(None, [c.get("method", ""), c.get("why", "")])) or "—"]
     return dict(zip(CLAIM_COLUMNS, cells))
