@@ -15,12 +15,13 @@ time for the campaign's two workers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from ..config import Config
 from ..costs import DEFAULT_THROUGHPUT, sample_passes
 from ._base import Plan
 
-__all__ = ["MAX_PART_S", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
+__all__ = ["MAX_PART_S", "retrain_cost", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
 
 # A part over this many single-thread worker-seconds is left out at quick (named, with its estimate).
 MAX_PART_S = 10 * 3600.0
@@ -109,3 +110,16 @@ def fit(parts: list[Part], scale: str) -> Scope:
         scope.seconds += cost
         seen |= set(new)
     return scope
+
+
+def retrain_cost(runs: Plan | Mapping[Any, Config], scale: str) -> str:
+    """What retraining ``runs`` (a plan, or one artifact's ``{name: Config}``) from an empty store costs on this CPU
+    at ``scale``: single-thread worker-hours by the stated model (:func:`estimate_s`, a run shared by artifacts
+    counted once) and the wall time with the campaign's two workers. At paper scale: where the GPU estimate is."""
+    if scale == "paper":
+        return "retraining at paper scale: `python -m fedlib.campaign plan --scale paper` lists every run's estimate"
+    flat = {c.key(): c for v in runs.values() for c in (v.values() if isinstance(v, Mapping) else [v])}
+    hours = sum(estimate_s(c) for c in flat.values()) / 3600
+    return (f"retraining these {len(flat)} runs from an empty store: about {hours:.1f} single-thread worker-hours on "
+            f"this CPU, {WORKER_WALL * hours:.1f} h wall time with the campaign's two workers (make campaign "
+            f"SCALE={scale})")
