@@ -177,10 +177,12 @@ def similarity_verdicts(sims: Mapping[int, Any], sims50: Mapping[int, Any], scop
     out = []
     frames = {s: v.frame() for s, v in sims.items() if not isinstance(v, Pending)}
     some_pending = len(frames) < len(sims) or not sims
-    specs = [("the first two layers are more similar to the global model than the last three", "FedCKA (arXiv) "
+    specs = [("the first two layers are similar to the global model and the last three are not (a gap of more than "
+              "0.1 CKA)", "FedCKA (arXiv) "
               "§3.1 / Fig. 2, 'early layers, but not late layers, develop similar representations'",
               "CKA(client, global) mean", "mean", 3),
-             ("the first two layers are the most similar between clients", "FedCKA (Appl. Sci.) §3.2 / Fig. 2, "
+             ("the first two layers are similar between clients and the later ones are not (every later layer more "
+              "than 0.1 CKA below the first two)", "FedCKA (Appl. Sci.) §3.2 / Fig. 2, "
               "'the first two naturally similar layers are the two layers closest to the input'",
               "CKA(client, client) mean", "min", None)]
     for claim, src, col, how, n_last in specs:
@@ -190,7 +192,7 @@ def similarity_verdicts(sims: Mapping[int, Any], sims50: Mapping[int, Any], scop
         taps = list(next(iter(frames.values())).index)
         rest = taps[-n_last:] if n_last else taps[2:]
         out.append(decide(f"simple CNN: {claim}", src, _layer_gap({s: f[col] for s, f in frames.items()},
-                                                                 taps[:2], rest, how),
+                                                                 taps[:2], rest, how), margin=0.1,
                           names=("first two − " + ("last three" if n_last else "later layers"), "")))
     claim = "ResNet-50: the stem and the first post-residual block are the most similar between clients"
     src = "FedCKA (Appl. Sci.) §3.2 / Fig. 2, 'For ResNets, it is the initial convolutional layer and the first " \
