@@ -42,7 +42,7 @@ def _items(scale: str, store: Store, only: list[str] | None, dataset: str | None
 def _final(rec: Record, scale: str) -> float:
     """Final accuracy in %: the median of the last 10 evaluated rounds at paper scale (FedIntR's convention), the
     last one otherwise; personalized runs: the mean client accuracy."""
-    name = "test_acc" if rec.metric("test_acc").size else "personal_acc_mean"
+    name = "personal_acc_mean" if rec.metric("personal_acc_mean").size else "test_acc"  # a personalized run's own
     return 100 * rec.final(name, last=10 if scale == "paper" else 1)
 
 
