@@ -88,7 +88,8 @@ def claims_section(scale: str, items: list[Any], store: Store, summary_root: Pat
 
         for row in claim_rows(doc.get("claims", [])):
             verdict, claim, source, *numbers = (str(x).replace("|", "/") for x in row)
-            out.append(f"| {nb} | {claim} ({source}) | {verdict} | {'; '.join(n for n in numbers if n != '—')} |")
+            detail = [n for n in numbers if n not in ("—", "the paper's data and model")]
+            out.append(f"| {nb} | {claim} ({source}) | {verdict} | {'; '.join(detail)} |")
     return out + [""] + notes + [""]
 
 
