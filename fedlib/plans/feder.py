@@ -15,10 +15,10 @@ __all__ = ["feder_plan", "FEDER_SEEDS", "FEDER_QUICK_RUNS", "FEDER_LEFT_OUT", "r
 
 FEDER_SEEDS = {"paper": 5, "quick": 1, "smoke": 1}  # seeds per run: a comparison takes 5
 FEDER_QUICK_RUNS = (("Adam", "FedAvg"), ("Adam", "FedER"))  # Table 4.2's cells quick runs (one seed: no verdict)
-_BUDGET = ("a quick run on its plateau trains 20 rounds (2,000 local steps per client; benchmarks/RESULTS.md: FedER's "
-           "curve still climbs at 10) in about 16 minutes on one thread, so Table 4.2's 15 cells at 5 seeds need about "
-           "20 single-thread worker-hours, over the 10 a quick artifact may take; and at 1,000 steps EVBMF keeps no "
-           "component in about 65 % of FedER's client-layers (benchmarks/feder_floor.json), where FedER is FedAvg")
+_BUDGET = ("at quick EVBMF keeps no component in about 65 % of FedER's client-layers even after 1,000 local steps "
+           "(benchmarks/feder_floor.json), where FedER is FedAvg, so no FedER claim is testable at this scale; and on "
+           "its plateau (20 rounds: FedER's curve still climbs at 10) Table 4.2's 15 cells at 5 seeds would take "
+           "about 8-10 single-thread worker-hours (the committed 10-round runs took about 3 minutes on two threads)")
 # What a scale leaves out, with why: the notebook reports the claims that need it as not testable at that scale.
 FEDER_LEFT_OUT: dict[str, dict[str, str]] = {
     "paper": {}, "smoke": {},
