@@ -138,7 +138,9 @@ class Item:
 
 
 def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> dict[str, dict[str, Config]]:
-    kw = {"dataset": dataset} if dataset and "dataset" in inspect.signature(fn).parameters else {}
+    params = inspect.signature(fn).parameters
+    takes = "dataset" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    kw = {"dataset": dataset} if dataset and takes else {}
     return fn(scale, **kw)
 
 
@@ -151,18 +153,21 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
     build is skipped and its error appended to ``errors``. With ``retry_diverged`` a diverged run is pending."""
     from .plans import PLANS
 
+    from .plans import PAPER_DATASETS
+
     store = store or Store.for_scale(scale)
     costs = costs if costs is not None else CostTable()
     items: dict[str, Item] = {}
     for nb, fn in sorted((plans if plans is not None else PLANS).items()):
         if only and not any(nb == o or nb.startswith(o) for o in only):
             continue
+        datasets = (dataset,) if dataset or scale != "paper" or plans is not None else PAPER_DATASETS.get(nb, (None,))
         try:
-            arts = _call_plan(fn, scale, dataset)
+            arts = [(a, r) for ds in datasets for a, r in _call_plan(fn, scale, ds).items()]
         except Exception as e:  # noqa: BLE001 — one broken plan must not hide the others
             (errors if errors is not None else []).append(f"{nb}: {type(e).__name__}: {e}")
             continue
-        for art, runs in arts.items():
+        for art, runs in arts:
             for name, cfg in runs.items():
                 k = cfg.key()
                 it = items.get(k)

@@ -98,7 +98,7 @@ def test_missing_dataset_is_blocked_and_named(tmp_path, plans, monkeypatch):
     assert "cifar10" in dataset_missing("cifar10") and dataset_missing("synthetic") is None
     plans(**{"03_fedcka_heterogeneity": lambda scale, dataset="cifar10", **kw: {
         "table2": {"FedAvg": preset("fedcka", scale, dataset=dataset)}}})
-    it, = collect("paper", "cuda", store=Store(tmp_path), costs=CostTable(None))
+    it, = collect("paper", "cuda", store=Store(tmp_path), costs=CostTable(None), dataset="cifar10")
     assert it.status == "blocked" and "cifar10 not found" in it.why and it.priority == 20
     out = campaign.run_local([it], Store(tmp_path), 1e9, CostTable(None), log=lambda s: None)
     assert out == {"done": [], "skipped": [], "failed": []}  # never attempted

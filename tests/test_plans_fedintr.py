@@ -14,7 +14,7 @@ from fedlib.plans.fedintr import (FEDINTR_BEST_MU, FEDINTR_DEFAULT_E, FEDINTR_ME
 
 
 def test_paper_grids_are_the_papers():
-    p = plan("05_fedintr_benchmarks", "paper", seeds=(0, 1, 2))
+    p = plan("05_fedintr_benchmarks", "paper", dataset="cifar10", seeds=(0, 1, 2))
     mus = {}
     for name, cfg in p["table1"].items():
         d = split_name(name)
@@ -26,7 +26,8 @@ def test_paper_grids_are_the_papers():
     assert len(p["table1"]) == 3 * 19  # every run with 3 seeds
     assert {c.partition_kw["beta"] for c in p["table3"].values()} == {5.0, 0.1}
     uniform = [c for n, c in p["table5"].items() if n.startswith("uniform")]
-    assert {c.strategy_kw["weighting"] for c in uniform} == {"uniform"} and uniform[0].strategy_kw["mu"] == 10
+    assert {c.strategy_kw["weighting"] for c in uniform} == {"uniform"}
+    assert uniform[0].strategy_kw["mu"] == 3  # Table I's best μ on CIFAR-10
 
 
 def test_paper_scaling_plan_is_table_iv_and_fig_5():
@@ -83,3 +84,15 @@ def test_small_scales_hold_the_papers_best_mu_and_seeds_for_the_key_comparison(s
 def test_run_names_round_trip():
     assert split_name("β=0.1 | " + run_name("FedIntR", 10, 2)) == {"β": 0.1, "method": "FedIntR", "μ": 10.0, "seed": 2}
     assert split_name("N=50 | " + run_name("FedAvg", None, 0)) == {"N": 50, "method": "FedAvg", "μ": None, "seed": 0}
+
+
+def test_the_paper_campaign_plans_every_dataset_column_of_the_papers():
+    from fedlib.campaign import collect
+    from fedlib.plans import PAPER_DATASETS
+
+    items = collect("paper", "cuda", only=["03", "05"])
+    got = {(u[0], it.cfg.dataset) for it in items for u in it.uses}
+    want = {(nb, d) for nb in ("03_fedcka_heterogeneity", "05_fedintr_benchmarks") for d in PAPER_DATASETS[nb]}
+    assert want <= got
+    table3 = {it.cfg.dataset for it in items for u in it.uses if u[1] == "table3"}
+    assert table3 == {"cifar10", "cifar100"}  # Table III's columns only

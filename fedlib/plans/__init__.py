@@ -18,7 +18,7 @@ from .fedcka import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_sim
 from .fedintr import fedintr_benchmarks_plan, fedintr_scaling_plan
 from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_methods, fedshibu_plan
 
-__all__ = ["plan", "PLANS", "Plan", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS",
+__all__ = ["plan", "PLANS", "PAPER_DATASETS", "Plan", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS",
            "baseline_plan", "BASELINE_SEEDS", "BASELINE_LEFT_OUT", "feder_plan", "fedintr_benchmarks_plan", "fedintr_scaling_plan",
            "fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan"]
 
@@ -31,6 +31,18 @@ PLANS: dict[str, Callable[..., Plan]] = {
     "06_fedintr_scaling": fedintr_scaling_plan,
     "07_feder_optimizer_grid": feder_plan,
     "08_fedshibu_shards": fedshibu_plan,
+}
+
+
+# The datasets of the papers' columns each notebook reproduces at paper scale (the campaign plans every one; the
+# notebooks run one at a time, ``dataset=``): FedCKA Table 1 (CIFAR-10, CIFAR-100, Tiny ImageNet) with Table 2 and
+# the ablations on CIFAR-10; FedIntR Tables I and V on four datasets, Table III on CIFAR-10/100, Table IV and Fig. 5
+# on CIFAR-10; FedER on CIFAR-100; FedSHIBU Table 1 on CIFAR-10/100.
+PAPER_DATASETS: dict[str, tuple[str, ...]] = {
+    "01_fedavg_baseline": ("fmnist",), "02_fedcka_layer_similarity": ("cifar10",),
+    "03_fedcka_heterogeneity": ("cifar10", "cifar100", "tinyimagenet"), "04_fedcka_ablations": ("cifar10",),
+    "05_fedintr_benchmarks": ("fmnist", "svhn", "cifar10", "cifar100"), "06_fedintr_scaling": ("cifar10",),
+    "07_feder_optimizer_grid": ("cifar100",), "08_fedshibu_shards": ("cifar10", "cifar100"),
 }
 
 

@@ -115,7 +115,8 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
     base = preset("fedcka", scale, dataset=dataset, device=device, executor=executor)
     seeds = _seeds(scale, seeds)
     parts: dict[str, dict[str, Config]] = {}
-    for a in FEDCKA_ALPHAS[scale]:
+    table1_only = scale == "paper" and dataset in ("cifar100", "tinyimagenet")  # Table 1's other columns: α = 5
+    for a in (5.0,) if table1_only else FEDCKA_ALPHAS[scale]:
         for m in METHODS:
             label = method_name(m)
             runs = parts.setdefault(table2_part(label, a), {})
@@ -125,8 +126,8 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
                         strategy=m, strategy_kw=kw, partition_kw={"beta": a}, seed=s)
     epochs = {f"{method_name(m, kw)} | E={e} | seed={s}": base.replace(strategy=m, strategy_kw=kw, local_epochs=e,
                                                                        seed=s)
-              for e in FEDCKA_EPOCHS[scale] for m, kw in (("fedavg", {}), ("fedcka", {"mu": FEDCKA_MU}))
-              for s in seeds}
+              for e in (() if table1_only else FEDCKA_EPOCHS[scale])
+              for m, kw in (("fedavg", {}), ("fedcka", {"mu": FEDCKA_MU})) for s in seeds}
     return fit([Part(n, {"table2": r}) for n, r in parts.items()]
                + [Part("Appl. Sci. Fig. 5: local epochs E ≥ 5", {"epochs": {n: c for n, c in epochs.items()
                                                                           if c.local_epochs >= 5}}),

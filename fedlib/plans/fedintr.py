@@ -156,6 +156,8 @@ def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "
     table5 = {f"{opt} | μ={best['FedIntR']:g} | seed={s}": intr.replace(strategy_kw={**intr.strategy_kw, **kw},
                                                                           seed=s)
               for opt, kw in options.items() for s in seeds}
+    if scale == "paper" and dataset not in ("cifar10", "cifar100"):  # Table III's columns: CIFAR-10 and CIFAR-100
+        table3 = {}
     plan = {"table1": table1, "table3": table3, "table5": table5}
     return {a: runs for a, runs in plan.items() if a not in left_out}
 
