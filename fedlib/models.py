@@ -225,11 +225,31 @@ class _PadShortcut(nn.Module):
         return F.pad(x, (0, 0, 0, 0, self.extra // 2, self.extra - self.extra // 2))
 
 
+class _Projection(nn.Sequential):
+    """Option-B projection shortcut: 1×1 conv with stride ``stride``, then BN (``0`` the conv, ``1`` the BN).
+
+    The strided 1×1 conv is computed as what it is, a subsampling (every ``stride``-th row and column) followed by
+    a unit-stride 1×1 conv: the same function and gradients up to float rounding, and no strided 1×1 conv reaches a
+    kernel. oneDNN's strided 1×1 weight-gradient kernel (``jit_1x1``, channels-last input with fewer channels than
+    its 16-channel block, e.g. a narrowed ResNet-18's first projection) writes past its per-thread workspace with
+    more than one thread: heap corruption, then ``double free or corruption`` aborts. The conv module itself has
+    stride 1; parameter names are those of ``nn.Sequential(conv, bn)``."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__(nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.stride = stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.stride > 1:
+            x = x[:, :, ::self.stride, ::self.stride]
+        return super().forward(x)
+
+
 def _conv_shortcut(cin: int, cout: int, stride: int) -> nn.Module:
-    """Option-B projection shortcut (1×1 conv + BN) when shapes change, identity otherwise."""
+    """Option-B projection shortcut (1×1 conv + BN, :class:`_Projection`) when shapes change, identity otherwise."""
     if stride == 1 and cin == cout:
         return nn.Identity()
-    return nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    return _Projection(cin, cout, stride)
 
 
 class BasicBlock(nn.Module):

@@ -178,3 +178,63 @@ def test_deterministic_init() -> None:
     for name in ("simple_cnn", "intr_cnn", "resnet20"):
         a, b = _model(name, (3, 32, 32)), _model(name, (3, 32, 32))
         assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_projection_shortcut_is_the_strided_1x1_conv() -> None:
+    """Option-B projections subsample, then run a unit-stride 1×1 conv: the strided conv's values and gradients
+    (float64), under the same parameter names; no model hands a strided 1×1 conv to a kernel."""
+    from torch import nn
+
+    from fedlib.models import _Projection  # noqa: PLC2701
+
+    torch.manual_seed(0)
+    proj = _Projection(6, 12, 2).double()
+    ref = nn.Sequential(nn.Conv2d(6, 12, 1, 2, bias=False), nn.BatchNorm2d(12)).double()
+    ref.load_state_dict(proj.state_dict())
+    for h in (8, 7):  # odd sizes too: the last row and column are kept
+        x = torch.randn(5, 6, h, h, dtype=torch.float64, requires_grad=True)
+        y, y_ref = proj(x), ref(x)
+        torch.testing.assert_close(y, y_ref)
+        g = torch.randn_like(y)
+        got = torch.autograd.grad(y, [x, proj[0].weight], g)
+        want = torch.autograd.grad(y_ref, [x, ref[0].weight], g)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b)
+    for name, kw in [("resnet18", {"width": 8}), ("resnet50", {"width": 8})]:
+        m = build_model(name, (1, 16, 16), 10, **kw)
+        assert "layer2.0.shortcut.0.weight" in m.state_dict() and "layer2.0.shortcut.1.running_var" in m.state_dict()
+        convs = [c for c in m.modules() if isinstance(c, nn.Conv2d)]
+        assert not [c for c in convs if c.kernel_size == (1, 1) and c.stride != (1, 1)]
+        assert [s.stride for s in m.modules() if isinstance(s, _Projection)].count(2) == 3
+
+
+_NARROW_RESNET_STEPS = """
+import torch, torch.nn.functional as F
+from fedlib.models import resnet18
+torch.set_num_threads(2)
+torch.manual_seed(0)
+model = resnet18((1, 16, 16), 10, width=4).to(memory_format=torch.channels_last)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for b in (7, 5, 3) * 3:
+    loss = F.cross_entropy(model(torch.randn(b, 1, 16, 16)), torch.randint(0, 10, (b,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("ok")
+"""
+
+
+def test_narrow_resnet_trains_on_two_cpu_threads_without_heap_corruption() -> None:
+    """A narrowed ResNet-18 (4-32 channels: projections with fewer input channels than oneDNN's 16-channel block)
+    trained in channels_last on two threads with odd batch sizes, as the sequential executor does on the CPU, in a
+    subprocess so that a crash fails only this test. A strided 1×1 projection conv here makes oneDNN's weight
+    gradient write past its workspace: SIGSEGV, or glibc's ``double free or corruption`` abort under
+    ``MALLOC_CHECK_=3``."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MALLOC_CHECK_": "3", "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}
+    p = subprocess.run([sys.executable, "-c", _NARROW_RESNET_STEPS], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr[-2000:])

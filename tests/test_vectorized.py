@@ -8,7 +8,9 @@ when its start is perturbed by 1e-7: that is the training's own sensitivity, not
 BatchNorm ResNets are chaotic at initialization (a 1e-7 perturbation of the start moves the sequential executor's
 own weights by ~1e-3 within two steps when a ragged batch has a few samples), so they are compared in float64,
 where the same rounding differences stay below 1e-10: that checks the algorithm, not float32 luck. A CNN is
-checked in float64 too.
+checked in float64 too. On the CPU the vectorized executor's convolutions, BatchNorm and Linear layers run per
+client with the sequential executor's kernels (fedlib/executors/cpu_conv.py), so there a float32 ResNet run is
+also compared bit for bit.
 """
 
 import dataclasses
@@ -353,6 +355,106 @@ def test_per_client_conv_block_without_vmap_is_the_plain_block():
     g2 = torch.autograd.grad(ref.sum(), [x, plain.conv.weight, plain.conv.bias])
     for a, b in zip(g1, g2):
         torch.testing.assert_close(a, b)
+
+
+class _NormHead(torch.nn.Module):
+    """conv -> BatchNorm -> ReLU -> pooled -> Linear -> BatchNorm-free Linear: the layers the per-client CPU path
+    routes (a BatchNorm ResNet's, in miniature)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(6)
+        self.fc = torch.nn.Linear(6, 5)
+        self.out = torch.nn.Linear(5, 3, bias=False)
+
+    def forward(self, x):
+        h = torch.nn.functional.relu(self.bn(self.conv(x)))
+        return self.out(torch.relu(self.fc(h.mean((2, 3)))))
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("ragged", [False, True])
+def test_per_client_batchnorm_and_linear_are_the_plain_ops_bit_for_bit(train, ragged):
+    """vmap over clients of the per-client BatchNorm and Linear (conv -> BN -> ReLU -> Linear -> Linear) gives each
+    client the plain modules' outputs, gradients and running statistics exactly (the sequential executor's kernels,
+    in channels_last); vmap's own BatchNorm rule does not (it folds the clients into the channels). With ``rows``
+    the padding rows get zero outputs and input gradients and stay out of the batch statistics."""
+    from torch.func import functional_call, vmap
+
+    from fedlib.executors.cpu_conv import per_client_convs as _per_client_convs
+    from fedlib.executors.layout import stack_as as _stack_as
+
+    torch.manual_seed(0)
+    plains = [_NormHead().to(memory_format=torch.channels_last).train(train) for _ in range(3)]
+    for i, m in enumerate(plains):  # different running statistics per client, as after some training
+        m.bn.running_mean.uniform_(-1, 1), m.bn.running_var.uniform_(0.5, 2), m.bn.num_batches_tracked.fill_(i)
+    rows = [None]
+    per_client = _per_client_convs(plains[0], rows).train(train)
+    # stacked as the executor stacks them: each client's slice in the model's memory format
+    stacked = {k: _stack_as([m.state_dict()[k] for m in plains], v) for k, v in plains[0].state_dict().items()}
+    names = [k for k, _ in plains[0].named_parameters()]
+    params = {k: stacked[k].detach().requires_grad_(True) for k in names}
+    buffers = {k: v for k, v in stacked.items() if k not in params}
+    n, width = 3, 7
+    counts = (7, 4, 2) if ragged else (7, 7, 7)
+    like = torch.empty(width, 3, 5, 5).contiguous(memory_format=torch.channels_last)
+    x = _stack_as([torch.randn(width, 3, 5, 5) for _ in range(n)], like).requires_grad_(True)
+    rows[0] = counts if ragged else None
+    try:
+        out = vmap(lambda p, b, xi: functional_call(per_client, (p, b), (xi,)))(params, buffers, x)
+        weights = torch.arange(1.0, width + 1)[:, None]
+        (out * weights).sum().backward()
+    finally:
+        rows[0] = None
+    for i, c in enumerate(counts):
+        m = plains[i]
+        x_i = x[i, :c].detach().clone().requires_grad_(True)
+        ref = m(x_i)
+        (ref * weights[:c]).sum().backward()
+        assert torch.equal(out[i, :c], ref) and not out[i, c:].any()
+        assert torch.equal(x.grad[i, :c], x_i.grad) and not x.grad[i, c:].any()
+        for k, p in m.named_parameters():
+            assert torch.equal(params[k].grad[i], p.grad), k
+        for k, b in m.named_buffers():  # updated in place, per client, from the real rows only (train mode)
+            assert torch.equal(buffers[k][i], b), k
+
+
+def test_per_client_batchnorm_and_linear_without_vmap_are_the_plain_modules():
+    from fedlib.executors.cpu_conv import per_client_convs as _per_client_convs
+
+    torch.manual_seed(0)
+    plain = _NormHead()
+    per_client = _per_client_convs(plain, [None])
+    x = torch.randn(4, 3, 5, 5, requires_grad=True)
+    out, ref = per_client(x), plain(x)
+    torch.testing.assert_close(out, ref)
+    names = ["conv.weight", "bn.weight", "bn.bias", "fc.weight", "fc.bias", "out.weight"]
+    g1 = torch.autograd.grad(out.square().sum(), [x] + [dict(per_client.named_parameters())[k] for k in names])
+    g2 = torch.autograd.grad(ref.square().sum(), [x] + [dict(plain.named_parameters())[k] for k in names])
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(per_client.bn.running_mean, plain.bn.running_mean)
+    torch.testing.assert_close(per_client.bn.running_var, plain.bn.running_var)
+
+
+def test_resnet_float32_equals_sequential_on_cpu(small_rgb):
+    """A narrowed BatchNorm ResNet-18 in float32, unequal clients with ragged last batches of a few samples (where
+    the training amplifies any rounding difference ~1e4-fold within two steps): on the CPU the vectorized executor
+    runs convolutions, BatchNorm and Linear layers per client with the sequential executor's kernels, so both
+    executors end with the same weights and running statistics, bit for bit (the reported losses, reduced under
+    vmap, to float32 rounding)."""
+    c = cfg("resnet18", strategy="fedprox", strategy_kw={"mu": 0.5}, model_kw={"width": 4}, num_clients=4, rounds=2,
+            local_epochs=1, batch_size=14, lr=0.05)
+    sizes = [len(ix) for ix in Engine(c, data=small_rgb, progress=False).partition.client_indices]
+    assert any(0 < n % c.batch_size < 6 for n in sizes), sizes  # a ragged batch of a few samples
+    seq, vec = both(c, small_rgb)
+    assert vec.executor.mode == "exact"
+    assert all(torch.equal(vec.global_params[k], v) for k, v in seq.global_params.items())
+    assert seq.client_models.keys() == vec.client_models.keys()
+    for cid in seq.client_models:
+        assert all(torch.equal(vec.client_models[cid][k], v) for k, v in seq.client_models[cid].items())
+    assert [h["train_loss"] for h in vec.history] == pytest.approx([h["train_loss"] for h in seq.history], rel=1e-6)
 
 
 def test_padded_mode_skips_padding_rows_on_cpu(tiny_data, monkeypatch):

@@ -6,7 +6,7 @@ engine or any strategy.
 sequential     one client after another on one reused model and ``torch.optim`` optimizer (the reference)
 vectorized     the clients' parameters stacked and trained together under ``torch.func.vmap``
                (:mod:`.vectorized`; chunks of clients, stacked, in :mod:`.chunk`; fixed-shape steps and
-               CUDA graphs in :mod:`.static`; per-client CPU convolutions in :mod:`.cpu_conv`)
+               CUDA graphs in :mod:`.static`; per-client CPU layers in :mod:`.cpu_conv`)
 =============  =======================================================================================
 """
 

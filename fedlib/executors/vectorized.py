@@ -120,7 +120,7 @@ class VectorizedExecutor:
         self.chunk_size, self.compile = chunk_size, bool(compile)
         self.task = task
         # The functional forward runs on the task's model (its own parameters are never read) or, on the CPU, on
-        # a copy whose convolutions run per client (fedlib.executors.cpu_conv).
+        # a copy whose convolutions, BatchNorm and Linear layers run per client (fedlib.executors.cpu_conv).
         per_client = self.device.type == "cpu" and os.environ.get("FEDLIB_VEC_CPU_CONV", "per_client") != "grouped"
         if per_client and os.environ.get("FEDLIB_CPU_MALLOC", "1") != "0":
             keep_freed_memory()
