@@ -10,6 +10,7 @@ when their bytes change, so rendering the same records again leaves them untouch
 from __future__ import annotations
 
 import io
+import re
 import textwrap
 import json
 from pathlib import Path
@@ -52,7 +53,8 @@ def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] 
     fields: dict[str, Any] = {"scale": scale, "dataset": dataset, "rendered_commit": code_commit()}
     parts = [f"scale={scale}", f"dataset={dataset}"]
     if runs is None:
-        fields.update(seeds=seeds, device=device_name(device))
+        # the rendering machine without its thread count: rendering the same records on it gives the same stamp
+        fields.update(seeds=seeds, device=re.sub(r", \d+ threads?\)$", ")", device_name(device)))
         parts += [f"seeds={','.join(map(str, seeds))}"] * bool(seeds) + [
             f"rendered at commit={fields['rendered_commit']} on device={fields['device']}"]
     else:

@@ -131,3 +131,20 @@ def test_runs_longer_than_a_few_minutes_checkpoint_by_default_and_resume(tmp_pat
     rec = run(cfg, store=store, progress=False)
     assert rec.provenance["resumed_from_round"] == 2 and rec.provenance["checkpoint_every"] == 1
     assert json.loads(store.record_path(cfg.key()).read_text())["key"] == cfg.key()
+
+
+def test_rendering_reads_a_timing_of_this_cpu_taken_with_another_thread_count(tmp_path, monkeypatch):
+    from fedlib.config import Config
+    from fedlib.timing import cached_costs
+
+    cfg = Config(dataset="synthetic", n_train=32, n_test=16, num_clients=2, rounds=2, batch_size=16)
+    configs = {"FedAvg": cfg, "FedProx": cfg.replace(strategy="fedprox", strategy_kw={"mu": 0.01})}
+    store = Store(tmp_path)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    timed = cached_costs(configs, "cifar10", 32, reps=2, store=store, train=True)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    again = cached_costs(configs, "cifar10", 32, reps=2, store=store, train=False)
+    assert again is not None and again.index.tolist() == timed.index.tolist()
+    assert len(list((tmp_path / "costs").glob("*.json"))) == 1  # nothing timed again
+    doc = json.loads(next((tmp_path / "costs").glob("*.json")).read_text())
+    assert "1 threads" in doc["provenance"]["device"]

@@ -137,3 +137,15 @@ def test_a_figure_no_run_produced_says_where_and_when_it_was_rendered_and_no_see
     line = provenance_line("quick", "synthetic", "cpu", [], runs=None, timed="median of 5 repeats")
     assert "seeds=" not in line and "a18ab63" not in line and "timed=median of 5 repeats" in line
     assert "rendered at commit=92db18c" in line
+
+
+def test_a_rendering_stamp_names_the_device_without_its_thread_count(monkeypatch):
+    import torch
+
+    from fedlib.plots import provenance_line
+
+    lines = set()
+    for n in (1, 2):
+        monkeypatch.setattr(torch, "get_num_threads", lambda n=n: n)
+        lines.add(str(provenance_line("quick", "fmnist", "cpu", [0])))
+    assert len(lines) == 1 and "threads" not in next(iter(lines))
