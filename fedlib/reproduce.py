@@ -247,6 +247,38 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
     return "\n".join(lines + ["## Claims and tables", *details, ""])
 
 
+PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
+
+
+def claims_overview(rows: list[dict], scale: str) -> str:
+    """Every paper's claims in one scannable page (valid markdown), grouped by paper, then by notebook: the verdict,
+    the claim, where the paper makes it, what it was decided on, the effect with its 95 % interval, and a link to the
+    notebook that shows it. The project's controls are not among them."""
+    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in PAPERS}
+    for r in rows:
+        for c in r.get("claims", []):
+            paper = next((p for p in PAPERS if c.get("source", "").startswith(p) or f" {p} " in
+                          f" {c.get('source', '')} "), "FedER" if "thesis" in c.get("source", "") else "other")
+            by_paper.setdefault(paper, []).append((r["notebook"], c))
+    lines = [f"# The papers' claims at scale `{scale}`", "",
+             f"_Every claim of every paper, decided by `fedlib.verdicts` (95 % t interval over seeds against the claim's "
+             f"region); scale `{scale}` is {'the papers' if scale == 'paper' else 'not the papers'}' setup. Each row "
+             f"links to the notebook that shows it; `results/summary-{scale}.md` has every number._", ""]
+    for paper, claims in by_paper.items():
+        if not claims:
+            continue
+        n = {v: sum(c.get("status") == v for _, c in claims) for v in VERDICT_COLUMNS}
+        lines += [f"## {paper}", "", ", ".join(f"{k}: {v}" for k, v in n.items() if v), "",
+                  "| verdict | claim | source | decided on | d [95 % interval] | notebook |", "|---|---|---|---|---|---|"]
+        for nb, c in claims:
+            cells = claim_cells(c)
+            lines.append("| " + " | ".join(_cell(x) for x in (
+                cells["verdict"], cells["claim"], cells["source"], cells["decided on"], cells["d [95 % interval]"],
+                f"[{nb}](../notebooks/{nb}.ipynb)")) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def _ledger(scale: str, only: list[str] | None) -> str:
     """The ledger's runs-by-artifact and seed sections for the summary (empty if the plans cannot be listed)."""
     from .campaign import collect
@@ -358,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     whole = ok and len(nbs) == len(notebooks())
     path = DEFAULT_ROOT / f"summary-{args.scale}{'' if whole else '.partial'}.md"
     atomic_write_text(path, text)
+    atomic_write_text(DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
+                      claims_overview(rows, args.scale))
     print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
     if not whole:
         print(f"{DEFAULT_ROOT / f'summary-{args.scale}.md'} is left as it was ("

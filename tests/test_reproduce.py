@@ -212,3 +212,17 @@ def test_write_back_copies_outputs_by_position_without_the_injected_cell_or_stde
     (tmp_path / "nb.ipynb").write_text(json.dumps(src))
     with pytest.raises(ValueError, match="render it again"):
         rp.write_back(tmp_path / "ran.ipynb", tmp_path / "nb.ipynb")
+
+
+def test_claims_overview_groups_every_claim_by_paper_with_a_link_to_its_notebook():
+    rows = [{"notebook": "05_fedintr_benchmarks", "claims": [
+        {"claim": "FedIntR beats FedAvg", "source": "FedIntR Table I", "status": "reproduced", "estimate": 1.0,
+         "interval": [0.5, 1.5]}],
+             "controls": [{"claim": "ours", "source": "FedIntR Table I", "status": "reproduced"}]},
+            {"notebook": "03_fedcka_heterogeneity", "claims": [
+                {"claim": "FedCKA beats FedAvg", "source": "FedCKA Table 2", "status": "pending",
+                 "data": "Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"}]}]
+    text = rp.claims_overview(rows, "quick")
+    assert text.index("## FedCKA") < text.index("## FedIntR") and "## FedER" not in text
+    assert "[05_fedintr_benchmarks](../notebooks/05_fedintr_benchmarks.ipynb)" in text
+    assert "+1.00 [+0.50, +1.50]" in text and "the paper: CIFAR-10" in text and "| ours |" not in text
