@@ -38,6 +38,7 @@ import threading
 import time
 from pathlib import Path
 
+from .provenance import code_commit
 from .report import CLAIM_COLUMNS, claim_cells
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -319,6 +320,18 @@ def parameter_problems(nbs: list[Path], args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every notebook of the batch is stamped with the code as it was when the batch started (``--write-back``
+    changes notebooks/ as it goes, which must not make the later notebooks "-dirty")."""
+    before = os.environ.get("FEDLIB_COMMIT")
+    os.environ["FEDLIB_COMMIT"] = before or code_commit()
+    try:
+        return _main(argv)
+    finally:
+        if before is None:
+            os.environ.pop("FEDLIB_COMMIT", None)
+
+
+def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", default="quick", choices=["smoke", "quick", "paper"])
     ap.add_argument("--device", default="cpu")
