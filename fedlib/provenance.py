@@ -22,13 +22,15 @@ from . import __version__
 __all__ = ["git_commit", "code_commit", "device_name", "params_hash", "provenance", "flatten_runs", "runs_provenance",
            "short_commit"]
 
-_CODE_PATHS = ("fedlib", "notebooks/*.ipynb", "benchmarks/*.py", "pyproject.toml")
+# The code that produces numbers. The notebooks are left out: they hold no algorithm code (parameters and calls on
+# fedlib), and they are committed with their outputs, so a commit of a render must not change the code's identity.
+_CODE_PATHS = ("fedlib", "benchmarks/*.py", "pyproject.toml")
 
 
 def git_commit(path: Path | None = None) -> str:
     """``$FEDLIB_COMMIT`` if set (a copy of the tree run elsewhere, e.g. on a GPU machine), else the repository's HEAD
-    commit, or ``"unknown"``; ``-dirty`` when code that produces numbers (the package,
-    the notebooks, the benchmark scripts, pyproject.toml) differs from HEAD. Regenerated outputs (figures/, results/)
+    commit, or ``"unknown"``; ``-dirty`` when code that produces numbers (the package, the benchmark scripts,
+    pyproject.toml) differs from HEAD. Regenerated outputs (figures/, results/)
     do not count: a batch run rewrites them while it runs."""
     cwd = path or Path(__file__).resolve().parent
     if os.environ.get("FEDLIB_COMMIT"):
