@@ -147,6 +147,9 @@ def fig5_verdicts(curves: Mapping[int, Mapping[str, pd.Series]], epochs: pd.Data
             why = scope.left_out.get("Appl. Sci. Fig. 5: local epochs E ≥ 5", "the sweep has fewer than 3 values of E")
             out += [not_testable(c, src + say, why) for c in claims]
             continue
+        if _rows(epochs, {"method": m})["pending"].any():
+            out += [pending(c, src + say) for c in claims]
+            continue
         mean = _rows(epochs, {"method": m}).groupby("E")["acc"].mean()
         e_min, e_max = int(epochs["E"].min()), int(epochs["E"].max())
         e_best = int(mean.idxmax()) if mean.notna().any() else e_min

@@ -8,9 +8,9 @@ FedAvg+CRSM, whose uniform control is FedAvg. A run two artifacts share is the s
 
 ``quick`` (10 clients, 1,000 local steps per client, 5 seeds, every run evaluated every round):
 
-* Table 1: s ∈ {2, 5} (the paper's "extreme heterogeneity", where it claims FedSHIBU's gain) and s = 10 (a third
-  point of Fig. 4's sweep), FedSHIBU (linear CKA), FedBABU, FedAvg and the identity control. RBF CKA and s > 10
-  are left to ``paper``.
+* Table 1: s ∈ {2, 5} (the paper's "extreme heterogeneity", where it claims FedSHIBU's gain), s = 10 and s = 100
+  (homogeneous data, where the paper says FedSHIBU equals FedBABU), FedSHIBU (linear CKA), FedBABU, FedAvg and the
+  identity control. RBF CKA and the other levels are left to ``paper``.
 * Fig. 3: Table 1's FedSHIBU runs at s = 5 (the quick federation has Fig. 3's 10 clients) and the same with D̂_i on
   samples shared by every client (the other reading of Algorithm 2).
 * Fig. 5: FedAvg, FedAvg+CRSM and local-only at s = 5, evaluated every round.
@@ -31,7 +31,7 @@ from ._base import SEEDS, Plan
 __all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
            "FIG_S", "split_name"]
 
-FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 10), "smoke": (2, 5)}
+FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 10, 100), "smoke": (2, 5)}
 FEDSHIBU_SEEDS = SEEDS
 FIG_S = 5  # Figs. 3 and 5: s = 5
 LINEAR, RBF, BABU, AVG, IDENTITY = ("FedSHIBU (CKA linear)", "FedSHIBU (CKA RBF)", "FedBABU", "FedAvg",
