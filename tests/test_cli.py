@@ -63,3 +63,16 @@ def test_show_prints_config_provenance_and_final_metrics_by_key_or_prefix(tmp_pa
         assert "rounds = 1" in out and "commit" in out and "test_acc" in out
     assert main(["show", "zzzz", "--store", str(tmp_path)]) == 2
     assert "no record has a key starting 'zzzz'" in capsys.readouterr().err
+
+
+def test_cli_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
+    from fedlib.cli import main
+
+    assert main(["run", "fedintr", "rounds=1", "rounds=3", "--store", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "given twice" in err
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "0123456789abcdef.json").write_text('{"key": "01')
+    assert main(["show", "0123", "--store", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not valid JSON" in err and "--debug" in err
