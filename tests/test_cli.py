@@ -76,3 +76,30 @@ def test_cli_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
     assert main(["show", "0123", "--store", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not valid JSON" in err and "--debug" in err
+
+
+def test_ctrl_c_saves_says_how_to_resume_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path):
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["fedintr", "--scale", "quick", "--no-progress", "dataset=synthetic", "n_train=1200", "n_test=100",
+            "rounds=6", "local_epochs=2", "checkpoint_every=1"]
+    cmd = [sys.executable, "-m", "fedlib", "run", *args]
+    ckpts = tmp_path / "a" / "checkpoints"
+    p = subprocess.Popen([*cmd, "--store", str(tmp_path / "a")], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (ckpts.is_dir() and any(ckpts.iterdir())) and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=120)[1]
+    if p.returncode == 0:  # it finished before the signal: nothing to resume (a very fast machine)
+        return
+    assert p.returncode == 130 and "run the same command to resume" in err and "Traceback" not in err
+    subprocess.run([*cmd, "--store", str(tmp_path / "a")], check=True, capture_output=True, timeout=300)
+    subprocess.run([*cmd, "--store", str(tmp_path / "b")], check=True, capture_output=True, timeout=300)
+    rec = {s: json.loads(next((tmp_path / s / "records").glob("*.json")).read_text()) for s in "ab"}
+    assert rec["a"]["final_params_hash"] == rec["b"]["final_params_hash"]
+    assert rec["a"]["provenance"]["resumed_from_round"] >= 1
