@@ -68,8 +68,9 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
+        quiet = {"kernel_manager_class": "fedlib.ipc_kernel.IPCKernelManager"} if os.name == "posix" else {}
         pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters=params, cwd=str(NOTEBOOKS),
-                            kernel_name="python3", progress_bar=False, log_output=False)
+                            kernel_name="python3", progress_bar=False, log_output=False, **quiet)
         status = "ok"
     except Exception as e:  # papermill wraps the cell's exception; keep going with the other notebooks
         name = getattr(e, "ename", type(e).__name__)
