@@ -166,7 +166,11 @@ def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) 
         return
     items = [i for i in collect(scale, device, only=[nb.stem], dataset=dataset) if i.status in ("pending", "partial")]
     if items:
-        print(f"[reproduce] {nb.stem}: {len(items)} run(s) to train, {jobs} at a time", flush=True)
+        from .costs import fmt_s
+
+        est = sum(i.estimate_s for i in items) / jobs
+        print(f"[reproduce] {nb.stem}: {len(items)} run(s) to train, {jobs} at a time, about {fmt_s(est)}: their "
+              f"records are not in results/records yet (--no-train renders without them, as pending)", flush=True)
         run_local(items, Store.for_scale(scale), float("inf"), CostTable(None if scale == "smoke" else DEFAULT_COSTS),
                   jobs=jobs, progress=True, log=lambda s: print(s.replace("[campaign]", "[reproduce]"), flush=True))
 
