@@ -196,8 +196,8 @@ def claim_rows(claims: list[dict]) -> list[list[object]]:
 
 def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, float]]:
     """Per notebook: its planned runs (``planned``), those stored (``done``), the single-thread worker-hours the
-    stored ones took (``hours_done``: their records' wall time) and the estimate for the rest (``hours_left``). A
-    run several notebooks share counts in each."""
+    stored ones took (``hours_done``: their records' wall time) and the estimate for the rest (``hours_left``, whole
+    runs: a local checkpoint does not count). A run several notebooks share counts in each."""
     from .campaign import collect
     from .results import Store
 
@@ -210,8 +210,8 @@ def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, fl
             if it.status in ("done", "diverged"):
                 p["done"] += 1
                 p["hours_done"] += float((rec.provenance if rec else {}).get("wall_time_s") or 0.0) / 3600
-            else:
-                p["hours_left"] += it.estimate_s / 3600
+            else:  # the whole run's estimate: a checkpoint on this machine must not change the committed summary
+                p["hours_left"] += it.estimate_s * it.cfg.rounds / max(1, it.cfg.rounds - it.rounds_done) / 3600
     return out
 
 
