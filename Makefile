@@ -7,8 +7,9 @@ BUDGET ?= 25m
 reproduce: setup   ## render every notebook at $(SCALE) from the committed records (trains nothing); figures/ + results/summary-$(SCALE).md
 	.venv/bin/python -m fedlib.reproduce --scale $(SCALE) --device $(DEVICE) --no-train
 
-test: setup        ## unit tests + notebooks under nbval at smoke scale
+test: setup        ## unit tests + notebooks under nbval at smoke scale, then their committed quick outputs compared with a render from the records
 	FEDLIB_SCALE=smoke .venv/bin/python -m pytest -q tests notebooks --nbval-lax --durations=10
+	FEDLIB_SCALE=quick FEDLIB_TRAIN=0 .venv/bin/python -m pytest -q notebooks --nbval
 
 setup:
 	bash scripts/setup.sh

@@ -198,6 +198,9 @@ class _Tables:
     def _repr_html_(self) -> str:
         return "<br>".join(t.to_html() for t in self.tables)
 
+    def __repr__(self) -> str:  # the text a terminal (or a notebook's text/plain) shows: no memory address
+        return "\n\n".join(f"{t.caption}\n{t.data.to_string(index=False)}" for t in self.tables)
+
 
 class ClaimFailed(AssertionError):
     pass
@@ -302,12 +305,16 @@ class Report:
         """The papers' claims as one styled table for a notebook's last cell (the verdict cell coloured, long text
         wrapped, the index hidden: a pandas ``Styler``), followed by the project's controls when there are any
         (``controls=None``); ``controls=True``: the controls alone, ``False``: the claims alone."""
-        if controls is None and self.controls:
-            return _Tables([self.claims_table(False), self.claims_table(True)])
+        if controls is None:
+            return _Tables([self._styled(False)] + ([self._styled(True)] if self.controls else []))
+        return _Tables([self._styled(controls)])
+
+    def _styled(self, controls: bool) -> Any:
         rows = self.controls if controls else self.claims
         what = "our controls (not claims of the papers)" if controls else "the papers' claims"
         df = pd.DataFrame([claim_cells(c) for c in rows], columns=list(CLAIM_COLUMNS))
-        return (df.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
+        uuid = f"{self.notebook}-{'controls' if controls else 'claims'}"  # pandas' default is random: not reproducible
+        return (df.style.set_uuid(uuid).hide(axis="index").map(_verdict_css, subset=["verdict"])
                 .set_properties(**{"text-align": "left", "white-space": "normal", "font-size": "0.9em"})
                 .set_caption(f"{self.notebook}: {what} at scale {self.scale} on {self.dataset}"))
 

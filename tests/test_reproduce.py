@@ -186,8 +186,11 @@ def test_claims_table_shows_each_verdict_with_its_numbers_and_colour():
     assert row["verdict"] == "reproduced" and row["n"] == "A 3, B 3" and row["paper"] == "+3.1"
     assert row["d [95 % interval]"].startswith("+10.33 [")
     assert df.iloc[1]["how / why"] == "needs 1,000 rounds"
-    html = r.claims_table().to_html()
+    html = r.claims_table()._repr_html_()
     assert VERDICT_COLOURS["reproduced"] in html and VERDICT_COLOURS["not testable at this scale"] in html
+    # a committed notebook's output is compared with a fresh render: no random table id, no memory address
+    assert html == r.claims_table()._repr_html_() and " at 0x" not in repr(r.claims_table())
+    assert "A beats B" in repr(r.claims_table())
 
 
 def test_write_back_copies_outputs_by_position_without_the_injected_cell_or_stderr(tmp_path):
