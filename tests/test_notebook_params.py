@@ -88,3 +88,19 @@ def test_every_notebook_reads_as_short_cells_over_fedlib_and_ends_with_its_claim
     last = code[-1].source.strip().splitlines()
     if any("Report(" in c.source for c in code):
         assert last[-2:] == ["report.save()", "report.claims_table()"], last[-2:]
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_papermill_sees_every_parameter_so_reproduce_can_pass_train_false(nb_path, monkeypatch):
+    """papermill reads the parameters cell line by line: a line it cannot parse is silently not a parameter, and
+    ``reproduce --no-train`` would then skip the notebook."""
+    import papermill as pm
+
+    params_src, _ = _cells(nb_path)
+    ns: dict = {}
+    exec(params_src, ns)
+    assigned = {k for k in ns if not k.startswith("__") and k != "os"}
+    assert set(pm.inspect_notebook(str(nb_path))) == assigned
+    monkeypatch.setenv("FEDLIB_TRAIN", "0")
+    exec(params_src, ns)
+    assert ns["train"] is False
