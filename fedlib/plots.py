@@ -14,14 +14,17 @@ import re
 import textwrap
 import json
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from .atomic import atomic_write_bytes, atomic_write_text
 from .provenance import code_commit, device_name, runs_provenance, short_commit
+from .style import method_style
+from .verdicts import CONFIDENCE
 
 FIGURES = Path(__file__).resolve().parent.parent / "figures"
 
@@ -117,8 +120,6 @@ def accuracy_curves(ax: plt.Axes, curves: Iterable[tuple[str, pd.Series]], hline
     """Test accuracy per round for several runs, optionally with a reference line (e.g. an upper bound). Each method
     keeps its colour and line style (:func:`fedlib.style.method_style`), so overlapping curves stay visible, and the
     y-axis leaves room above the highest curve or line."""
-    from .style import method_style
-
     top = hline if hline is not None else 0.0
     for label, s in curves:
         n = len(s)
@@ -132,3 +133,159 @@ def accuracy_curves(ax: plt.Axes, curves: Iterable[tuple[str, pd.Series]], hline
     ax.set_ylabel("test accuracy (%)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+
+
+# ---- the figure kinds every artifact draws with: curves over rounds, values by group or along a sweep, similarity
+# heatmaps, and the papers' numbers in a panel of their own. Error bars and bands are always the 95 % t interval
+# over seeds (none for one seed), and every function returns the note that says so, for the figure's title.
+
+def t_interval(values: Iterable[float]) -> tuple[float, float, int]:
+    """(mean, half-width of the 95 % t interval of the mean, n) of the finite ``values``; the half-width is NaN for
+    fewer than two values (one seed has no interval) and the mean NaN for none."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if len(v) == 0:
+        return float("nan"), float("nan"), 0
+    if len(v) == 1:
+        return float(v[0]), float("nan"), 1
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+    return float(v.mean()), float(half), len(v)
+
+
+def seeds_note(seeds: Iterable[int], what: str = "bars") -> str:
+    """``"5 seeds (0-4); bars: 95 % t interval"``, or ``"1 seed (0), no interval"``: what a figure's title says
+    about its seeds and error bars."""
+    s = sorted(set(int(x) for x in seeds))
+    if not s:
+        return "no runs yet"
+    names = f"{s[0]}-{s[-1]}" if len(s) > 2 and s == list(range(s[0], s[-1] + 1)) else ",".join(map(str, s))
+    if len(s) == 1:
+        return f"1 seed ({names}), no interval"
+    return f"{len(s)} seeds ({names}); {what}: 95 % t interval of the mean"
+
+
+def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, percent: bool = True,
+                ylabel: str = "test accuracy (%)", xlabel: str = "round", logy: bool = False) -> str:
+    """For each label, its seeds' curves (``{label: {seed: Series indexed by round}}``) as their mean with a shaded
+    95 % t band (one seed: its curve alone); rounds where a seed was not evaluated are left out of that round's
+    mean. Returns the seeds note for the title (:func:`seeds_note`)."""
+    seeds: set[int] = set()
+    for label, by_seed in runs.items():
+        if not by_seed:
+            continue
+        seeds |= set(by_seed)
+        frame = pd.concat({s: c for s, c in by_seed.items()}, axis=1).sort_index() * (100 if percent else 1)
+        stats_ = [t_interval(row) for row in frame.to_numpy()]
+        mean = np.array([m for m, _, _ in stats_])
+        half = np.array([h for _, h, _ in stats_])
+        style = method_style(label)
+        n = len(by_seed)
+        ax.plot(frame.index, mean, label=f"{label} (n={n})" if n > 1 else label,
+                markevery=max(1, len(frame) // 10), ms=4, **style)
+        if n > 1:
+            ax.fill_between(frame.index, mean - half, mean + half, color=style["color"], alpha=0.18, lw=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    if runs:
+        ax.legend(fontsize=8)
+    return seeds_note(seeds, "band")
+
+
+def _drawn(values: Mapping[Any, Sequence[float]]) -> dict[Any, tuple[float, float, int]]:
+    return {k: st for k, v in values.items() if (st := t_interval(v))[2] > 0}
+
+
+def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, float]]], *,
+               ylabel: str = "final test accuracy (%)", ylim: tuple[float, float] | None = None) -> str:
+    """Values by group and method (``{group: {method: {seed: value}}}``) as bars of the seeds' mean with 95 % t
+    error bars and each seed as a dot. A group with no value yet is not drawn: the returned note names it
+    ("not run yet: ...") after the seeds note. Methods keep their colour (:func:`fedlib.style.method_style`)."""
+    drawn = {g: m for g, m in groups.items() if any(len(v) for v in m.values())}
+    methods = list(dict.fromkeys(k for m in drawn.values() for k, v in m.items() if len(v)))
+    width = 0.8 / max(1, len(methods))
+    seeds: set[int] = set()
+    for j, method in enumerate(methods):
+        style = method_style(method)
+        for i, (g, m) in enumerate(drawn.items()):
+            vals = m.get(method) or {}
+            seeds |= set(vals)
+            mean, half, n = t_interval(vals.values())
+            if n == 0:
+                continue
+            x = i - 0.4 + width * (j + 0.5)
+            ax.bar(x, mean, width * 0.9, color=style["color"], alpha=0.85, label=method if i == next(
+                k for k, (_, mm) in enumerate(drawn.items()) if len(mm.get(method) or {})) else None)
+            if n > 1:
+                ax.errorbar(x, mean, yerr=half, color="black", capsize=3, lw=1)
+            ax.plot([x] * n, list(vals.values()), ls="none", marker=".", color="black", ms=3)
+    ax.set_xticks(range(len(drawn)), list(drawn))
+    ax.set_ylabel(ylabel)
+    if ylim:
+        ax.set_ylim(*ylim)
+    ax.grid(axis="y", alpha=0.3)
+    if methods:
+        ax.legend(fontsize=8, ncol=min(len(methods), 5))
+    missing = [g for g in groups if g not in drawn]
+    return seeds_note(seeds) + (f"; not run yet: {', '.join(missing)}" if missing else "")
+
+
+def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]], *, xlabel: str,
+          ylabel: str = "final test accuracy (%)") -> str:
+    """Values along a swept setting (``{method: {x: {seed: value}}}``): the seeds' mean with 95 % t error bars.
+    A method with fewer than three settings run is drawn as dots without a connecting line (two points are not a
+    trend); x ticks are the settings that were run."""
+    seeds: set[int] = set()
+    xs: set[float] = set()
+    for method, by_x in points.items():
+        stats_ = {x: st for x, v in sorted(by_x.items()) if (st := t_interval(v.values()))[2] > 0}
+        for v in by_x.values():
+            seeds |= set(v)
+        if not stats_:
+            continue
+        xs |= set(stats_)
+        style = method_style(method)
+        if len(stats_) < 3:
+            style["ls"] = "none"
+        x = list(stats_)
+        ax.errorbar(x, [m for m, _, _ in stats_.values()],
+                    yerr=[0 if not np.isfinite(h) else h for _, h, _ in stats_.values()], capsize=3, label=method,
+                    **{k: v for k, v in style.items() if k != "marker"}, marker=style.get("marker") or "o")
+    ax.set_xticks(sorted(xs))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if xs:
+        ax.legend(fontsize=8)
+    return seeds_note(seeds)
+
+
+def similarity_heatmap(ax: plt.Axes, matrix: np.ndarray, labels: Sequence[str] | None = None, title: str = "",
+                       annotate: bool = True) -> Any:
+    """A CKA (or other [0, 1] similarity) matrix on the fixed scale 0-1, each cell annotated with its value, so a
+    spread of a few hundredths is read from the numbers, not from a stretched colour scale."""
+    m = np.asarray(matrix, dtype=float)
+    im = ax.imshow(m, vmin=0.0, vmax=1.0, cmap="viridis")
+    if labels is not None:
+        ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=7)
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    if annotate and m.size <= 400:
+        for (i, j), v in np.ndenumerate(m):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5 if m.shape[0] > 8 else 7,
+                        color="black" if v > 0.6 else "white")
+    ax.set_title(title, fontsize=9)
+    return im
+
+
+def paper_panel(ax: plt.Axes, rows: Sequence[Sequence[Any]], columns: Sequence[str], title: str) -> None:
+    """The papers' numbers as a small table in a panel of their own (``title`` names the paper's dataset, model and
+    scale): never drawn on our axes, where a value from another setup would read as comparable."""
+    ax.axis("off")
+    table = ax.table(cellText=[[str(c) for c in r] for r in rows], colLabels=list(columns), loc="upper center",
+                     cellLoc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    table.scale(1.0, 1.25)
+    ax.set_title(title, fontsize=9)

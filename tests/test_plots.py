@@ -149,3 +149,59 @@ def test_a_rendering_stamp_names_the_device_without_its_thread_count(monkeypatch
         monkeypatch.setattr(torch, "get_num_threads", lambda n=n: n)
         lines.add(str(provenance_line("quick", "fmnist", "cpu", [0])))
     assert len(lines) == 1 and "threads" not in next(iter(lines))
+
+
+def test_t_interval_is_scipys_95_percent_interval_and_none_for_one_seed():
+    from scipy import stats
+
+    from fedlib.plots import t_interval
+
+    v = [84.1, 85.0, 85.3, 84.7, 85.9]
+    lo, hi = stats.t.interval(0.95, len(v) - 1, loc=np.mean(v), scale=stats.sem(v))
+    m, h, n = t_interval(v)
+    assert n == 5 and np.isclose(m, np.mean(v)) and np.isclose(h, (hi - lo) / 2)
+    assert t_interval([80.0])[0] == 80.0 and np.isnan(t_interval([80.0])[1])
+    assert t_interval([float("nan"), None])[2] == 0
+
+
+def test_group_bars_draw_only_groups_that_were_run_and_name_the_others():
+    from fedlib.plots import group_bars
+
+    fig, ax = plt.subplots()
+    note = group_bars(ax, {"α = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "FedCKA": {0: 87.5, 1: 88.1}},
+                           "α = 0.1": {"FedAvg": {}, "FedCKA": {}}})
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["α = 5"]
+    assert note == "2 seeds (0,1); bars: 95 % t interval of the mean; not run yet: α = 0.1"
+    plt.close(fig)
+
+
+def test_a_sweep_of_two_settings_is_dots_not_a_line_and_three_are_a_line():
+    from fedlib.plots import sweep
+
+    fig, ax = plt.subplots()
+    sweep(ax, {"FedAvg": {1: {0: 80.0, 1: 81.0}, 6: {0: 85.0, 1: 85.5}},
+               "FedIntR": {1: {0: 80.0}, 6: {0: 85.0}, 10: {0: 86.0}}}, xlabel="E")
+    lines = {c.get_label(): c.lines[0].get_linestyle() for c in ax.containers}
+    assert lines == {"FedAvg": "None", "FedIntR": "-"}
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "6", "10"]
+    plt.close(fig)
+
+
+def test_similarity_heatmaps_use_the_whole_0_to_1_scale_with_values_written():
+    from fedlib.plots import similarity_heatmap
+
+    fig, ax = plt.subplots()
+    im = similarity_heatmap(ax, np.array([[1.0, 0.96], [0.96, 1.0]]), ["c0", "c1"])
+    assert im.get_clim() == (0.0, 1.0) and "0.96" in [t.get_text() for t in ax.texts]
+    plt.close(fig)
+
+
+def test_mean_curves_shade_the_interval_over_seeds_and_say_so():
+    from fedlib.plots import mean_curves
+
+    fig, ax = plt.subplots()
+    r = pd.Series([0.5, 0.7, 0.8], index=[1, 2, 3])
+    note = mean_curves(ax, {"FedAvg": {0: r, 1: r + 0.01, 2: r - 0.01}, "FedIntR (μ=10)": {0: r}})
+    assert note == "3 seeds (0-2); band: 95 % t interval of the mean"
+    assert len(ax.collections) == 1 and np.allclose(ax.lines[0].get_ydata(), [50, 70, 80])
+    plt.close(fig)
