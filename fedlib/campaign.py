@@ -40,62 +40,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from . import loaders as L
+from . import plans as plans_registry  # PLANS read at call time: a test may replace them
+from . import ray_backend, workers
 from .atomic import writable_problem
-from .config import SCALES, Config
-from .costs import DEFAULT_COSTS, CostTable
+from .config import SCALES, Config, device_problem, field_problem
+from .costs import DEFAULT_COSTS, CostTable, LongRunError, check_long
 from .costs import fmt_s as _fmt_s
+from .data import data_root
+from .ledger import ledger_path, write_ledger
+from .plan_text import DOC_BEGIN, DOC_END, format_plan, plan_doc, write_plan_doc  # noqa: F401
+from .plans import DATASET_FIRST, DEFAULT_PRIORITY, PRIORITIES, keeps_models, priority  # noqa: F401
 from .results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
 from .schedule import NonFiniteLossError
-from .plan_text import DOC_BEGIN, DOC_END, format_plan, plan_doc, write_plan_doc  # noqa: F401
-from .workers import default_jobs, run_local
+from .workers import default_jobs
 
 __all__ = ["Item", "PRIORITIES", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
            "run_local", "format_plan", "unknown_notebooks", "main"]
 
-# (notebook number, artifact id) -> priority (lower runs first). Artifact ids are normalized: lower case, letters
-# and digits only, Roman table numbers as digits ("Table II" -> "table2"); "*" matches any artifact.
-PRIORITIES: dict[tuple[str, str], int] = {
-    ("05", "table1"): 10, ("05", "table2"): 11, ("05", "table5"): 12,  # FedIntR, Fashion-MNIST column
-    ("01", "table1"): 13,  # FedIntR Table I's FedAvg / FedProx rows (the same runs as notebook 05's)
-    ("03", "table2"): 20,  # FedCKA Table 2 (CIFAR-10)
-    ("03", "table1"): 21, ("05", "*"): 25, ("03", "*"): 26, ("01", "*"): 27,
-    ("08", "table1"): 30,  # FedSHIBU Table 1 / Fig. 4
-    ("07", "table42"): 31,  # FedER Table 4.2
-    ("02", "*"): 40, ("04", "*"): 40, ("06", "*"): 40, ("07", "*"): 45, ("08", "*"): 45,
-}
-DEFAULT_PRIORITY = 50
-DATASET_FIRST = "fmnist"  # within one priority, Fashion-MNIST runs first (the papers' numbers we can check here)
-_ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8, "ix": 9, "x": 10}
-
-
-def keeps_models(cfg: Config) -> bool:
-    """Whether a planned run keeps its clients' final models, as the notebook that renders it asks
-    (:func:`fedlib.plans.fedcka.keeps_artifacts`: FedCKA's between-client CKA), so rendering does not retrain it."""
-    from .plans.fedcka import keeps_artifacts
-
-    return cfg.model == "simple_cnn" and keeps_artifacts(cfg)
-
-
-def _norm(artifact: str) -> str:
-    a = re.sub(r"[^a-z0-9 ]", "", artifact.lower().replace("_", " ").replace(".", ""))
-    a = re.sub(r"\b(table|fig|figure)\s*(x|ix|viii|vii|vi|v|iv|iii|ii|i)\b", lambda m: f"{m[1]}{_ROMAN[m[2]]}", a)
-    return a.replace(" ", "")
-
-
-def priority(notebook: str, artifact: str) -> int:
-    """The priority of ``artifact`` of ``notebook`` (:data:`PRIORITIES`; :data:`DEFAULT_PRIORITY` if unknown)."""
-    num, art = notebook[:2], _norm(artifact)
-    for (nb, pat), p in PRIORITIES.items():
-        if nb == num and pat != "*" and re.match(rf"{pat}(?!\d)", art):
-            return p
-    return PRIORITIES.get((num, "*"), DEFAULT_PRIORITY)
-
-
 def dataset_missing(name: str) -> str | None:
     """Why ``name``'s files are not on this machine (None when they are); looks where ``load_dataset`` looks."""
-    from . import loaders as L
-    from .data import data_root
-
     root = data_root()
     if name == "synthetic":
         return None
@@ -128,6 +92,12 @@ class Item:
     estimate_s: float = 0.0
     source: str = ""
     retry: bool = False  # train it again even if it diverged (--retry-diverged)
+
+    @property
+    def what(self) -> str:
+        """``notebook · artifact · run name [key]`` of its first use: how the campaign's log names it."""
+        nb, art, name = self.uses[0]
+        return f"{nb} · {art} · {name} [{self.key}]"
     recompute: bool = False  # its stored record is a diverged one: retrying replaces it
 
     @property
@@ -151,17 +121,13 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
     """Every run of every plan (``only``: notebook names or number prefixes), deduplicated by key, with its
     priority, status and estimated cost on ``device``, in the order ``run`` takes them. A plan that fails to
     build is skipped and its error appended to ``errors``. With ``retry_diverged`` a diverged run is pending."""
-    from .plans import PLANS
-
-    from .plans import PAPER_DATASETS
-
     store = store or Store.for_scale(scale)
     costs = costs if costs is not None else CostTable()
     items: dict[str, Item] = {}
-    for nb, fn in sorted((plans if plans is not None else PLANS).items()):
+    for nb, fn in sorted((plans if plans is not None else plans_registry.PLANS).items()):
         if only and not any(nb == o or nb.startswith(o) for o in only):
             continue
-        datasets = (dataset,) if dataset or scale != "paper" or plans is not None else PAPER_DATASETS.get(nb, (None,))
+        datasets = (dataset,) if dataset or scale != "paper" or plans is not None else plans_registry.PAPER_DATASETS.get(nb, (None,))
         try:
             arts = [(a, r) for ds in datasets for a, r in _call_plan(fn, scale, ds).items()]
         except Exception as e:  # noqa: BLE001 — one broken plan must not hide the others
@@ -229,9 +195,7 @@ def _divergence(store: Store, key: str) -> str:
 
 def unknown_notebooks(only: list[str], plans: dict[str, Any] | None = None) -> str | None:
     """Why some of ``only`` (notebook names or number prefixes) name no notebook with a plan; None if all do."""
-    from .plans import PLANS
-
-    names = sorted(plans if plans is not None else PLANS)
+    names = sorted(plans if plans is not None else plans_registry.PLANS)
     bad = [o for o in only if not any(nb == o or nb.startswith(o) for nb in names)]
     return f"no notebook with a plan matches {', '.join(map(repr, bad))}; valid: {', '.join(names)}" if bad else None
 
@@ -256,7 +220,7 @@ def admit(it: Item, store: Store, costs: CostTable, left: float, out: dict[str, 
         return None
     if it.estimate_s > left:
         out["skipped"].append(it.key)
-        log(f"[campaign] skip {_what(it)}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
+        log(f"[campaign] skip {it.what}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
         return None
     return left
 
@@ -268,12 +232,38 @@ def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], s
         costs.save()
     out["done"].append(it.key)
     acc = rec.final("test_acc")
-    log(f"[campaign] done {_what(it)} in {_fmt_s(secs)}" + (f": test acc {100 * acc:.2f} %" if acc == acc else ""))
+    log(f"[campaign] done {it.what} in {_fmt_s(secs)}" + (f": test acc {100 * acc:.2f} %" if acc == acc else ""))
 
 
-def _what(it: Item) -> str:
-    nb, art, name = it.uses[0]
-    return f"{nb} · {art} · {name} [{it.key}]"
+@dataclass
+class Booking:
+    """What a backend (:func:`fedlib.workers.run_local`, :func:`fedlib.ray_backend.run_ray`) asks the campaign
+    around each run: :func:`admit` before it starts, :func:`finish` when it ends."""
+
+    store: Store
+    costs: CostTable
+    log: Callable[[str], None] = print
+
+    def admit(self, it: Item, left: float, out: dict[str, list[str]]) -> float | None:
+        return admit(it, self.store, self.costs, left, out, self.log)
+
+    def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]]) -> None:
+        finish(rec, it, self.costs, out, secs, self.log)
+
+
+def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, jobs: int = 1,
+              progress: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """The pending ``items`` trained on this machine within ``budget_s`` (:func:`fedlib.workers.run_local`)."""
+    return workers.run_local(items, store, budget_s, Booking(store, costs, log), jobs=jobs, progress=progress,
+                             log=log)
+
+
+def run_ray(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, address: str | None = None,
+            num_cpus: int | None = None, threads: int | None = None,
+            log: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """The pending ``items`` trained as Ray tasks within ``budget_s`` (:func:`fedlib.ray_backend.run_ray`)."""
+    return ray_backend.run_ray(items, store, budget_s, Booking(store, costs, log), address=address,
+                               num_cpus=num_cpus, threads=threads, log=log)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,16 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         if name == "costs":
             p.add_argument("--learn", action="store_true", help="add the store's records' times to the table")
     a = ap.parse_args(argv)
-    from .config import device_problem, field_problem
-
     if (why := field_problem("device", a.device)) or (a.cmd == "run" and (why := device_problem(a.device))):
         ap.error(f"--device {a.device!r}: {why}")
     if a.only and (why := unknown_notebooks(a.only)):
         ap.error(f"--only {' '.join(a.only)}: {why}")
     store = Store(a.store) if a.store else Store.for_scale(a.scale)
     if a.cmd in ("run", "ledger"):
-        from .ledger import ledger_path
-
         subs = ("records", "failed", "checkpoints") if a.cmd == "run" else ("records",)
         for d in [store.root / sub for sub in subs] + [ledger_path(a.scale, store).parent]:
             if (why := writable_problem(d)) is not None:
@@ -356,8 +342,6 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--jobs {a.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
         todo = [i for i in items if i.status in ("pending", "partial")]
         if todo and a.scale == "paper":  # the work this budget would start: stop first if it is hours on a CPU
-            from .costs import LongRunError, check_long
-
             need = sum(i.estimate_s for i in todo)
             try:
                 check_long(min(need, budget), a.device, f"campaign: {len(todo)} pending run(s) ({_fmt_s(need)} in "
@@ -370,15 +354,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[campaign] nothing to do: {n['done']} done, {n['diverged']} diverged (a result; "
                   f"--retry-diverged trains them again), {n['blocked']} blocked.")
         elif a.backend == "ray":
-            from .ray_backend import run_ray
-
             run_ray(items, store, budget, costs, address=a.ray_address)
         else:
             jobs = default_jobs(a.device) if a.jobs is None else a.jobs
             run_local(items, store, budget, costs, jobs=jobs, progress=a.progress)
-    from .ledger import write_ledger
-
-    path = write_ledger(a.scale, store=store, dataset=a.dataset)  # every plan, whatever --only ran
+    every = collect(a.scale, "cpu", store=store, costs=CostTable(None), dataset=a.dataset)
+    path = write_ledger(a.scale, every, store=store)  # every plan, whatever --only ran
     print(f"[campaign] ledger: {path}")
     return 0
 

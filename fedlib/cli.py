@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import SCALES
+from .presets import preset
+from .results import Store, run
 
 __all__ = ["main", "parse_overrides"]
 
@@ -72,9 +74,6 @@ class _Scalars:
 
 
 def _run(a: argparse.Namespace) -> int:
-    from .presets import preset
-    from .results import Store, run
-
     try:
         cfg = preset(a.paper, a.scale, **parse_overrides(a.overrides)).validate()
     except (ValueError, TypeError) as e:
@@ -112,8 +111,6 @@ def _final(rec: Any) -> str:
 
 
 def _show(a: argparse.Namespace) -> int:
-    from .results import Store
-
     store = Store(a.store) if a.store else Store.for_scale(a.scale)
     folder = store.root / "records"
     keys = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []

@@ -19,7 +19,14 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+import difflib
+from typing import Any, Callable
+
+import torch
+
+from . import augment, data, models, optim, partition, strategies
+from .data import canonical_name
+from .validation import config_option_problems
 
 SCALES = ("smoke", "quick", "paper")
 EXECUTORS = ("auto", "sequential", "vectorized")
@@ -112,7 +119,7 @@ class Config:
         return [f.name for f in dataclasses.fields(cls)]
 
     def replace(self, **changes: Any) -> "Config":
-        _reject_unknown(changes, "Config.replace")
+        reject_unknown(changes, "Config.replace")
         return dataclasses.replace(self, **changes)
 
     def identity(self) -> dict[str, Any]:
@@ -145,7 +152,7 @@ class Config:
                                           [old, new])
                     d[new] = d.pop(old)
             d = {k: v for k, v in d.items() if k not in _DROPPED}
-        _reject_unknown(d, "Config.from_dict")
+        reject_unknown(d, "Config.from_dict")
         if isinstance(d.get("lr_milestones"), list):
             d["lr_milestones"] = tuple(d["lr_milestones"])
         if d.get("lr_step") is not None:
@@ -166,7 +173,7 @@ def _checked_init(init: Any) -> Any:
     """``Config(...)`` with an unknown keyword raises :class:`ConfigError` naming it (not the dataclass TypeError)."""
     @functools.wraps(init)
     def __init__(self: Config, *args: Any, **kw: Any) -> None:
-        _reject_unknown(kw, "Config")
+        reject_unknown(kw, "Config")
         init(self, *args, **kw)
     return __init__
 
@@ -174,7 +181,7 @@ def _checked_init(init: Any) -> Any:
 Config.__init__ = _checked_init(Config.__init__)  # type: ignore[method-assign]
 
 
-def _reject_unknown(d: dict[str, Any], where: str) -> None:
+def reject_unknown(d: dict[str, Any], where: str) -> None:
     valid = Config.field_names()
     unknown = sorted(set(d) - set(valid))
     if unknown:
@@ -190,8 +197,6 @@ _SYNONYMS = {"learning_rate": "lr", "num_rounds": "rounds", "epochs": "local_epo
 
 
 def _closest(name: str, valid: list[str]) -> str | None:
-    import difflib
-
     if name in _SYNONYMS and _SYNONYMS[name] in valid:
         return _SYNONYMS[name]
     m = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
@@ -269,8 +274,6 @@ def _milestones_rule(v: Any) -> str | None:
 
 
 def _device_rule(v: Any) -> str | None:
-    import torch
-
     try:
         ok = isinstance(v, str) and torch.device(v).type in DEVICE_TYPES
     except (RuntimeError, ValueError):
@@ -278,24 +281,13 @@ def _device_rule(v: Any) -> str | None:
     return None if ok else f"must be a device string: {', '.join(DEVICE_TYPES)}, or e.g. 'cuda:0'"
 
 
-def _registry(module: str, name: str):  # noqa: ANN202
-    def get() -> tuple[str, ...]:
-        import importlib
-
-        return tuple(getattr(importlib.import_module(f"fedlib.{module}"), name))
-    return get
-
-
-def _optimizers() -> tuple[str, ...]:
-    from .optim import OPTIMIZERS as registry
-
-    return tuple(registry)
+def _registry(module: Any, name: str) -> Callable[[], tuple[str, ...]]:
+    """The names in ``module.<name>`` when a rule is checked (a registry may grow after import)."""
+    return lambda: tuple(getattr(module, name))
 
 
 def _dataset_key(v: str) -> str:
-    from .data import _ALIASES
-
-    return _ALIASES.get(v.lower(), v.lower())
+    return canonical_name(v)
 
 
 def _lr_step_rule(v: Any) -> str | None:
@@ -311,25 +303,25 @@ _LATER_FIELDS: dict[str, Any] = {"optimizer_kw": {}, "lr_step": None, "persisten
 
 
 _RULES: dict[str, Any] = {
-    "dataset": _choice_rule(_registry("data", "DATASETS"), "datasets", normalize=_dataset_key),
-    "model": _choice_rule(_registry("models", "MODELS"), "models"),
+    "dataset": _choice_rule(_registry(data, "DATASETS"), "datasets", normalize=_dataset_key),
+    "model": _choice_rule(_registry(models, "MODELS"), "models"),
     "model_kw": _kw_rule,
-    "strategy": _choice_rule(_registry("strategies", "STRATEGIES"), "strategies"),
+    "strategy": _choice_rule(_registry(strategies, "STRATEGIES"), "strategies"),
     "strategy_kw": _kw_rule,
-    "partition": _choice_rule(_registry("partition", "SCHEMES"), "partition schemes"),
+    "partition": _choice_rule(_registry(partition, "SCHEMES"), "partition schemes"),
     "partition_kw": _kw_rule,
     "num_clients": _int_rule(1, 10),
     "sample_fraction": _real_rule(0, 1, True, False, 0.1),
     "rounds": _int_rule(1, 100),
     "local_epochs": _int_rule(1, 10),
     "batch_size": _int_rule(1, 64),
-    "optimizer": _choice_rule(_optimizers, "optimizers"),
+    "optimizer": _choice_rule(_registry(optim, "OPTIMIZERS"), "optimizers"),
     "lr": _real_rule(0, math.inf, False, True, 0.01),
     "momentum": _real_rule(0, 1, False, True, 0.9),
     "weight_decay": _real_rule(0, math.inf, False, True, 1e-5),
     "lr_milestones": _milestones_rule,
     "lr_gamma": _real_rule(0, math.inf, True, True, 0.1),
-    "augment": _choice_rule(_registry("augment", "AUGMENTATIONS"), "augmentations", optional=True),
+    "augment": _choice_rule(_registry(augment, "AUGMENTATIONS"), "augmentations", optional=True),
     "drop_last": _type_rule(bool, "True or False"),
     "n_train": _int_rule(1, 1200, optional=True),
     "n_test": _int_rule(1, 400, optional=True),  # 0 test samples would make every accuracy NaN
@@ -357,8 +349,6 @@ def field_problem(name: str, value: Any) -> str | None:
 
 def device_problem(device: str) -> str | None:
     """Why a valid device string cannot run on this machine (e.g. CUDA absent); None if it can."""
-    import torch
-
     kind = torch.device(device).type
     if kind == "cuda" and not torch.cuda.is_available():
         return "CUDA is not available on this machine; use device='cpu'"
@@ -373,8 +363,6 @@ def device_problem(device: str) -> str | None:
 def _problems(cfg: Config) -> list[tuple[str, str]]:
     """``(field, message)`` for every field that breaks its rule, then for every strategy / model / optimizer option
     (:mod:`fedlib.options`: typed by their signatures), in field order."""
-    from .options import config_option_problems
-
     out = []
     for name in Config.field_names():
         v = getattr(cfg, name)
@@ -390,14 +378,3 @@ def _jsonable(o: Any) -> Any:
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
     return str(o)
-
-
-_PRESET_NAMES = ("preset", "VARIANTS", "feder_grid", "FEDER_OPTIMIZERS", "FEDER_SETTINGS")
-
-
-def __getattr__(name: str) -> Any:  # ``from fedlib.config import preset`` keeps working (lazy: no import cycle)
-    if name in _PRESET_NAMES:
-        from . import presets
-
-        return getattr(presets, name)
-    raise AttributeError(f"module 'fedlib.config' has no attribute {name!r}")

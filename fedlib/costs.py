@@ -25,14 +25,15 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .atomic import atomic_write_text
 from .config import Config
+from .provenance import device_name
 
 __all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "split_sizes",
            "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "LONG_RUN_S", "LongRunError", "check_long",
-           "long_allowed", "fmt_s", "device_type"]
+           "long_allowed", "fmt_s", "device_type", "check_runs", "before_run", "no_check"]
 
 DEFAULT_COSTS = Path(os.environ.get("FEDLIB_COSTS", Path(__file__).resolve().parent.parent / "results" / "costs.json"))
 
@@ -244,8 +245,6 @@ def check_long(seconds: float, device: str, what: str, source: str = "", *, allo
 
 
 CHECKPOINT_AFTER_S = 60.0  # a run estimated longer than this checkpoints every round (checkpoint_every=None)
-_PLANNED: dict[tuple[str, str, str], list[Any]] = {}  # (store, dataset, device) -> the paper plans' items
-_ANNOUNCED: set[str] = set()  # notebooks whose paper-scale estimate this process has printed (and passed)
 
 
 def _scale(cfg: Config) -> str:
@@ -253,48 +252,36 @@ def _scale(cfg: Config) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def _plan_estimate(cfg: Config, store: Any, table: "CostTable") -> tuple[str, str, float, str] | None:
-    """``(notebook, what, seconds, sources)``: the pending paper-scale runs of the notebook whose plan holds ``cfg``
-    (of several, the one with the least work: whichever of them is running, it is at least that long); None when
-    no plan holds it."""
-    from .campaign import collect
-
-    memo = (str(store.root), cfg.dataset, cfg.device)
-    if memo not in _PLANNED:
-        _PLANNED[memo] = collect("paper", cfg.device, store=store, costs=table, dataset=cfg.dataset)
-    items = _PLANNED[memo]
-    nbs = sorted({u[0] for it in items if it.key == cfg.key() for u in it.uses})
-    if not nbs:
-        return None
-    todo = {nb: [it for it in items if any(u[0] == nb for u in it.uses) and it.status in ("pending", "partial")
-                 and store.get(it.key) is None] for nb in nbs}
-    nb = min(nbs, key=lambda n: sum(it.estimate_s for it in todo[n]))
-    also = f" (this run is also in {', '.join(n for n in nbs if n != nb)})" if len(nbs) > 1 else ""
-    sources = "; ".join(sorted({it.source for it in todo[nb]}))
-    return nb, f"notebook {nb} at scale paper: {len(todo[nb])} run(s) to train{also}", \
-        sum(it.estimate_s for it in todo[nb]), sources
+def check_runs(cfgs: Iterable[Config], *, allow_long: bool | None = None, log: Any = print) -> None:
+    """The guard before training ``cfgs`` one after another (e.g. the runs of a notebook's artifact that are not
+    stored yet): at paper scale their estimate together is printed and, on a CPU above :data:`LONG_RUN_S`,
+    :func:`check_long` stops before the first one unless told to go on. Other scales pass silently."""
+    paper = [c for c in cfgs if _scale(c) == "paper"]
+    if not paper:
+        return
+    table = CostTable()
+    ests = [table.estimate(c, c.device, device_name=device_name(c.device)) for c in paper]
+    check_long(sum(e.seconds for e in ests), paper[0].device, f"{len(paper)} run(s) to train at scale paper",
+               "; ".join(sorted({e.source for e in ests})), allow_long=allow_long, log=log)
 
 
-def before_run(cfg: Config, store: Any, *, allow_long: bool | None = None, log: Any = print) -> Config:
+def before_run(cfg: Config, *, allow_long: bool | None = None, log: Any = print,
+               guard: Callable[[Config], None] | None = None) -> Config:
     """What :func:`fedlib.results.run` settles before it trains ``cfg``: ``checkpoint_every=None`` becomes every round
-    for a run estimated longer than :data:`CHECKPOINT_AFTER_S` (else 0); at paper scale the estimate
-    of the notebook the run belongs to (or of the run) is printed once, and on a CPU above :data:`LONG_RUN_S`
-    :func:`check_long` stops it unless told to go on."""
-    from .results import device_name
-
+    for a run estimated longer than :data:`CHECKPOINT_AFTER_S` (else 0); then the guard: ``guard(cfg)`` when the
+    caller holds one (a caller that checked all its runs at once, :func:`check_runs`, or a campaign that admitted
+    the run against its budget), else :func:`check_runs` of this run alone."""
     table = CostTable()
     est = table.estimate(cfg, cfg.device, device_name=device_name(cfg.device))
     if cfg.checkpoint_every is None:
         every = 1 if est.seconds > CHECKPOINT_AFTER_S else 0
         cfg = cfg.replace(checkpoint_every=every)
-    if _scale(cfg) == "paper":
-        planned = _plan_estimate(cfg, store, table)
-        if planned is not None:
-            nb, what, secs, sources = planned
-            if nb not in _ANNOUNCED:
-                check_long(secs, cfg.device, what, sources, allow_long=allow_long, log=log)
-                _ANNOUNCED.add(nb)  # checked once per process (the notebook's other runs follow)
-        elif device_type(cfg.device) == "cpu" and not long_allowed(allow_long):
-            check_long(est.seconds, cfg.device, f"run {cfg.label} · {cfg.strategy} [{cfg.key()}]", est.source,
-                       allow_long=allow_long, log=log)
+    if guard is not None:
+        guard(cfg)
+    elif device_type(cfg.device) == "cpu" and not long_allowed(allow_long):
+        check_runs([cfg], allow_long=allow_long, log=log)
     return cfg
+
+
+def no_check(cfg: Config) -> None:
+    """A guard that lets ``cfg`` start: its caller has checked it already."""

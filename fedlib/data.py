@@ -173,6 +173,11 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
+def canonical_name(name: str) -> str:
+    """A dataset's key for any of its accepted spellings (``"Fashion-MNIST"`` -> ``"fmnist"``)."""
+    return _ALIASES.get(str(name).lower(), str(name).lower())
+
+
 def data_root(root: str | Path | None = None) -> Path:
     """The data root: ``root``, else ``$FEDLIB_DATA``, else ``./data``."""
     if root is None:

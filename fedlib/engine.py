@@ -34,10 +34,11 @@ from .config import Config, ConfigError
 from .data import FedDataset, load_dataset
 from .executors import Executor, make_executor
 from .local import ClientContext, ClientJob, ClientResult, LocalTask, Needs
-from .models import build_model
+from .models import build_model, representations
 from .optim import OptimizerSpec
 from .params import Params, clone_params, first_non_finite, tree_to
 from .partition import PERSONAL_SCHEMES, Partition, make_partition
+from .progress import ROUND_LOG_ENV, RoundProgress, progress_mode
 from .schedule import NonFiniteLossError, epoch_plan, num_batches, rng_key, round_lr, sample_clients
 from .strategies import Strategy, build_strategy
 
@@ -174,8 +175,6 @@ class Engine:
         """The flattened taps (eval mode) of ``params`` on ``n`` training samples drawn by a key of (seed, round,
         client): client ``cid``'s own (all of them if it has fewer), or with ``shared`` the same ``n`` samples of the
         whole training set for every client of the round."""
-        from .models import representations
-
         pool = torch.arange(len(self.data.y_train), device=self.device) if shared else self.client_idx[cid]
         g = torch.Generator().manual_seed(rng_key(self.cfg.seed, rnd, 0xFEA, 0 if shared else cid + 1))
         pick = pool[torch.randperm(len(pool), generator=g)[:n].to(self.device)]
@@ -368,8 +367,6 @@ class Engine:
             callback: Callable[["Engine", dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         """Train the remaining rounds, reporting each to :class:`~fedlib.progress.RoundProgress` (``progress``).
         With ``checkpoint``, state is saved every ``cfg.checkpoint_every`` rounds."""
-        from .progress import ROUND_LOG_ENV, RoundProgress, progress_mode
-
         what = " ".join(dict.fromkeys(x for x in (self.cfg.label, self.cfg.strategy) if x))
         bar = RoundProgress(what, self.round, self.cfg.rounds, progress_mode(self.progress),
                             log_path=os.environ.get(ROUND_LOG_ENV) or None)

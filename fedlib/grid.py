@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .config import Config
+from .costs import check_runs, no_check
 from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 from .verdicts import off_plateau
@@ -49,14 +50,26 @@ def _diverged(store: Store, cfg: Config) -> Diverged | None:
     return Diverged(cfg.key(), cfg.to_dict(), int(f.get("failed_round", 0)), f["error"].get("message", ""))
 
 
+def _stored(store: Store, cfg: Config) -> Record | None:
+    try:
+        return store.get(cfg)
+    except Exception:  # noqa: BLE001 — unreadable or another config's: fetch says which and what it does
+        return None
+
+
 def fetch_runs(runs: Mapping[str, Config], *, store: Store, train: bool = True,
                artifacts: Callable[[Config], bool] = lambda c: False, **run_kw: Any
                ) -> dict[str, Record | Pending | Diverged]:
     """:func:`~fedlib.results.fetch` every run (``artifacts(cfg)``: keep its models). A run whose last attempt
     stopped with a non-finite loss is :class:`Diverged` (training is deterministic: it is not retried), and so is a
     stored record with non-finite metrics; one that diverges now is recorded as such by :func:`~fedlib.results.run`
-    and returned as :class:`Diverged`."""
+    and returned as :class:`Diverged`. Before training anything, the runs to train are checked together
+    (:func:`fedlib.costs.check_runs`: at paper scale on a CPU, over an hour stops unless ``allow_long``)."""
     out: dict[str, Record | Pending | Diverged] = {}
+    if train:
+        todo = [c for c in runs.values() if _stored(store, c) is None and _diverged(store, c) is None]
+        check_runs(todo, allow_long=run_kw.get("allow_long"))
+        run_kw = {**run_kw, "guard": no_check}
     for name, cfg in runs.items():
         if store.get(cfg) is None and (d := _diverged(store, cfg)) is not None:
             out[name] = d

@@ -17,9 +17,10 @@ import json
 import re
 import statistics
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .provenance import code_commit
+from .report import claim_rows
 from .results import DEFAULT_ROOT, Record, Store, atomic_write_text
 
 __all__ = ["ledger", "write_ledger", "runs_section", "claims_section", "seeds_section", "ledger_path"]
@@ -28,15 +29,6 @@ __all__ = ["ledger", "write_ledger", "runs_section", "claims_section", "seeds_se
 def ledger_path(scale: str, store: Store) -> Path:
     root = DEFAULT_ROOT if store.root in (DEFAULT_ROOT, DEFAULT_ROOT / "smoke") else store.root
     return root / f"ledger-{scale}.md"
-
-
-def _items(scale: str, store: Store, only: list[str] | None, dataset: str | None,
-           plans: dict[str, Callable[..., Any]] | None) -> list[Any]:
-    from .campaign import collect
-    from .costs import CostTable
-
-    return collect(scale, "cpu", store=store, costs=CostTable(None), only=only,
-                   dataset=dataset, plans=plans)
 
 
 def _final(rec: Record, scale: str) -> float:
@@ -84,8 +76,6 @@ def claims_section(scale: str, items: list[Any], store: Store, summary_root: Pat
                       and any(u[0] == nb for u in i.uses)), default=0.0)
         if newest > p.stat().st_mtime:
             notes.append(f"- {nb}: its summary predates newer records: render it again to update the verdicts.")
-        from .reproduce import claim_rows
-
         for row in claim_rows(doc.get("claims", [])):
             verdict, claim, source, *numbers = (str(x).replace("|", "/") for x in row)
             detail = [n for n in numbers if n not in ("—", "the paper's data and model")]
@@ -131,10 +121,9 @@ def seeds_section(items: list[Any], store: Store, scale: str) -> list[str]:
     return out + [""]
 
 
-def ledger(scale: str, *, store: Store | None = None, only: list[str] | None = None, dataset: str | None = None,
-           plans: dict[str, Callable[..., Any]] | None = None, summary_root: Path | None = None) -> str:
+def ledger(scale: str, items: list[Any], *, store: Store | None = None, summary_root: Path | None = None) -> str:
+    """The ledger of the campaign's ``items`` (:func:`fedlib.campaign.collect` of every plan at ``scale``)."""
     store = store or Store.for_scale(scale)
-    items = _items(scale, store, only, dataset, plans)
     summary_root = summary_root or (DEFAULT_ROOT if ledger_path(scale, store).parent == DEFAULT_ROOT
                                     else store.root) / "summary"
     head = [f"# fedlib ledger — scale `{scale}`", "",
@@ -147,9 +136,9 @@ def ledger(scale: str, *, store: Store | None = None, only: list[str] | None = N
                      + seeds_section(items, store, scale))
 
 
-def write_ledger(scale: str, *, store: Store | None = None, **kw: Any) -> Path:
+def write_ledger(scale: str, items: list[Any], *, store: Store | None = None, **kw: Any) -> Path:
     """Write :func:`ledger` to :func:`ledger_path` (``ledger-<scale>.md``, never the batch summary)."""
     store = store or Store.for_scale(scale)
     path = ledger_path(scale, store)
-    atomic_write_text(path, ledger(scale, store=store, **kw))
+    atomic_write_text(path, ledger(scale, items, store=store, **kw))
     return path

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import scipy.io
 
 __all__ = ["LOADERS", "Raw", "DatasetNotFoundError", "CorruptDataError", "DEBIAN_FMNIST_DIRS"]
 
@@ -247,7 +248,6 @@ def _load_cifar(name: str, root: Path, download: bool) -> Raw:
 # ----- SVHN
 
 def _read_svhn(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    import scipy.io
     try:
         m = scipy.io.loadmat(str(path))
         x = np.transpose(np.asarray(m["X"], dtype=np.uint8), (3, 2, 0, 1))  # (H, W, C, N) → (N, C, H, W)

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.func import functional_call
 
 from .options import Option, at_least, option_problems, signature_options
 
@@ -421,8 +422,6 @@ def representations(model: nn.Module, params: dict[str, Tensor], x: Tensor, taps
                     batch_size: int = 1000) -> list[Tensor]:
     """The flattened taps ``(n, features)`` of ``model`` with ``params`` on ``x``, in eval mode (the model's own
     weights and mode are left as they were)."""
-    from torch.func import functional_call
-
     was_training = model.training
     model.eval()
     try:

@@ -35,6 +35,7 @@ A per-epoch StepLR (``lr_step = (step_size, gamma)``, FedER thesis Table 4.1: 25
 
 from __future__ import annotations
 
+import importlib
 import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -116,8 +117,6 @@ _FIXED_HOW = {"lr": "set Config.lr (and lr_step, lr_milestones) instead", "momen
 
 def optimizer_options(name: str) -> dict[str, Option]:
     """The typed options (``Config.optimizer_kw``) optimizer ``name`` takes, from its class's own signature."""
-    import importlib
-
     if name not in OPTIMIZER_OPTIONS:  # registered without a declaration: it takes no options
         return {}
     o = OPTIMIZER_OPTIONS[name]

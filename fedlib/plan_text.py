@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .atomic import atomic_write_text
 from .costs import CostTable
 from .costs import fmt_s as _fmt_s
-from .results import device_name
+from .plans import priority
+from .provenance import device_name, git_commit
 
 if TYPE_CHECKING:
     from .campaign import Item
@@ -56,8 +58,6 @@ def _short_source(source: str) -> str:
 def plan_doc(items: list[Item], costs: CostTable, scale: str, device: str) -> str:
     """The plan in numbers for docs/campaign.md: runs and estimated hours by notebook and by priority (every run,
     whatever its status here), and where the estimates come from."""
-    from .campaign import priority
-    from .results import git_commit
 
     dev_name = device_name(device)
     est = {it.key: costs.estimate(it.cfg, device, device_name=dev_name) for it in items}
@@ -97,8 +97,6 @@ DOC_BEGIN, DOC_END = "<!-- campaign plan: begin -->", "<!-- campaign plan: end -
 
 def write_plan_doc(path: Path, text: str) -> None:
     """Replace the block between :data:`DOC_BEGIN` and :data:`DOC_END` in ``path`` with ``text``."""
-    from .atomic import atomic_write_text
-
     doc = path.read_text()
     if DOC_BEGIN not in doc or DOC_END not in doc:
         raise SystemExit(f"{path} has no block to regenerate: put the lines {DOC_BEGIN!r} and {DOC_END!r} where "

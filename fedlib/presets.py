@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import SCALES, Config, _reject_unknown
+from .config import SCALES, Config, reject_unknown
 
 __all__ = ["preset", "PRESETS", "VARIANTS", "feder_grid", "FEDER_OPTIMIZERS", "FEDER_SETTINGS"]
 
@@ -190,7 +190,7 @@ def preset(paper: str, scale: str = "paper", variant: str | None = None, **overr
     if variant is not None:
         base.update(VARIANTS[paper][variant])
     base["label"] = f"{paper}/{scale}" + (f"/{variant}" if variant else "")
-    _reject_unknown(overrides, f"preset({paper!r})")
+    reject_unknown(overrides, f"preset({paper!r})")
     base.update(overrides)
     return Config(**base).validate()
 

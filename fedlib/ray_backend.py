@@ -18,7 +18,11 @@ import os
 import time
 from typing import Any, Callable
 
-from .results import Record, Store, git_commit
+import torch
+
+from .config import Config
+from .costs import fmt_s
+from .results import Record, Store, git_commit, run
 
 __all__ = ["run_ray", "RAY_VERSION", "require_ray"]
 
@@ -37,23 +41,17 @@ def require_ray() -> Any:
 
 def _train(cfg_dict: dict[str, Any], root: str, threads: int | None) -> dict[str, Any]:
     """One run on a Ray worker: its record as JSON (stored under ``root`` on the worker too)."""
-    import torch
-
-    from .config import Config
-    from .results import run
-
     if threads:
         torch.set_num_threads(threads)
     rec = run(Config.from_dict(cfg_dict), store=Store(root), progress=False, allow_long=True)
     return rec.to_json()
 
 
-def run_ray(items: list[Any], store: Store, budget_s: float, costs: Any, *, address: str | None = None,
+def run_ray(items: list[Any], store: Store, budget_s: float, booking: Any, *, address: str | None = None,
             num_cpus: int | None = None, threads: int | None = None,
             log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """Train the pending items as Ray tasks within ``budget_s`` seconds (see the module docstring)."""
-    from .campaign import _fmt_s, _what, admit, finish
-
+    """Train the pending items as Ray tasks within ``budget_s`` seconds (see the module docstring); ``booking``
+    admits and books each run as for :func:`fedlib.workers.run_local`."""
     ray = require_ray()
     address = address or os.environ.get("RAY_ADDRESS")
     started = not ray.is_initialized()
@@ -78,10 +76,10 @@ def run_ray(items: list[Any], store: Store, budget_s: float, costs: Any, *, addr
         while queue or running:
             while queue and len(running) < slots:
                 it = queue.pop(0)
-                left = admit(it, store, costs, budget_s - (time.monotonic() - t0), out, log)
+                left = booking.admit(it, budget_s - (time.monotonic() - t0), out)
                 if left is None:
                     continue
-                log(f"[campaign] ray task {_what(it)}: estimated {_fmt_s(it.estimate_s)}; {_fmt_s(left)} left")
+                log(f"[campaign] ray task {it.what}: estimated {fmt_s(it.estimate_s)}; {fmt_s(left)} left")
                 running[task.remote(it.cfg.to_dict(), str(store.root.resolve()), threads)] = (it, time.monotonic())
             if not running:
                 break
@@ -91,11 +89,11 @@ def run_ray(items: list[Any], store: Store, budget_s: float, costs: Any, *, addr
                 rec = Record.from_json(ray.get(ready[0]))
             except Exception as e:  # noqa: BLE001 — a failed task: its rounds are in failed/<key>.json
                 out["failed"].append(it.key)
-                log(f"[campaign] FAILED {_what(it)}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                log(f"[campaign] FAILED {it.what}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
                 continue
             if store.get(rec.key) is None:  # no shared file system: the driver keeps the record
                 store.put(rec)
-            finish(rec, it, costs, out, time.monotonic() - t, log)
+            booking.finish(rec, it, time.monotonic() - t, out)
         return out
     finally:
         if started:

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
+from .plots import provenance_line, save_figure
 from .presets import preset
 from .provenance import code_commit, flatten_runs, runs_provenance
 from .results import DEFAULT_ROOT, atomic_write_text, is_pending
@@ -189,6 +190,12 @@ def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
     return dict(zip(CLAIM_COLUMNS, cells))
 
 
+def claim_rows(claims: list[dict]) -> list[list[object]]:
+    """One row per claim (:func:`claim_cells`): verdict, claim, source, n, means, d and its interval, the claim's
+    region, the paper's number, how it was decided or why not."""
+    return [list(r.values()) for r in map(claim_cells, claims)]
+
+
 class _Tables:
     """Several styled tables shown one after the other (a notebook cell's output)."""
 
@@ -288,8 +295,6 @@ class Report:
         dataset, and the seeds, commits and devices of the runs registered by :meth:`runs`, or of ``runs`` (None:
         a figure no training run produced, e.g. timings) (``extra``: more ``key=value`` fields for the stamp, e.g.
         ``dataset="synthetic"``)."""
-        from .plots import provenance_line, save_figure
-
         seeds = self.meta.get("seeds", []) if runs is not None else []
         if isinstance(runs, str) and runs == "registered":
             runs = self if self.provenance else None

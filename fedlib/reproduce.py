@@ -38,8 +38,17 @@ import threading
 import time
 from pathlib import Path
 
+from .atomic import atomic_write_text, writable_problem
+from .campaign import collect, run_local
+from .config import device_problem, field_problem
+from .costs import ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError, check_long, fmt_s
+from .ledger import runs_section, seeds_section
+from .progress import ROUND_LOG_ENV
 from .provenance import code_commit
-from .report import CLAIM_COLUMNS, claim_cells
+from .report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
+from . import results
+from .results import Store
+from .workers import default_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -114,8 +123,6 @@ def _echo_rounds(path: Path, stop: threading.Event) -> None:
 def execute_logged(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path,
                    train: bool = True) -> tuple[str, float]:
     """:func:`execute`, printing the rounds its runs report (:data:`fedlib.progress.ROUND_LOG_ENV`) as they come."""
-    from .progress import ROUND_LOG_ENV
-
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "rounds.log"
         old = os.environ.get(ROUND_LOG_ENV)
@@ -137,9 +144,6 @@ def execute_logged(nb: Path, scale: str, device: str, dataset: str | None, out_d
 def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | None:
     """At paper scale: print the notebook's estimate; why it must not start (a CPU, over an hour, not allowed),
     else None."""
-    from .campaign import collect
-    from .costs import LongRunError, check_long
-
     if scale != "paper":
         return None
     items = [i for i in collect(scale, device, only=[nb.stem], dataset=dataset) if i.status in ("pending", "partial")]
@@ -157,17 +161,10 @@ def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | No
 def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) -> None:
     """Train ``nb``'s pending runs ``jobs`` at a time with the campaign's workers (``jobs > 1``), before the notebook
     renders them; a run that fails is left for the notebook, which reports it."""
-    from .campaign import collect
-    from .costs import DEFAULT_COSTS, CostTable
-    from .results import Store
-    from .workers import run_local
-
     if jobs < 2:
         return
     items = [i for i in collect(scale, device, only=[nb.stem], dataset=dataset) if i.status in ("pending", "partial")]
     if items:
-        from .costs import fmt_s
-
         est = sum(i.estimate_s for i in items) / jobs
         print(f"[reproduce] {nb.stem}: {len(items)} run(s) to train, {jobs} at a time, about {fmt_s(est)}: their "
               f"records are not in results/records yet (--no-train renders without them, as pending)", flush=True)
@@ -188,19 +185,10 @@ def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
             *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
 
 
-def claim_rows(claims: list[dict]) -> list[list[object]]:
-    """One row per claim (:func:`fedlib.report.claim_columns`): verdict, claim, source, n, means, d and its
-    interval, the claim's region, the paper's number, how it was decided or why not."""
-    return [list(r.values()) for r in map(claim_cells, claims)]
-
-
 def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, float]]:
     """Per notebook: its planned runs (``planned``), those stored (``done``), the single-thread worker-hours the
     stored ones took (``hours_done``: their records' wall time) and the estimate for the rest (``hours_left``, whole
     runs: a local checkpoint does not count). A run several notebooks share counts in each."""
-    from .campaign import collect
-    from .results import Store
-
     store, out = Store.for_scale(scale), {}
     for it in collect(scale, device, store=store):
         rec = store.get(it.key) if it.status in ("done", "diverged") else None
@@ -287,11 +275,6 @@ def claims_overview(rows: list[dict], scale: str) -> str:
 
 def _ledger(scale: str, only: list[str] | None) -> str:
     """The ledger's runs-by-artifact and seed sections for the summary (empty if the plans cannot be listed)."""
-    from .campaign import collect
-    from .costs import CostTable
-    from .ledger import runs_section, seeds_section
-    from .results import Store
-
     store = Store.for_scale(scale)
     try:
         items = collect(scale, "cpu", store=store, costs=CostTable(None), only=only)
@@ -304,8 +287,6 @@ def parameter_problems(nbs: list[Path], args: argparse.Namespace) -> list[str]:
     """What is wrong with the options and the parameters they pass, before any notebook runs: ``--device`` and
     ``--dataset`` values, and parameters a notebook's ``parameters`` cell does not define (papermill would only
     warn and run with the notebook's defaults)."""
-    from .config import device_problem, field_problem
-
     bad = []
     if why := field_problem("device", args.device) or device_problem(args.device):
         bad.append(f"--device {args.device!r}: {why}")
@@ -355,10 +336,6 @@ def _main(argv: list[str] | None = None) -> int:
                     help="execute nothing: rebuild summary-<scale>.md from results/summary/<notebook>.<scale>.json")
     args = ap.parse_args(argv)
 
-    from .atomic import writable_problem
-    from .costs import ALLOW_LONG_ENV
-    from .results import DEFAULT_ROOT, atomic_write_text
-
     if args.allow_long:
         os.environ[ALLOW_LONG_ENV] = "1"  # the kernels inherit it
 
@@ -367,13 +344,14 @@ def _main(argv: list[str] | None = None) -> int:
         ap.error(f"--jobs {args.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
     if bad := parameter_problems(nbs, args):
         ap.error("nothing was run:\n  - " + "\n  - ".join(bad))
-    for d in [DEFAULT_ROOT] + ([] if args.collect else [DEFAULT_ROOT / "summary", NOTEBOOKS / "executed"]):
+    root = results.DEFAULT_ROOT
+    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOKS / "executed"]):
         if (why := writable_problem(d)) is not None:
             ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set FEDLIB_RESULTS to a "
                      f"writable results folder.")
     rows = []
     for nb in nbs:
-        summary = DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
+        summary = results.DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
         if args.collect:
             info = json.loads(summary.read_text()) if summary.exists() else {}
             status = f"stored (commit {info.get('commit', '?')[:7]})" if info else "no stored summary"
@@ -388,8 +366,6 @@ def _main(argv: list[str] | None = None) -> int:
                          "seconds": float("nan")})
             continue
         if args.train:
-            from .workers import default_jobs
-
             t0 = time.monotonic()
             pretrain(nb, args.scale, args.device, args.dataset, default_jobs(args.device) if args.jobs is None
                      else args.jobs)
@@ -406,13 +382,13 @@ def _main(argv: list[str] | None = None) -> int:
     text = summarize(rows, args.scale, campaign_progress(args.scale, args.device)) + _ledger(args.scale, args.only)
     ok = args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows)
     whole = ok and len(nbs) == len(notebooks())
-    path = DEFAULT_ROOT / f"summary-{args.scale}{'' if whole else '.partial'}.md"
+    path = results.DEFAULT_ROOT / f"summary-{args.scale}{'' if whole else '.partial'}.md"
     atomic_write_text(path, text)
-    atomic_write_text(DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
+    atomic_write_text(results.DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
                       claims_overview(rows, args.scale))
     print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
     if not whole:
-        print(f"{DEFAULT_ROOT / f'summary-{args.scale}.md'} is left as it was ("
+        print(f"{results.DEFAULT_ROOT / f'summary-{args.scale}.md'} is left as it was ("
               f"{'a notebook failed' if not ok else 'not every notebook was in this batch'}); `python -m "
               f"fedlib.reproduce --collect --scale {args.scale}` rebuilds it from every notebook's stored summary.")
     return 0 if ok else 1

@@ -27,7 +27,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 import torch
@@ -35,6 +35,7 @@ import torch
 from .atomic import atomic_save, atomic_write, atomic_write_text, orphaned  # noqa: F401  (re-exported)
 from .config import Config, ConfigError, device_problem
 from .costs import before_run
+from .engine import Engine
 from .provenance import device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parent.parent / "results"))
@@ -339,12 +340,14 @@ def is_pending(x: Any) -> bool:
 
 def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, progress: bool | None = None,
         save: bool = True, data: Any = None, callback: Any = None, artifacts: bool = False,
-        allow_long: bool | None = None) -> Record:
+        allow_long: bool | None = None, guard: Callable[[Config], None] | None = None) -> Record:
     """Run ``cfg`` (or return its stored record). Resumes from a checkpoint when one exists.
 
     ``progress``: a line or bar per round (:mod:`fedlib.progress`; None: what the terminal or Jupyter shows
     best, False: none). ``allow_long=True`` (or ``FEDLIB_ALLOW_LONG=1``) starts paper-scale work estimated longer
-    than an hour on a CPU, which otherwise raises :class:`fedlib.costs.LongRunError` before training.
+    than an hour on a CPU, which otherwise raises :class:`fedlib.costs.LongRunError` before training; ``guard``
+    replaces that check (:func:`fedlib.costs.before_run`) for a caller that holds its own (a whole artifact checked
+    at once, a campaign's budget).
 
     With ``artifacts=True`` the final global model and every client's latest local model are saved too
     (``Store.artifacts(key)``; not committed), and a stored record without them is recomputed for its models (the
@@ -352,8 +355,6 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
     The store must be writable (checked before training). If training raises, the finished rounds and the error
     are written to ``Store.failed_path(key)`` and the error is re-raised; the next run of the config warns about
     it and retries."""
-    from .engine import Engine
-
     store = store or Store()
     cfg = cfg.validate()
     key = cfg.key()
@@ -382,7 +383,7 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
             warnings.warn(f"The last run of this config ({key}) failed in round {failure.get('failed_round')} with "
                           f"{err.get('type')}: {err.get('message')}. Its finished rounds are in "
                           f"{store.failed_path(key)}. Running it again.", RuntimeWarning, stacklevel=2)
-    every = before_run(cfg, store, allow_long=allow_long).checkpoint_every  # long work on a CPU stops here
+    every = before_run(cfg, allow_long=allow_long, guard=guard).checkpoint_every  # long work on a CPU stops here
     if save:
         store.check_writable("records", "failed", *(["checkpoints"] if every else []),
                              *(["artifacts"] if artifacts else []))

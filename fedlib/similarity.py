@@ -22,13 +22,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from torch import Tensor, nn
 
+from .atomic import atomic_write_text
+from .engine import load_data
 from .kernels import cka_matrix
-from .models import representations
+from .models import build_model, representations
 from .params import Params
+from .results import Pending, Store, fetch
 
 __all__ = ["LayerSimilarity", "layer_cka", "layer_similarity", "layer_cka_to_global", "cka_heatmap",
            "layer_cka_between_clients", "pair_stats", "run_similarity"]
@@ -137,11 +141,6 @@ def run_similarity(cfg: Any, *, store: Any = None, train: bool = True, n_eval: i
     present; otherwise the run is fetched with its models (``fetch(cfg, artifacts=True)``: trained if missing, or
     trained again once if its stored record has no saved models, the record kept as stored). With ``train=False``
     and neither it nor the models stored it returns a :class:`~fedlib.results.Pending`."""
-    from .engine import load_data
-    from .models import build_model
-    from .atomic import atomic_write_text
-    from .results import Pending, Store, fetch
-
     store = store or Store()
     rec = fetch(cfg, store=store, train=False, progress=False)
     name = f"similarity-{kind}-{n_eval or 'all'}" + (f"-{'+'.join(taps)}" if taps else "")
@@ -170,8 +169,6 @@ def cka_heatmap(ax, values: np.ndarray, rows: Sequence[str], cols: Sequence[str]
                 vmax: float = 1.0, cmap: str = "viridis", annotate: bool = True, fmt: str = "{:.2f}",
                 colorbar: bool = True):
     """A (rows x cols) CKA matrix as an annotated heatmap (FedCKA Fig. 2: clients x layers); returns the image."""
-    import matplotlib.pyplot as plt
-
     values = np.asarray(values, dtype=float)
     im = ax.imshow(values, aspect="auto", cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
     ax.set_xticks(range(len(cols)), list(cols))

@@ -17,12 +17,14 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from .campaign import Item
-    from .costs import CostTable
-    from .results import Store
+import torch
+
+from .config import Config
+from .costs import fmt_s
+from .plans import keeps_models
+from .results import Record, Store, run
 
 __all__ = ["default_jobs", "run_local"]
 
@@ -52,8 +54,6 @@ def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
 
 
 def _init_worker(threads: int, parent: int | None = None) -> None:
-    import torch
-
     torch.set_num_threads(threads)
     if parent is not None:
         _exit_with_parent(parent)
@@ -61,37 +61,32 @@ def _init_worker(threads: int, parent: int | None = None) -> None:
 
 def _train(cfg_dict: dict[str, Any], root: str, progress: bool, recompute: bool, artifacts: bool) -> str:
     """One run in a worker process: its record as JSON (the record is stored under ``root`` as well)."""
-    from .config import Config
-    from .results import Store, run
-
     rec = run(Config.from_dict(cfg_dict), store=Store(root), progress=progress, recompute=recompute,
               allow_long=True, artifacts=artifacts)  # admitted by the budget
     return rec.to_json()
 
 
-def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, jobs: int = 1,
+def run_local(items: list[Any], store: Store, budget_s: float, booking: Any, *, jobs: int = 1,
               progress: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """Train the pending ``items`` in order within ``budget_s`` seconds, ``jobs`` at a time (``jobs > 1``: that
-    many worker processes with ``cores() // jobs`` threads each); returns the keys done, skipped and failed."""
-    import time
-
-    from .campaign import _fmt_s, _what, admit, finish, keeps_models
-    from .results import Record, run
-
+    """Train the pending ``items`` (a campaign's, :class:`fedlib.campaign.Item`) in order within ``budget_s``
+    seconds, ``jobs`` at a time (``jobs > 1``: that many worker processes with ``cores() // jobs`` threads each);
+    ``booking`` (:class:`fedlib.campaign.Booking`) admits each run before it starts (``admit(item, seconds left,
+    out)``: the seconds left, or None to skip it) and books it when it ends (``finish(record, item, seconds,
+    out)``). Returns the keys done, skipped and failed."""
     if jobs < 1:
         raise ValueError(f"jobs={jobs!r}: give at least 1 (runs trained at once).")
     t0 = time.monotonic()
     out: dict[str, list[str]] = {"done": [], "skipped": [], "failed": []}
     queue = [it for it in items if it.status in ("pending", "partial")]
 
-    def failed(it: Item, e: BaseException) -> None:  # the failure is in results/failed/<key>.json; go on
+    def failed(it: Any, e: BaseException) -> None:  # the failure is in results/failed/<key>.json; go on
         out["failed"].append(it.key)
-        log(f"[campaign] FAILED {_what(it)}: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}")
+        log(f"[campaign] FAILED {it.what}: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}")
 
-    def next_admitted() -> tuple[Item, float] | None:
+    def next_admitted() -> tuple[Any, float] | None:
         while queue:
             it = queue.pop(0)
-            left = admit(it, store, costs, budget_s - (time.monotonic() - t0), out, log)
+            left = booking.admit(it, budget_s - (time.monotonic() - t0), out)
             if left is not None:
                 return it, left
         return None
@@ -99,7 +94,7 @@ def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable
     if jobs == 1:
         while (nxt := next_admitted()) is not None:
             it, left = nxt
-            log(f"[campaign] run  {_what(it)}: estimated {_fmt_s(it.estimate_s)} ({it.source}); {_fmt_s(left)} left")
+            log(f"[campaign] run  {it.what}: estimated {fmt_s(it.estimate_s)} ({it.source}); {fmt_s(left)} left")
             t = time.monotonic()
             try:
                 rec = run(it.cfg, store=store, progress=progress, recompute=it.recompute, allow_long=True,
@@ -107,18 +102,18 @@ def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable
             except Exception as e:  # noqa: BLE001
                 failed(it, e)
                 continue
-            finish(rec, it, costs, out, time.monotonic() - t, log)
+            booking.finish(rec, it, time.monotonic() - t, out)
         return out
 
     threads = max(1, cores() // jobs)
-    running: dict[Future, tuple[Item, float]] = {}
+    running: dict[Future, tuple[Any, float]] = {}
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_worker,
                              initargs=(threads, os.getpid())) as pool:
         while queue or running:
             while len(running) < jobs and (nxt := next_admitted()) is not None:
                 it, left = nxt
-                log(f"[campaign] run  {_what(it)} (worker, {threads} thread{'s' * (threads > 1)}): estimated "
-                    f"{_fmt_s(it.estimate_s)} ({it.source}); {_fmt_s(left)} left")
+                log(f"[campaign] run  {it.what} (worker, {threads} thread{'s' * (threads > 1)}): estimated "
+                    f"{fmt_s(it.estimate_s)} ({it.source}); {fmt_s(left)} left")
                 fut = pool.submit(_train, it.cfg.to_dict(), str(store.root.resolve()), progress, it.recompute,
                                   keeps_models(it.cfg))
                 running[fut] = (it, time.monotonic())
@@ -132,5 +127,5 @@ def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable
                 except Exception as e:  # noqa: BLE001
                     failed(it, e)
                     continue
-                finish(rec, it, costs, out, time.monotonic() - t, log)
+                booking.finish(rec, it, time.monotonic() - t, out)
     return out

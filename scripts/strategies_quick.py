@@ -20,7 +20,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fedlib.config import preset  # noqa: E402
+from fedlib.presets import preset  # noqa: E402
 from fedlib.plans.fedintr import FEDINTR_LAST  # noqa: E402
 from fedlib.results import Store, run  # noqa: E402
 

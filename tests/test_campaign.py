@@ -169,7 +169,7 @@ def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
     (tmp_path / "summary" / "01_fedavg_baseline.smoke.json").write_text(json.dumps({"claims": [
         {"claim": "FedProx performs like FedAvg", "source": "FedIntR Table I", "status": "pending",
          "why": "1 / 3 seeds"}]}))
-    text = ledger("smoke", store=store)
+    text = ledger("smoke", collect("smoke", store=store, costs=CostTable(None)), store=store)
     accs = [100 * r.final("test_acc") for r in recs]
     mean, std = sum(accs) / 2, abs(accs[0] - accs[1]) / 2 ** 0.5
     assert "| 01_fedavg_baseline | table1 | 2 / 2 |" in text
@@ -226,8 +226,6 @@ def test_ray_backend_missing_gives_one_error_naming_the_fix(tmp_path, plans, mon
 
 def test_ray_backend_gives_the_local_backends_records(tmp_path, plans):
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'fedlib[ray]' (make test installs it)")
-    from fedlib.ray_backend import run_ray
-
     runs = {"FedAvg": smoke(), "FedProx": smoke(strategy="fedprox", strategy_kw={"mu": 0.01})}
     plans(**{"05_x": lambda scale, **kw: {"table1": runs}})
     local, remote = Store(tmp_path / "local"), Store(tmp_path / "ray")
@@ -236,7 +234,7 @@ def test_ray_backend_gives_the_local_backends_records(tmp_path, plans):
     out = campaign.run_local(collect("smoke", "cpu", store=local, costs=costs), local, 600, costs,
                              log=lambda s: None)
     assert len(out["done"]) == 2
-    out = run_ray(collect("smoke", "cpu", store=remote, costs=costs), remote, 600, costs, num_cpus=2,
+    out = campaign.run_ray(collect("smoke", "cpu", store=remote, costs=costs), remote, 600, costs, num_cpus=2,
                   threads=threads, log=lambda s: None)
     assert len(out["done"]) == 2 and not out["failed"]
     for c in runs.values():
@@ -321,7 +319,7 @@ def test_a_diverged_run_is_a_finished_result_and_is_retried_only_when_asked(tmp_
     args = ["run", "--scale", "smoke", "--budget", "10m", "--store", str(tmp_path), "--costs", str(tmp_path / "c.json")]
     assert campaign.main(args) == 0
     assert "nothing to do: 0 done, 1 diverged" in capsys.readouterr().out and store.get(cfg) is None
-    assert "| 05_fedintr_benchmarks | table1 | 1 / 1 | 1 |" in ledger("smoke", store=store)
+    assert "| 05_fedintr_benchmarks | table1 | 1 / 1 | 1 |" in ledger("smoke", collect("smoke", store=store, costs=CostTable(None)), store=store)
     assert campaign.main([*args, "--retry-diverged"]) == 0  # asked: trained again (it learns this time)
     assert store.get(cfg) is not None and "done 05_fedintr_benchmarks" in capsys.readouterr().out
 

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fedlib.config as config_mod
-from fedlib.config import Config, ConfigError, preset
+from fedlib.config import Config, ConfigError
+from fedlib.presets import preset
 
 # (field, bad value, words the message must contain); every row is listed in docs/bad-inputs.md
 BAD_FIELDS = [

@@ -11,7 +11,8 @@ import torch
 import fedlib.plans
 from fedlib import campaign, costs
 from fedlib.campaign import collect
-from fedlib.costs import CostTable, LongRunError, before_run, cost_key
+from fedlib.costs import CostTable, LongRunError, before_run, cost_key, no_check
+from fedlib.grid import fetch_runs
 from fedlib.presets import preset
 from fedlib.results import Store, device_name, run
 
@@ -24,10 +25,7 @@ def plans(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def fresh_guard(monkeypatch):
-    """The guard remembers the notebooks it has announced in this process: start each test afresh."""
-    monkeypatch.setattr(costs, "_ANNOUNCED", set())
-    monkeypatch.setattr(costs, "_PLANNED", {})
+def no_allow_env(monkeypatch):
     monkeypatch.delenv(costs.ALLOW_LONG_ENV, raising=False)
 
 
@@ -73,23 +71,26 @@ def tiny_paper(**kw):
     return preset("fedintr", "smoke", label="fedintr/paper", **kw)
 
 
-def test_paper_scale_on_a_cpu_stops_before_training_unless_allowed(tmp_path, plans, monkeypatch, capsys):
-    cfg = tiny_paper()
-    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": cfg, "b": tiny_paper(seed=1)}}})
+def test_paper_scale_on_a_cpu_stops_before_training_unless_allowed(tmp_path, monkeypatch, capsys):
+    runs = {"a": tiny_paper(), "b": tiny_paper(seed=1)}
     monkeypatch.setattr(costs, "LONG_RUN_S", 1e-3)  # these two tiny runs count as "more than an hour"
     store = Store(tmp_path)
-    with pytest.raises(LongRunError) as e:
-        run(cfg, store=store)
+    with pytest.raises(LongRunError) as e:  # a notebook's artifact: its runs are checked together, before any
+        fetch_runs(runs, store=store)
     msg = str(e.value)
-    assert "notebook 05_x at scale paper: 2 run(s) to train" in msg and "nothing was started" in msg
+    assert "2 run(s) to train at scale paper" in msg and "nothing was started" in msg
     assert "allow_long=True" in msg and "FEDLIB_ALLOW_LONG=1" in msg and "device='cuda'" in msg
-    assert "[fedlib] notebook 05_x at scale paper: 2 run(s) to train: estimated" in capsys.readouterr().out
+    assert "[fedlib] 2 run(s) to train at scale paper: estimated" in capsys.readouterr().out
     assert not any(tmp_path.rglob("*.json")) and not any(tmp_path.rglob("*.pt"))  # nothing trained or written
-    with pytest.raises(LongRunError):  # asked again, it stops again
-        run(cfg, store=store)
-    assert run(cfg, store=store, allow_long=True, progress=False).key == cfg.key()
+    with pytest.raises(LongRunError, match="1 run"):  # one run alone is checked too, again each time
+        run(runs["a"], store=store)
+    with pytest.raises(LongRunError):
+        run(runs["a"], store=store)
+    assert run(runs["a"], store=store, allow_long=True, progress=False).key == runs["a"].key()
+    assert fetch_runs(runs, store=store, allow_long=True, progress=False)["b"].key == runs["b"].key()
+    assert run(tiny_paper(seed=2), store=store, guard=no_check, progress=False) is not None  # the caller's guard
     monkeypatch.setenv("FEDLIB_ALLOW_LONG", "1")  # what papermill's kernels inherit
-    assert run(tiny_paper(seed=1), store=store, progress=False) is not None
+    assert run(tiny_paper(seed=3), store=store, progress=False) is not None
 
 
 def test_the_campaign_and_reproduce_stop_long_cpu_work_with_one_message(tmp_path, plans, monkeypatch, capsys):
@@ -114,11 +115,11 @@ def test_the_campaign_and_reproduce_stop_long_cpu_work_with_one_message(tmp_path
 def test_runs_longer_than_a_few_minutes_checkpoint_by_default_and_resume(tmp_path, monkeypatch):
     cfg = preset("fedintr", "smoke", rounds=4)
     assert cfg.checkpoint_every is None
-    assert before_run(cfg, Store(tmp_path)).checkpoint_every == 0  # seconds: no checkpoints
-    assert before_run(cfg.replace(checkpoint_every=3), Store(tmp_path)).checkpoint_every == 3
+    assert before_run(cfg).checkpoint_every == 0  # seconds: no checkpoints
+    assert before_run(cfg.replace(checkpoint_every=3)).checkpoint_every == 3
     monkeypatch.setattr(costs, "CHECKPOINT_AFTER_S", 0.0)  # now it counts as a long run
-    assert before_run(cfg, Store(tmp_path)).checkpoint_every == 1  # every 5 % of the rounds, at least 1
-    assert before_run(cfg.replace(checkpoint_every=0), Store(tmp_path)).checkpoint_every == 0  # off stays off
+    assert before_run(cfg).checkpoint_every == 1  # every 5 % of the rounds, at least 1
+    assert before_run(cfg.replace(checkpoint_every=0)).checkpoint_every == 0  # off stays off
     store = Store(tmp_path)
 
     def killed(engine, entry):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from fedlib.config import Config, preset
+from fedlib.config import Config
+from fedlib.presets import preset
 from fedlib.engine import Engine, NonFiniteLossError, round_lr, sample_clients
 from fedlib.results import Store, run
 

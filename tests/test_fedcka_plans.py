@@ -177,7 +177,7 @@ def test_check_params_names_bad_seeds_and_train(bad, words):
 
 def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, monkeypatch):
     import fedlib.grid as grid
-    from fedlib.config import preset
+    from fedlib.presets import preset
 
     cfg = preset("fedcka", "smoke", dataset="fmnist", lr=1e6, rounds=2)
     store = Store(tmp_path)

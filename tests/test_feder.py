@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from fedlib.config import Config, feder_grid, preset
+from fedlib.config import Config
+from fedlib.presets import feder_grid, preset
 from fedlib.engine import Engine
 from fedlib.executors import make_executor
 from fedlib.models import build_model

@@ -101,10 +101,10 @@ def test_uniform_crsm_is_fedbabu_with_the_same_head(head, tiny_data):
 
 def test_own_and_shared_samples_are_the_two_readings_of_algorithm_2(tiny_data, monkeypatch):
     """``own``: client i's D̂_i comes from its own training images; ``shared``: every client's from the same ones."""
-    import fedlib.models
+    import fedlib.engine
 
     rows = {tuple(x.flatten().tolist()): i for i, x in enumerate(tiny_data.x_train)}
-    represent = fedlib.models.representations
+    represent = fedlib.engine.representations
     for samples in ("own", "shared"):
         seen: list[frozenset[int]] = []
 
@@ -112,7 +112,7 @@ def test_own_and_shared_samples_are_the_two_readings_of_algorithm_2(tiny_data, m
             seen.append(frozenset(rows[tuple(r.flatten().tolist())] for r in x))
             return represent(model, params, x, taps, batch_size)
 
-        monkeypatch.setattr(fedlib.models, "representations", spy)
+        monkeypatch.setattr(fedlib.engine, "representations", spy)
         eng = trained(cfg(strategy="fedshibu", strategy_kw={"samples": samples, "n": 20}, rounds=1), tiny_data)
         assert len(seen) == 5 and all(len(s) == 20 for s in seen)
         own = [frozenset(ix.tolist()) for ix in eng.partition.client_indices]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.config import preset
+from fedlib.presets import preset
 from fedlib.plans import plan
 from fedlib.plans.fedintr import (FEDINTR_BEST_MU, FEDINTR_DEFAULT_E, FEDINTR_METHODS, FEDINTR_QUICK_LEFT_OUT,
                                   FEDINTR_SCALING_LEFT_OUT, mu_grid, run_name, split_name)

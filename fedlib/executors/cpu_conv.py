@@ -19,6 +19,7 @@ alignment) a model's gradients and running statistics are the sequential executo
 
 from __future__ import annotations
 
+import ctypes
 import copy
 from typing import Any
 
@@ -447,8 +448,6 @@ def keep_freed_memory() -> bool:
     if _MALLOC_TUNED:
         return True
     try:
-        import ctypes
-
         libc = ctypes.CDLL("libc.so.6")
         _MALLOC_TUNED = bool(libc.mallopt(-4, 0)) and bool(libc.mallopt(-1, 1 << 30))  # M_MMAP_MAX, M_TRIM_THRESHOLD
     except (OSError, AttributeError):

@@ -68,6 +68,7 @@ from ..schedule import non_finite_loss
 from .chunk import Chunk, auto_chunk_size, chunk_ctx, prepare_chunk
 from .cpu_conv import keep_freed_memory, per_client_convs
 from .layout import gather, write
+from .static import StaticSteps
 
 __all__ = ["VectorizedExecutor"]
 
@@ -114,8 +115,6 @@ class VectorizedExecutor:
         ok, why = self.can_run(task)
         if not ok:
             raise ValueError(f"VectorizedExecutor cannot run this task: {why}")
-        from .static import StaticSteps
-
         self.device = torch.device(device)
         self.chunk_size, self.compile = chunk_size, bool(compile)
         self.task = task

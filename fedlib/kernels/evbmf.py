@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.optimize import brentq, minimize_scalar
 from torch import Tensor
 
 from ._base import (
@@ -39,8 +40,6 @@ class EVBMFResult:
 def evbmf_tau_bar(alpha: float) -> float:
     """tau-bar(alpha) of Nakajima et al. 2013: the zero of ``Phi(t) + Phi(t / alpha)``,
     ``Phi(z) = ln(z + 1) / z - 1/2``, in ``(sqrt(alpha), ...)``; ~ 2.5129 sqrt(alpha)."""
-    from scipy.optimize import brentq
-
     if not 0 < alpha <= 1:
         raise ValueError(f"alpha = L/M must be in (0, 1], got {alpha}")
 
@@ -89,8 +88,6 @@ def evbmf(
     ``gamma_hat = gamma/2 [1 - (L+M) s2/gamma^2 + sqrt((1 - (L+M) s2/gamma^2)^2 - 4 L M s2^2/gamma^4)]``.
     Pure noise gives rank 0 (an empty spectrum).  Scaling ``Y`` by ``c`` scales ``sigma2`` by ``c^2``.
     """
-    from scipy.optimize import minimize_scalar
-
     t = torch.as_tensor(y).detach().to(torch.float64)
     if t.ndim != 2 or t.numel() == 0:
         raise ValueError(f"evbmf expects a non-empty 2-D matrix, got shape {tuple(t.shape)}")

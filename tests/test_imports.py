@@ -1,0 +1,110 @@
+"""The package's import graph has no cycles, and modules import at their top: an import inside a function is
+only for an optional dependency (or one costly submodule needed by one code path), so a module's dependencies are
+read in its first lines and a cycle cannot hide behind a deferred import."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "fedlib"
+# imported where they are used: packages a user may not have installed
+OPTIONAL = {"papermill", "IPython", "tqdm", "ray", "torch.utils.tensorboard", "adamp", "rmsgd", "torchvision", "PIL"}
+DEFERRED = {"torch._dynamo"}  # 2.5 s to import, needed only by compile=True
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in ROOT.rglob("*.py"):
+        parts = list(p.relative_to(ROOT.parent).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _tree(path: Path) -> ast.Module:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):  # annotations only: not imported when the program runs
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = []
+    return tree
+
+
+def _targets(mod: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The fedlib modules ``node`` (in module ``mod``) imports."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name in MODULES]
+    base = mod.split(".") if MODULES[mod].name == "__init__.py" else mod.split(".")[:-1]
+    src = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else [])) if node.level \
+        else (node.module or "")
+    out = [f"{src}.{a.name}" if f"{src}.{a.name}" in MODULES else src for a in node.names]
+    return [m for m in out if m in MODULES and m != mod]
+
+
+def _graph() -> dict[str, set[str]]:
+    return {m: {t for n in ast.walk(_tree(p)) if isinstance(n, (ast.Import, ast.ImportFrom)) for t in _targets(m, n)}
+            for m, p in MODULES.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (a path that returns to its start), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                return stack[stack.index(t):] + [t]
+            if t not in state and (found := visit(t)):
+                return found
+        state[m] = 2
+        stack.pop()
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_the_import_graph_of_fedlib_has_no_cycle():
+    graph = _graph()
+    assert sum(map(len, graph.values())) > 100  # the graph was read (relative imports resolved)
+    assert graph["fedlib.results"] >= {"fedlib.engine", "fedlib.costs", "fedlib.config"}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+
+
+def test_imports_inside_functions_are_only_optional_dependencies():
+    bad = []
+    for mod, path in sorted(MODULES.items()):
+        for fn in ast.walk(_tree(path)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Import):
+                    names = [a.name for a in n.names]
+                elif isinstance(n, ast.ImportFrom):
+                    names = ["." * n.level + (n.module or "")]
+                else:
+                    continue
+                for name in names:
+                    if not any(name == o or name.startswith(o + ".") for o in OPTIONAL | DEFERRED):
+                        bad.append(f"{path.relative_to(ROOT.parent)}:{n.lineno} {fn.name}: {name}")
+    assert not bad, "imports inside functions:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("mod", sorted(m for m in MODULES if not m.endswith("__main__")))
+def test_every_module_imports_on_its_own(mod):
+    importlib.import_module(mod)
