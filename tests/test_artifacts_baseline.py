@@ -8,8 +8,8 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 
 from fedlib.artifacts.baseline import (ALPHAS, PAPER_T1, baseline_verdicts, curves_figure,  # noqa: E402
-                                       dirichlet_stats, label_entropy, partition_checks, partition_figure,
-                                       runs_table, summary_table, versus_paper)
+                                       describe_baseline, dirichlet_stats, label_entropy, partition_checks,
+                                       partition_figure, runs_table, summary_table, versus_paper)
 from fedlib.config import Config  # noqa: E402
 from fedlib.grid import Diverged  # noqa: E402
 from fedlib.partition import dirichlet, label_groups, shards  # noqa: E402
@@ -28,7 +28,8 @@ def test_dirichlet_stats_and_figure_one_row_and_one_panel_per_alpha_without_cell
     parts = {a: dirichlet(LABELS, 10, a, 0) for a in ALPHAS}
     stats = dirichlet_stats(parts)
     assert list(stats.index) == list(ALPHAS) and "partition hash" in stats.columns
-    fig = partition_figure(parts, "fmnist", "dirichlet")
+    fig = partition_figure(parts, "fmnist", "dirichlet", seed=3)
+    assert "partition seed 3" in fig.get_suptitle()
     panels = [ax for ax in fig.axes if ax.get_images()]
     assert len(panels) == len(ALPHAS)
     assert all(not ax.texts for ax in panels)  # no per-cell count labels
@@ -105,19 +106,44 @@ def test_pending_and_diverged_runs_are_named_and_decide_nothing():
     assert all(v.control for v in done)  # the paper makes neither claim: both are the project's controls
 
 
-def test_curves_figure_has_headroom_above_the_paper_line_and_labels_it():
+def _table_texts(fig) -> list[str]:
+    axes = [b for a in fig.axes for b in [a, *a.child_axes]]
+    return [c.get_text().get_text() for a in axes for t in a.tables for c in t.get_celld().values()]
+
+
+def test_curves_figure_draws_mean_curves_and_keeps_the_papers_numbers_off_our_axes():
     per_run = runs_table(_records(), last=1)
-    ax = curves_figure(_records(), per_run, "fmnist", "quick").axes[0]
-    lines = {ln.get_label(): ln for ln in ax.get_lines()}
-    assert {"FedAvg (n=3)", "FedProx (μ=0.001) (n=3)"} <= set(lines)
-    paper = next(k for k in lines if "88.90 %" in k)
-    assert paper.startswith("FedIntR Table I, Fashion-MNIST: 88.90 %")
-    assert any("88.95 %" in k for k in lines)
-    assert ax.get_ylim()[1] > max(PAPER_T1["fmnist"].values()) + 1  # the paper's line is off the top frame
-    styles = {(ln.get_color(), ln.get_linestyle(), ln.get_linewidth()) for k, ln in lines.items() if "(n=3)" in k}
+    fig = curves_figure(_records(), per_run, "fmnist", "quick")
+    ours, paper = fig.axes[0], fig.axes[1]
+    lines = {ln.get_label(): ln for ln in ours.get_lines()}
+    assert set(lines) == {"FedAvg (n=3)", "FedProx (μ=0.001) (n=3)"}  # no paper line on our axes
+    assert max(ln.get_ydata().max() for ln in lines.values()) < 88  # ours only: no 88.90 drawn there
+    assert len(ours.collections) == 2  # a 95 % t band per method
+    assert "3 seeds (0-2); band: 95 % t interval" in ours.get_title()
+    styles = {(ln.get_color(), ln.get_linestyle(), ln.get_linewidth()) for ln in lines.values()}
     assert len(styles) == 2
-    assert "Fashion-MNIST" in ax.get_title()
-    other = curves_figure(_records(), per_run, "svhn", "quick").axes[0]
-    assert any("SVHN: 86.04 %" in ln.get_label() for ln in other.get_lines())
+    texts = _table_texts(fig)
+    assert "88.90" in texts and "88.95" in texts and "70.00" in texts  # FedIntR Table I and FedCKA Fig. 5: tables
+    assert not paper.get_lines()
+    assert "Fashion-MNIST" in fig.get_suptitle()
+    other = curves_figure(_records(), per_run, "svhn", "quick")
+    assert "86.04" in _table_texts(other)
     pending = {k: Pending(r.key, r.config) for k, r in _records().items()}
     assert curves_figure(pending, runs_table(pending, last=1), "fmnist", "quick") is None
+
+
+def test_curves_figure_names_pending_seeds_in_the_title():
+    per_run = runs_table(_records(prox="pending"), last=1)
+    ax = curves_figure(_records(prox="pending"), per_run, "fmnist", "quick").axes[0]
+    assert "pending or diverged: FedProx (μ=0.001) 1 of 3 seeds" in ax.get_title()
+
+
+def test_describe_baseline_states_the_numbers_and_what_is_pending():
+    text = describe_baseline(runs_table(_records(), last=1))
+    assert "FedAvg 85.00 % ± 2.48 (3 seeds)" in text and "FedProx (μ=0.001) 86.00 %" in text
+    assert "FedProx (μ=0.001) − FedAvg = +1.00 points" in text and "Pending" not in text
+    text = describe_baseline(runs_table(_records(prox="pending"), last=1))
+    assert "FedProx (μ=0.001) 86.50 % ± 6.35 (2 seeds)" in text
+    assert text.endswith("Pending or diverged: FedProx (μ=0.001) 1 of 3 seeds.")
+    pending = {k: Pending(r.key, r.config) for k, r in _records().items()}
+    assert describe_baseline(runs_table(pending, last=1)).startswith("Pending: no baseline run is stored yet")

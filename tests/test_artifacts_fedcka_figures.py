@@ -7,9 +7,13 @@ matplotlib.use("Agg")
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from fedlib.artifacts.fedcka_ablations import PAPER_M, layer_variance, m_layers, table3, table4
-from fedlib.artifacts.fedcka_accuracy import PAPER_T2, Table2, epochs_artifact, rounds_figure, seed_curves
+from fedlib.artifacts.fedcka_ablations import (PAPER_M, T3_COLUMNS, describe_levels, describe_m_layers,
+                                               describe_table4, describe_variance, layer_variance, m_layers,
+                                               similarity_levels, table3, table4)
+from fedlib.artifacts.fedcka_accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
+                                              epochs_artifact, mean_rounds, rounds_figure, seed_curves)
 from fedlib.config import Config
 from fedlib.results import Pending, Record
 from fedlib.similarity import LayerSimilarity
@@ -49,69 +53,183 @@ def test_table2_reports_the_best_mu_beside_both_versions_of_the_paper():
     assert {"FedCKA (μ=3)", "FedCKA (μ=5)"} <= set(t2.full().index)
 
 
-def test_table2_figure_starts_at_zero_draws_the_paper_and_no_empty_error_bars():
+def _texts(fig) -> str:
+    """Every title and table cell of a figure, for checks on what it says."""
+    parts = [fig.get_suptitle() if fig._suptitle else ""]
+    for ax in fig.axes:
+        parts.append(ax.get_title())
+        parts += [c.get_text().get_text() for t in ax.tables for c in t.get_celld().values()]
+    return "\n".join(parts)
+
+
+def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_panel():
     t2 = Table2.from_records(_t2_records(pending_moon=True))
     assert t2.table().loc["MOON", "α = 5"] == "pending"
-    ax = t2.figure("fmnist").axes[0]
-    assert ax.get_ylim()[0] == 0
-    labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert len(labels) == len(PAPER_T2)  # every α of both versions, run or not
-    assert sum("not run" in t.get_text() for t in ax.texts) == len(PAPER_T2) - 1
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any("paper (CIFAR-10" in t for t in legend) and {"FedAvg", "FedCKA", "MOON"} <= set(legend)
+    fig = t2.figure("fmnist")
+    ours, paper = fig.axes
+    assert [t.get_text() for t in ours.get_xticklabels()] == ["α = 5"]  # the α not run are not drawn
+    title = ours.get_title()
+    assert "not run yet: α = 1 (Appl. Sci.), α = 0.5 (arXiv), α = 0.1" in title and "3 seeds (0-2)" in title
+    assert "MOON at α = 5: pending" in title
+    assert not ours.get_lines() or all(ln.get_marker() != "*" for ln in ours.get_lines())  # no paper stars here
+    assert paper.tables and f"{PAPER_T2[0.1]['FedCKA']:.2f}" in _texts(fig)
+    legend = [t.get_text() for t in ours.get_legend().get_texts()]
+    assert legend == ["FedAvg", "FedCKA"]  # the papers' method order; MOON pending
     one_seed = Table2.from_records({k: v for k, v in _t2_records().items() if k.endswith("seed=0")})
+    assert "1 seed (0), no interval" in one_seed.figure("fmnist").axes[0].get_title()
     assert not one_seed.figure("fmnist").axes[0].collections  # one seed: no error bars at all
 
 
-def test_rounds_figure_gives_every_method_its_own_line_style():
+def test_describe_table2_states_the_means_and_what_is_pending():
+    t2 = Table2.from_records(_t2_records(pending_moon=True))
+    text = describe_table2(t2)
+    assert "α = 5: FedCKA 85.00 ± 2.48 (3 seeds), FedAvg 81.00 ± 2.48 (3 seeds)" in text
+    assert "FedCKA − FedAvg, paired by seed — α = 5: +4.00 (3 seeds)" not in text  # zero spread: an interval of 0
+    assert "+4.00 ± 0.00 (3 seeds)" in text and "Not run yet: α = 1 (Appl. Sci.)" in text
+    assert "MOON at α = 5: pending" in text
+    assert "pending" in describe_table2(Table2.from_records({k: v for k, v in _t2_records(True).items()
+                                                             if k.startswith("MOON")}))
+
+
+def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():
     t2 = Table2.from_records(_t2_records())
-    curves = t2.curves(_t2_records(), seed=0)
-    assert set(curves) == {"FedAvg", "FedCKA (μ=3)", "MOON (μ=10)"}
-    lines = rounds_figure(curves, "fmnist").axes[0].get_lines()
+    curves = t2.curves(_t2_records())
+    assert set(curves) == {"FedAvg", "FedCKA (μ=3)", "MOON (μ=10)"} and set(curves["FedAvg"]) == {0, 1, 2}
+    fig = rounds_figure(curves, "fmnist")
+    lines = fig.axes[0].get_lines()
     assert len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in lines}) == 3
+    assert "3 seeds (0-2); band: 95 % t" in fig.axes[0].get_title() and "40-round" in fig.axes[0].get_title()
+    fedavg = next(ln for ln in lines if ln.get_label().startswith("FedAvg"))
+    assert np.allclose(fedavg.get_ydata(), [50.0, 81.0])  # percent already: not scaled twice
+    assert mean_rounds(curves).loc[2, "FedAvg"] == 81.0
+    text = describe_rounds(curves)
+    assert "round 2: FedCKA (μ=3) 85.00 ± 2.48 (3 seeds)" in text and "pending" in describe_rounds({})
     pairs = seed_curves(_t2_records(pending_moon=True), {"FedAvg": "FedAvg", "MOON": "MOON (μ=10)"}, [0, 1])
     assert pairs == {}  # MOON pending: no seed has both
 
 
-def test_epochs_artifact_is_empty_without_records():
+def _epoch_records():
+    out = {}
+    for s in (0, 1, 2):
+        for e, acc in ((5, 0.80), (10, 0.82)):
+            base = Config(partition_kw={"beta": 5.0}, seed=s, local_epochs=e)
+            out[f"FedAvg | E={e} | seed={s}"] = _rec(base, [0.5, acc + 0.01 * s])
+        c = Config(partition_kw={"beta": 5.0}, seed=s, local_epochs=20)
+        out[f"FedAvg | E=20 | seed={s}"] = Pending(c.key(), c.to_dict())
+    return out
+
+
+def test_epochs_artifact_draws_dots_below_three_e_and_names_the_e_pending():
     table, fig = epochs_artifact({}, "fmnist", 20)
     assert table.empty and fig is None
+    table, fig = epochs_artifact(_epoch_records(), "fmnist", 20)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["5", "10"]
+    assert "not run yet: E = 20" in ax.get_title() and "3 seeds (0-2)" in ax.get_title()
+    assert all(ln.get_linestyle() == "None" for ln in ax.get_lines() if ln.get_marker() != "_")  # two E: dots
+    text = describe_epochs(_epoch_records())
+    assert "E = 5: FedAvg 81.00 ± 2.48 (3 seeds)" in text and "Not run yet: E = 20." in text
+    assert "pending" in describe_epochs({})
 
 
-def test_m_layers_marks_the_m_not_run_and_shows_the_papers_printed_values():
+def _m_runs(ms=(2,)):
     m_runs, bounds = {}, {}
     for s in (0, 1, 2):
         base = Config(partition_kw={"beta": 5.0}, seed=s)
-        m_runs[f"M=2 | seed={s}"] = _rec(base.replace(strategy="fedcka", strategy_kw={"mu": 3.0, "M": 2}), [0.85])
-        bounds[f"FedAvg | seed={s}"] = _rec(base, [0.86])
+        for m in (1, 2, 3):
+            cfg = base.replace(strategy="fedcka", strategy_kw={"mu": 3.0, "M": m})
+            m_runs[f"FedCKA (μ=3, M={m}) | seed={s}"] = _rec(cfg, [0.85 + 0.01 * m]) if m in ms else \
+                Pending(cfg.key(), cfg.to_dict())
+        bounds[f"FedAvg | seed={s}"] = _rec(base, [0.86 + 0.01 * s])
         c = base.replace(strategy="centralized")
         bounds[f"centralized | seed={s}"] = Pending(c.key(), c.to_dict())
+    return m_runs, bounds
+
+
+def test_m_layers_names_the_m_not_run_and_shows_the_papers_printed_values_apart():
+    m_runs, bounds = _m_runs()
     table, versus, fig = m_layers(m_runs, bounds, "fmnist", 3.0)
     assert table.loc["centralized", "final test accuracy (%)"] == "pending"
     assert versus.loc["FedCKA, M = 2", "paper (%)"] == PAPER_M["FedCKA, M = 2"]
+    assert versus.loc["centralized", "ours (%)"] == "pending"
     ours, paper = fig.axes
-    assert [t.get_text() for t in ours.get_xticklabels()] == [str(m) for m in range(1, 8)]
-    assert len(ours.patches) == 6  # M = 1, 3..7 shaded: not run
-    assert any("67.86" in t.get_text() for t in paper.get_legend().get_texts())
+    assert [t.get_text() for t in ours.get_xticklabels()] == ["2"]
+    assert "not run yet: M = 1, 3" in ours.get_title() and "3 seeds (0-2)" in ours.get_title()
+    assert len(ours.patches) == 1  # FedAvg's 95 % t band; the centralized model is pending
+    assert paper.tables and "67.86" in _texts(fig)
+    text = describe_m_layers(m_runs, bounds)
+    assert "M = 2: 87.00 ± 0.00 (3 seeds)" in text and "FedAvg 87.00 ± 2.48 (3 seeds)" in text
+    assert "Not run yet: M = 1, 3." in text
+    assert "pending" in describe_m_layers({}, {})
 
 
-def test_layer_variance_is_pending_until_a_similarity_exists_and_marks_the_papers_layer():
+def _sim(level: float, seed: int, taps=("conv1", "conv2", "fc1")) -> LayerSimilarity:
+    rng = np.random.default_rng(seed)
+    between = np.clip(level + rng.uniform(-0.05, 0.05, (len(taps), 4, 4)), 0, 1)
+    between = (between + between.transpose(0, 2, 1)) / 2
+    return LayerSimilarity(taps, (0, 1, 2, 3), rng.uniform(0.8, 1.0, size=(4, len(taps))), between)
+
+
+def test_layer_variance_is_pending_until_a_similarity_exists_and_says_why_fedcka_spreads_more():
     cfg = Config()
     table, fig = layer_variance({"FedAvg": {0: Pending(cfg.key(), cfg.to_dict())}}, "fmnist")
-    assert fig is None and table.iloc[0, 0] == "pending"
-    rng = np.random.default_rng(0)
-    between = rng.uniform(0.8, 1.0, (3, 4, 4))
-    sim = LayerSimilarity(("conv1", "conv2", "fc1"), (0, 1, 2, 3), rng.uniform(size=(4, 3)), between)
-    table, fig = layer_variance({"FedAvg": {0: sim}}, "fmnist")
-    assert np.allclose(table["FedAvg: variance"].to_numpy(), sim.pair_var(), rtol=1e-5)
-    assert any("third layer" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert fig is None and table.iloc[0, 0] == "pending" and "pending" in describe_variance(table)
+    sims = {"FedAvg": {0: _sim(0.98, 0), 1: _sim(0.98, 1), 2: Pending(cfg.key(), cfg.to_dict())},
+            "FedCKA (μ=3, M=2)": {0: _sim(0.7, 2), 1: _sim(0.7, 3)}}
+    table, fig = layer_variance(sims, "fmnist")
+    expected = np.mean([sims["FedAvg"][s].pair_var() for s in (0, 1)], 0)
+    assert np.allclose(table["FedAvg: variance"].to_numpy(), expected, rtol=1e-5)
+    ax = fig.axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("third layer" in t for t in legend) and "FedAvg (2 of 3 seeds)" in legend
+    assert ax.get_yscale() == "log" and "6 client pairs" in ax.get_title() and "mean CKA" in ax.get_title()
+    text = describe_variance(table)
+    assert "FedCKA's variance is" in text and "less alike" in text
+    assert f"{table['FedCKA (μ=3, M=2): mean'].min():.2f}" in text
+
+
+def test_describe_levels_states_the_regularized_layers_similarity():
+    sims = {"FedAvg": {0: _sim(0.98, 0), 1: _sim(0.98, 1)}, "FedCKA (μ=3, M=2)": {0: _sim(0.7, 2)}}
+    table, _ = similarity_levels(sims, "fmnist")
+    text = describe_levels(table)
+    row = table[(table.comparison == "between clients") & (table.layer == "conv1") & (table.run == "FedAvg")]
+    assert f"FedAvg {row['mean CKA'].iloc[0]:.3f}/" in text and "FedCKA (μ=3, M=2)" in text
+    cfg = Config()
+    assert "pending" in describe_levels(similarity_levels({"FedAvg": {0: Pending(cfg.key(), cfg.to_dict())}},
+                                                          "fmnist")[0])
 
 
 def test_tables_3_and_4_say_what_was_not_run_or_timed():
     t3 = table3({}, None, timing_planned=True)
+    assert tuple(t3.columns) == T3_COLUMNS and t3.index.name == "metric"
     assert (t3["ours acc (%)"] == "not run at this scale").all() and (t3["ours × FedAvg (timed)"] == "pending").all()
+    assert (t3["ours × FedAvg (runs)"] != "").all()  # no blank cell: it says why
     t4, fig = table4({"cnn": None}, {}, "cpu")
     assert fig is None
     assert set(t4.loc["simple CNN", "ours × FedAvg"]) == {"pending"}
     assert set(t4.loc["ResNet-50", "ours × FedAvg"]) == {"not timed at this scale"}
     assert isinstance(t4, pd.DataFrame) and t4.loc[("simple CNN", "FedAvg"), "paper × FedAvg"] == 1.0
+    assert "not timed" in describe_table4({"cnn": None}, {}) and "pending" in describe_table4({"cnn": None}, {})
+
+
+def _costs(slow: float) -> pd.DataFrame:
+    methods = ["FedAvg", "SCAFFOLD", "FedProx", "MOON", "FedCKA"]
+    reps = {m: [1.0 + (slow if m == "FedCKA" else 0.1 * i) + 0.01 * r for r in range(5)] for i, m in enumerate(methods)}
+    return pd.DataFrame({"s / round": [np.median(v) for v in reps.values()], "× FedAvg": 1.0,
+                         "repeats (s)": list(reps.values())}, index=pd.Index(methods, name="method"))
+
+
+def test_table4_figure_draws_our_ratios_per_model_and_the_paper_apart():
+    setups = {"cnn": {"title": "simple CNN (7 layers), CIFAR-10-shaped"},
+              "r50": {"title": "ResNet-50 + projection head, CIFAR-100-shaped"}}
+    costs = {"cnn": _costs(1.0), "r50": _costs(0.2)}
+    _, fig = table4(costs, setups, "cpu")
+    cnn, r50, paper = fig.axes
+    assert [t.get_text() for t in cnn.get_xticklabels()][-1] == "FedCKA"
+    assert cnn.patches[-1].get_height() == pytest.approx(np.median([2.0 + 0.01 * r for r in range(5)]) / 1.02,
+                                                          rel=0.02)
+    assert len({p.get_facecolor() for p in cnn.patches}) == 5 and cnn.get_legend() is None  # colours name methods
+    assert "CIFAR-100-shaped" in fig.get_suptitle() and "Tiny ImageNet" in fig.get_suptitle()
+    assert "Tiny ImageNet" in paper.get_title() and "1.18" in _texts(fig)
+    text = describe_table4(costs, setups)
+    assert "simple CNN (CIFAR-10-shaped): SCAFFOLD" in text and "(paper 1.90)" in text

@@ -9,8 +9,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from fedlib.artifacts.fedcka_layers import (PAPER_SIMILAR_LAYERS, R50_TAPS, between_figure,  # noqa: E402
-                                            client_matrices_figure, describe_runs, layer_orders, layer_table,
-                                            resnet50_artifact, resnet50_left_out, runs_table, setup_text,
+                                            client_matrices_figure, describe_between, describe_matrices,
+                                            describe_runs, describe_to_global, layer_orders, layer_table,
+                                            resnet50_artifact, resnet50_left_out, runs_table, setup_text, stored,
                                             to_global_figure)
 from fedlib.config import Config  # noqa: E402
 from fedlib.results import Pending, Record  # noqa: E402
@@ -51,53 +52,72 @@ def test_layer_table_averages_the_seeds_and_is_pending_while_one_is_missing():
     assert pending.iloc[0, 0] == "pending"
 
 
-def test_to_global_heatmap_shows_three_decimals_on_the_datas_colour_range():
+def test_to_global_heatmap_is_on_the_fixed_scale_with_every_value_written():
     sim = _sim()
     fig = to_global_figure(sim, setup_text(Config(), "fmnist", 0))
     ax = fig.axes[0]
-    im = ax.get_images()[0]
-    lo, hi = im.get_clim()
-    assert lo < sim.to_global.min() and lo > 0.5 and hi <= 1.0  # not 0–1, not a fixed 0.9–1
+    assert ax.get_images()[0].get_clim() == (0.0, 1.0)
     texts = [t.get_text() for t in ax.texts]
-    assert len(texts) == sim.to_global.size and all(len(t.split(".")[1]) == 3 for t in texts)
-    assert len(set(texts)) > len(TAPS)  # the annotations tell the layers apart
-    assert len(fig.axes) == 2 and "CKA" in fig.axes[1].get_ylabel()  # a labelled colour bar
-    assert "Fashion-MNIST" in ax.get_title() and "CIFAR-10" in ax.get_title()
+    assert len(texts) == sim.to_global.size and all(len(t.split(".")[1]) == 2 for t in texts)
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(TAPS)
+    assert len(fig.axes) == 2 and "0–1" in fig.axes[1].get_ylabel()  # a labelled colour bar
+    title = ax.get_title()
+    assert "Fashion-MNIST" in title and "seed 0" in title and "CIFAR-10" in title
+    assert f"{sim.to_global.mean(0)[0]:.3f} at conv1" in title
 
 
-def test_client_matrices_leave_the_diagonal_blank_and_share_one_scale_over_every_layer():
+def test_client_matrices_leave_the_diagonal_blank_on_the_fixed_scale():
     sim = _sim()
     fig = client_matrices_figure(sim, "setup")
     panels = [ax for ax in fig.axes if ax.get_images()]
     assert [ax.get_title().split(":")[0] for ax in panels] == list(TAPS)  # every layer, as Appl. Sci. Fig. 2
-    data = panels[0].get_images()[0].get_array()
-    assert np.ma.getmaskarray(data).diagonal().all() or np.isnan(np.asarray(data.filled(np.nan))).diagonal().all()
-    clims = {ax.get_images()[0].get_clim() for ax in panels}
-    assert len(clims) == 1
-    lo, hi = clims.pop()
-    off = sim.between[:, ~np.eye(4, dtype=bool)]
-    assert lo < off.min() and hi >= off.max() and hi <= 1.0
+    data = np.ma.filled(panels[0].get_images()[0].get_array(), np.nan)
+    assert np.isnan(np.diagonal(data)).all()
+    assert {ax.get_images()[0].get_clim() for ax in panels} == {(0.0, 1.0)}
+    assert all(len(ax.texts) == 4 * 3 for ax in panels)  # the off-diagonal values written
     assert sum(1 for ax in fig.axes if not ax.get_images() and ax.get_visible() and ax.get_ylabel()) == 1  # colour bar
 
 
-def test_between_figure_draws_both_comparisons_with_distinct_styles():
-    fig = between_figure(_sim(), "setup")
+def test_between_figure_averages_the_seeds_with_t_intervals_and_distinct_styles():
+    sims = {0: _sim(0), 1: _sim(1), 2: _sim(2)}
+    fig = between_figure(sims, "setup")
     ax1, ax2 = fig.axes[:2]
-    styles = {(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ax2.get_lines()}
-    assert len(styles) == 2 and ax2.get_yscale() == "log"
+    series = [ln for ln in ax1.get_lines() if ln.get_marker() != "_"]
+    assert len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in series}) == 2
+    assert ax2.get_yscale() == "log"
     assert [t.get_text() for t in ax1.get_xticklabels()] == list(TAPS)
+    mean = np.mean([s.pair_mean() for s in sims.values()], 0)
+    assert np.allclose(series[0].get_ydata(), mean)
+    assert "3 seeds (0-2)" in fig.get_suptitle() and "95 % t" in fig.get_suptitle()
 
 
 def test_resnet50_panel_shades_the_papers_layers_and_says_why_it_is_missing():
     sim = _sim(taps=R50_TAPS)
-    frame, fig = resnet50_artifact(sim, _rec(0), "cifar10")
+    frame, fig = resnet50_artifact({0: sim}, {0: _rec(0)}, "cifar10")
     assert list(frame.index) == list(R50_TAPS)
     assert len(fig.axes[0].patches) == len(PAPER_SIMILAR_LAYERS["ResNet-50"])
-    assert "CIFAR-10" in fig.axes[0].get_title() and "80.0 %" in fig.axes[0].get_title()
+    title = fig.axes[0].get_title()
+    assert "CIFAR-10" in title and "80.0 %" in title and "1 seed (0)" in title
     assert "not run" in resnet50_left_out({}, {"x": "too slow on a CPU"}, "quick")
     cfg = Config()
     assert "pending" in resnet50_left_out({0: Pending(cfg.key(), cfg.to_dict())}, {}, "paper")
     assert resnet50_left_out({0: sim}, {}, "paper") is None
+
+
+def test_descriptions_state_the_numbers_and_say_pending_without_runs():
+    sim, cfg = _sim(), Config(seed=1)
+    text = describe_to_global(sim, 0)
+    assert text.startswith("Seed 0") and f"conv1 {sim.to_global[:, 0].mean():.3f}" in text
+    assert "pending" in describe_to_global(None, None) and "pending" in describe_matrices(None, None)
+    sims = {0: _sim(0), 1: _sim(1), 2: Pending(cfg.key(), cfg.to_dict())}
+    assert list(stored(sims)) == [0, 1]
+    between = describe_between(sims)
+    mean = np.mean([sims[s].pair_mean() for s in (0, 1)], 0)
+    assert "seeds 0, 1 (2 pending)" in between and f"{mean[0]:.3f} (conv1)" in between
+    assert "conv1 and conv2 (as the paper says)" in between
+    assert "pending" in describe_between({2: sims[2]})
+    iu = np.triu_indices(4, 1)
+    assert f"conv2 [{sim.between[1][iu].min():.3f}, {sim.between[1][iu].max():.3f}]" in describe_matrices(sim, 0)
 
 
 def test_runs_table_and_description_name_pending_runs():

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from matplotlib.colors import LogNorm
 
-from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, first_seed, floored_share_figure, invariants,
-                                    mean_table, plateau_rise, rank_weights, runs_frame, runs_table, stable_rank_figure,
-                                    stored, training_curves, verdicts, versus_paper)
+from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, first_seed, invariants, mean_table, plateau_rise,
+                                    runs_frame, runs_table, stored, verdicts, versus_paper)
+from fedlib.artifacts.feder_figures import (THESIS_FIGURES, describe_floored, describe_rank_weights,
+                                            describe_training_curves, floored_share_figure, rank_weights,
+                                            stable_rank_figure, training_curves)
 from fedlib.grid import Diverged
 from fedlib.plans import plan
 from fedlib.plans.feder import FEDER_LEFT_OUT, run_name, split_name
@@ -98,7 +100,7 @@ def feder_record(final: float, rounds: int = 4, clients: int = 4, metric: str = 
         er = {LAYERS[0]: [0.0] * clients, LAYERS[1]: [0.0] + [0.5] * (clients - 1),
               LAYERS[2]: [1.0 + 0.1 * k + 0.05 * i for k in range(clients)]}
         alpha = {n: (np.maximum(v, FLOOR) / np.maximum(v, FLOOR).sum()).tolist() for n, v in er.items()}
-        hist.append({"round": i + 1, "test_acc": (final - (rounds - 1 - i)) / 100,
+        hist.append({"round": i + 1, "test_acc": (final - (rounds - 1 - i)) / 100, "test_loss": 1.5 / (i + 1),
                      "client_loss": [2.0 / (i + 1) + 0.1 * k for k in range(clients)],
                      "feder_rank": er, "feder_alpha": alpha,
                      "feder_floored": sum(e <= FLOOR for v in er.values() for e in v) / (3 * clients)})
@@ -106,7 +108,7 @@ def feder_record(final: float, rounds: int = 4, clients: int = 4, metric: str = 
 
 
 def plain_record(final: float, rounds: int = 4, clients: int = 4) -> Record:
-    hist = [{"round": i + 1, "test_acc": (final - (rounds - 1 - i)) / 100,
+    hist = [{"round": i + 1, "test_acc": (final - (rounds - 1 - i)) / 100, "test_loss": 1.5 / (i + 1),
              "client_loss": [2.0 / (i + 1) + 0.1 * k for k in range(clients)]} for i in range(rounds)]
     return Record("avg", {}, hist, {}, "", "")
 
@@ -145,35 +147,72 @@ def test_runs_table_and_invariants_over_nested_records():
     assert not invariants(recs)["FedER records a weight per client for every conv layer each round, summing to 1"]
 
 
-def test_training_curves_label_every_axis_draw_the_thesis_and_share_one_legend():
-    first = first_seed(nb_records(), 0)
-    assert stored(first) and ("Adam", "FedER (stable rank)") in first
-    fig = training_curves(first, "fmnist", "quick", 0)
+def _table_texts(fig) -> list[str]:
+    return [c.get_text().get_text() for a in fig.axes for t in a.tables for c in t.get_celld().values()]
+
+
+def test_training_curves_separate_accuracy_and_loss_and_keep_the_thesis_in_its_own_panel():
+    recs = nb_records()
+    fig = training_curves(recs, "fmnist", "quick")
     loss_axes = [a for a in fig.axes if a.get_yscale() == "log"]
-    acc_axes = [a for a in fig.axes if a.get_ylim() == (0, 100)]
-    assert len(loss_axes) == 3 == len(acc_axes)  # Table 4.2's three settings; Fig. A.1's run is not a panel
-    assert all(a.get_ylabel() for a in fig.axes)
+    acc_axes = [a for a in fig.axes if a.get_ylabel() == "test accuracy (%)"]
+    assert len(loss_axes) == 2 and len(acc_axes) == 1  # training and test loss, accuracy: no twin axes
+    assert all(a.get_ylabel() for a in loss_axes + acc_axes)
     assert all("×" not in t.get_text() and "times" not in t.get_text() for a in loss_axes
                for t in a.get_yticklabels())  # plain tick labels on the log axes
-    assert "Fashion-MNIST" in fig._suptitle.get_text()
-    assert len(fig.legends) == 1 and not any(a.get_legend() for a in fig.axes)
-    labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert {"FedAvg: test accuracy", "FedER: test accuracy", "non-federated: test accuracy"} <= set(labels)
-    assert any("CIFAR-100" in x for x in labels)
-    paper_y = sorted(ln.get_ydata()[0] for a in acc_axes for ln in a.lines if ln.get_label().startswith("thesis"))
-    assert paper_y == sorted(PAPER["Adam"])
-    styles = {ln.get_label(): (ln.get_color(), ln.get_marker()) for a in acc_axes for ln in a.lines
-              if ln.get_label().endswith("test accuracy")}
-    assert len(set(styles.values())) == 3  # each method its own colour and marker
+    labels = {ln.get_label() for ln in acc_axes[0].lines}
+    assert labels == {"FedAvg", "FedER", "non-federated"}  # Fig. A.1's stable-rank run is not a Table 4.2 cell
+    assert all(ln.get_ydata().max() <= 80.0 for ln in acc_axes[0].lines)  # no thesis line (76.87 ...) as data
+    assert len({(ln.get_color(), ln.get_marker()) for ln in acc_axes[0].lines}) == 3
+    title = acc_axes[0].get_title()
+    assert "4.1a (non-federated)" in title and "4.6a (FedAvg)" in title and "4.11a (FedER)" in title
+    assert "4.6b (FedAvg)" in loss_axes[0].get_title()
+    del recs["table4.2"][run_name("Adam", "FedAvg", 0)].history[0]["test_loss"]  # a round without a test loss
+    assert len([a for a in training_curves(recs, "fmnist", "quick").axes if a.get_yscale() == "log"]) == 2
+    sup = fig.get_suptitle()
+    assert "Fashion-MNIST" in sup and "CIFAR-100" in sup and "1 seed (0), no interval" in sup
+    assert "Figs. 4.1 (non-federated · Adam), 4.6 (FedAvg · Adam), 4.11 (FedER · Adam)" in sup
+    assert {f"{v:.2f}" for v in PAPER["Adam"]} <= set(_table_texts(fig))  # Table 4.2 as a table
 
 
-def test_training_curves_mark_a_pending_panel_and_figures_wait_for_feder():
+def test_training_curves_name_pending_runs_and_wait_for_a_stored_one():
     recs = nb_records(pending_feder=True)
-    fig = training_curves(first_seed(recs, 0), "fmnist", "quick", 0)
-    assert any(t.get_text() == "pending" for a in fig.axes for t in a.texts)
+    fig = training_curves(recs, "fmnist", "quick")
+    assert "pending: Adam · FedER · seed=0" in fig.get_suptitle()
+    assert {ln.get_label() for a in fig.axes for ln in a.lines} == {"FedAvg", "non-federated"}
+    none = {"table4.2": {k: Pending("p", {}) for k in recs["table4.2"]}}
+    assert training_curves(none, "fmnist", "quick") is None
     assert floored_share_figure({"table4.2": {k: v for k, v in recs["table4.2"].items() if "FedER" not in k}},
                                 "fmnist", "quick") is None
     assert not stored({("Adam", "FedER"): Pending("p", {})})
+
+
+def test_thesis_figures_follow_table_4_2s_rows_per_setting():
+    assert THESIS_FIGURES[("Adam", "non-federated")] == "4.1" and THESIS_FIGURES[("RMSGD", "non-federated")] == "4.5"
+    assert THESIS_FIGURES[("AdamP", "FedAvg")] == "4.8" and THESIS_FIGURES[("Adam + StepLR", "FedER")] == "4.12"
+    assert THESIS_FIGURES[("RMSGD", "FedER")] == "4.15"
+
+
+def test_describe_training_curves_states_the_numbers_and_what_is_pending():
+    text = describe_training_curves(runs_frame(runs(ADAM)))
+    assert "FedAvg · Adam 80.50 % ± 1.24 (3 seeds)" in text and "FedER · Adam 81.10 %" in text
+    assert "FedER − FedAvg: Adam +0.60 points (thesis, CIFAR-100: +0.18)" in text and "Pending" not in text
+    r = runs(ADAM)
+    r[run_name("Adam", "FedER", 2)] = Pending("k", {})
+    assert describe_training_curves(runs_frame(r)).endswith("Pending: Adam · FedER · seed=2.")
+    none = runs_frame({run_name("Adam", "FedAvg", 0): Pending("k", {})})
+    assert describe_training_curves(none).startswith("Pending: no run of Table 4.2 is stored yet")
+
+
+def test_describe_floored_and_rank_weights_state_the_numbers():
+    text = describe_floored(runs_frame(runs(ADAM, floored=0.65)))
+    assert "Adam: 0.65 (seed 0), 0.65 (seed 1), 0.65 (seed 2)" in text and "not testable" in text
+    assert "are judged" in describe_floored(runs_frame(runs(ADAM, floored=0.05)))
+    assert describe_floored(runs_frame({run_name("Adam", "FedER", 0): Pending("k", {})})).startswith("Pending")
+    text = describe_rank_weights(feder_record(80.0), 0)
+    assert "1 of 3 conv layers stay at the floor for all 4 clients in all 4 rounds" in text
+    assert "largest weight relative to 1/K is 1.33× (layer1.0.conv1, client 1, round 1)" in text  # 0.5 / 1.501 × 4
+    assert "smallest 0.00266× (layer1.0.conv1, client 0, round 1)" in text  # the floored client
 
 
 def test_rank_weights_greys_the_floor_and_labels_both_colour_bars():
@@ -193,11 +232,13 @@ def test_rank_weights_greys_the_floor_and_labels_both_colour_bars():
 def test_floored_share_and_stable_rank_figures():
     recs = nb_records()
     ax = floored_share_figure(recs, "fmnist", "quick").axes[0]
-    assert [ln.get_label() for ln in ax.lines][0] == "FedER · Adam · seed 0"
-    ax = stable_rank_figure(first_seed(recs, 0), "cifar100", "paper", 0).axes[0]
-    labels = [ln.get_label() for ln in ax.lines]
-    assert sum(x.startswith("thesis (CIFAR-100") for x in labels) == 3
-    ours = [ln for ln in ax.lines if not ln.get_label().startswith("thesis")]
+    assert [ln.get_label() for ln in ax.lines][0] == "FedER · Adam"
+    assert "1 seed (0), no interval" in ax.get_title()
+    fig = stable_rank_figure(recs, "cifar100", "paper")
+    ax = fig.axes[0]
+    assert not any(ln.get_label().startswith("thesis") for ln in ax.lines)  # the thesis's numbers: a table
+    assert {f"{v:.2f}" for v in PAPER["Adam"]} <= set(_table_texts(fig)) and "not given" in _table_texts(fig)
+    ours = ax.lines
     assert len(ours) == 4 and len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 4
-    assert "CIFAR-100" in ax.get_title()
-    assert stable_rank_figure({("Adam", "FedAvg"): Pending("p", {})}, "fmnist", "quick", 0) is None
+    assert "CIFAR-100" in ax.get_title() and "1 seed (0)" in ax.get_title()
+    assert stable_rank_figure({run_name("Adam", "FedAvg", 0): Pending("p", {})}, "fmnist", "quick") is None

@@ -9,6 +9,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from fedlib.artifacts import fedintr as fi  # noqa: E402
+from fedlib.artifacts import fedintr_figures as ff  # noqa: E402
 from fedlib.config import Config  # noqa: E402
 from fedlib.grid import Diverged  # noqa: E402
 from fedlib.results import Pending, Record  # noqa: E402
@@ -101,31 +102,64 @@ def test_claims_compare_seeds_and_carry_the_papers_effect():
     assert all(v.control for v in fidelity)  # the ±0.5 targets are the project's, not the paper's claims
 
 
-def test_mu_figure_draws_ours_and_both_paper_tables():
+def _panel_text(ax) -> set[str]:
+    return {c.get_text().get_text() for t in ax.tables for c in t.get_celld().values()}
+
+
+def _paper_on_axes(ax, values) -> bool:
+    """Whether any drawn point of ``ax`` sits at one of the paper's ``values``."""
+    return any(np.isclose(float(y), v) for ln in ax.get_lines() for y in np.atleast_1d(ln.get_ydata()) for v in values)
+
+
+def test_mu_figure_draws_ours_by_mu_and_the_paper_in_panels_of_their_own():
     t1 = fi.Table1.from_records(table1_runs(), 3, "fmnist", LEFT_OUT)
-    ax = t1.mu_figure("quick").axes[0]
+    fig = ff.mu_figure(t1, "quick")
+    ax, p1, p2 = fig.axes
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert {"FedProx (ours)", "FedIntR (ours)"} <= set(labels)
-    assert any("paper Table II" in t and "Fashion-MNIST" in t for t in labels)
-    assert any("paper Table I" in t and "best μ" in t for t in labels)
-    sweep = next(ln for ln in ax.get_lines() if ln.get_label().startswith("paper Table II"))
-    assert list(sweep.get_ydata()) == [fi.PAPER_T2[mu]["fmnist"] for mu in sorted(fi.PAPER_T2)]
-    assert {t.get_text() for t in ax.texts} >= {"FedCKA", "MOON"}  # paper stars of methods not run are named
-    assert "Fashion-MNIST" in ax.get_title()
+    assert {"FedProx", "FedIntR", "FedAvg (no μ, n=3)"} <= set(labels)
+    assert "3 seeds (0-2); bars: 95 % t interval" in ax.get_title()
+    assert "not run at this scale: FedCKA, MOON" in ax.get_title() and "Fashion-MNIST" in ax.get_title()
+    intr = next(c for c in ax.containers if c.get_label() == "FedIntR")
+    assert intr.lines[0].get_linestyle() == "None"  # two μ run: dots, no line
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.001", "1", "10"]
+    paper = [v[0] for v in fi.PAPER_T1["fmnist"].values()] + [v["fmnist"] for v in fi.PAPER_T2.values()]
+    assert not _paper_on_axes(ax, paper)  # the paper's 100-round numbers are never on our axes
+    assert {"89.15", "88.67", "0.001"} <= _panel_text(p1) | _panel_text(p2)
 
 
-def test_curves_figure_keeps_fedavg_visible_under_fedprox_with_natural_round_ticks():
+def test_describe_mu_states_each_methods_mean_and_interval_or_pending():
+    t1 = fi.Table1.from_records(table1_runs(), 3, "fmnist", LEFT_OUT)
+    text = ff.describe_mu(t1)
+    assert f"FedIntR (μ=10) {ff.fmt(t1.per_seed('FedIntR'))}" in text and "(3 seeds)" in text
+    assert "FedCKA" not in text  # left out at this scale: not described as pending
+    pend = {k: _pending() for k in table1_runs()}
+    assert "pending" in ff.describe_mu(fi.Table1.from_records(pend, 3, "fmnist", LEFT_OUT))
+
+
+def test_curves_figure_draws_the_mean_of_every_seed_with_a_zoom_and_the_paper_in_a_panel():
     t1 = fi.Table1.from_records(table1_runs(), 3, "fmnist")
-    curves = t1.curves(table1_runs(), seed=0)
+    curves = t1.curves(table1_runs())
     assert set(curves) == {"FedAvg", "FedProx (μ=0.001)", "FedIntR (μ=10)"}
-    ax = fi.curves_figure(curves, "fmnist", 0, "quick").axes[0]
-    ours = [ln for ln in ax.get_lines() if ln.get_label() in curves]
-    assert len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 3
+    assert all(set(v) == {0, 1, 2} for v in curves.values())  # every seed, not the first one only
+    fig = ff.curves_figure(curves, "fmnist", "quick")
+    ax, zoom, panel = fig.axes
+    ours = [ln for ln in ax.get_lines() if str(ln.get_label()).endswith("(n=3)")]
+    assert len(ours) == 3 and len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 3
+    mean = np.mean([100 * r.metric("test_acc").iloc[-1] for k, r in table1_runs().items() if k.startswith("FedAvg")])
+    fedavg = next(ln for ln in ax.get_lines() if ln.get_label() == "FedAvg (n=3)")
+    assert fedavg.get_ydata()[-1] == pytest.approx(mean)  # percent, once
     assert list(ax.get_xticks())[:2] == [1, 2] and 0 not in ax.get_xticks()
-    assert not [ln for ln in ax.get_lines() if len(set(ln.get_xdata())) == 1 and len(ln.get_xdata()) == 2]  # no vlines
-    stars = [ln for ln in ax.get_lines() if ln.get_marker() == "*" and len(ln.get_xdata())]
-    assert sorted(ln.get_ydata()[0] for ln in stars) == sorted(fi.PAPER_T1["fmnist"][m][0]
-                                                               for m in ("FedAvg", "FedProx", "FedIntR"))
+    assert min(zoom.get_lines()[0].get_xdata()) == 8 and "3 seeds (0-2); band: 95 % t" in fig._suptitle.get_text()
+    assert not _paper_on_axes(ax, [v[0] for v in fi.PAPER_T1["fmnist"].values()])
+    assert "88.90" in _panel_text(panel)
+
+
+def test_describe_curves_states_the_last_round_and_the_largest_gap():
+    curves = fi.Table1.from_records(table1_runs(), 3, "fmnist").curves(table1_runs())
+    text = ff.describe_curves(curves)
+    last = np.mean([c.iloc[-1] for c in curves["FedIntR (μ=10)"].values()])
+    assert f"At round {ROUNDS} the means over 3 seeds" in text and f"FedIntR (μ=10) {last:.2f} %" in text
+    assert "largest gap" in text and "pending" in ff.describe_curves({})
 
 
 def test_round_ticks_read_naturally():
@@ -147,8 +181,17 @@ def test_table3_and_table5_put_the_papers_numbers_beside_ours():
     assert list(table.columns) == ["β=0.5", "β=0.1"] and t3.reference == "cifar10"
     assert table.loc["paper FedIntR − FedAvg (cifar10)", "β=0.1"] == pytest.approx(58.32 - 55.62)
     assert table.loc["FedIntR − FedAvg", "β=0.1"] > 0
-    ax = t3.figure("smoke").axes[0]
-    assert {"paper (CIFAR-10, Table III)", "paper (CIFAR-100, Table III)"} <= {ln.get_label() for ln in ax.get_lines()}
+    gains = t3.gains()
+    assert set(gains) == {0.5, 0.1} and gains[0.1] == pytest.approx(
+        {s: t1.per_seed("FedIntR", t3.runs3)[s] - t1.per_seed("FedAvg", t3.runs3)[s] for s in (0, 1, 2)})
+    ax, panel = ff.table3_figure(t3, "smoke").axes
+    assert not _paper_on_axes(ax, [*t3.paper_gain("cifar10").values(), *t3.paper_gain("cifar100").values()])
+    assert {"+2.70", "+1.97"} <= _panel_text(panel) and "3 seeds (0-2)" in ax.get_title()
+    assert len(ax.containers) == 1 and ax.containers[0].lines[0].get_linestyle() == "None"  # two β: dots
+    assert f"β=0.1 {ff.fmt(gains[0.1], '+')}" in ff.describe_table3(t3) and "+2.70" in ff.describe_table3(t3)
+    pend = fi.Table3.from_records({k: _pending() for k in low}, t1, 0.5)
+    assert "β=0.1 pending" in ff.describe_table3(pend)
+    assert "not run yet: β=0.1" in ff.table3_figure(pend, "smoke").axes[0].get_title()
     records = {"table1": table1_runs(), "table3": low}
     v = {x.claim: x for x in fi.claims(t1, records, "paper", t3)}
     assert v["FedIntR's gain over FedAvg is larger at β = 0.1 than at β = 0.5"].verdict == "reproduced"

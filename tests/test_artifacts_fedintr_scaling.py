@@ -2,9 +2,16 @@
 
 from types import SimpleNamespace
 
+import matplotlib
+import numpy as np
+import pandas as pd
 import pytest
 
-from fedlib.artifacts.fedintr_scaling import mean_table, runs_frame, fig5_verdicts, table4_verdicts
+from fedlib.artifacts.fedintr import PAPER_T1
+from fedlib.artifacts.fedintr_figures import fmt
+from fedlib.artifacts.fedintr_scaling import (describe_fig4, describe_fig5, fig4_figure, fig5_figure, fig5_verdicts,
+                                              mean_table, runs_frame, table4_verdicts)
+from fedlib.plots import t_interval
 from fedlib.plans.fedintr import run_name
 from fedlib.results import Pending
 
@@ -94,24 +101,64 @@ def test_paper_table4_has_every_printed_n_and_method():
         assert list(t.columns) == [f"T={T}" for T in PAPER_T4_AT[n]] and set(t.index) == set(PAPER_T4[n])
 
 
-def test_fig5_figure_draws_a_series_per_method_and_the_papers_table_i_stars():
-    import matplotlib
+def _panel_text(ax) -> set[str]:
+    return {c.get_text().get_text() for t in ax.tables for c in t.get_celld().values()}
+
+
+def test_fig5_figure_draws_dots_with_95_t_bars_and_the_papers_table_i_in_a_panel():
     matplotlib.use("Agg")
-    from fedlib.artifacts.fedintr_scaling import fig5_figure
-    fig = fig5_figure(runs_frame(fig5(QUICK), ACC), "fmnist", "quick", last=5)
-    ax = fig.axes[0]
+    df = runs_frame(fig5(QUICK), ACC)
+    ax, panel = fig5_figure(df, "fmnist", "quick", last=5).axes
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "FedAvg" in labels and "FedIntR (μ=10)" in labels
-    assert any(lab.startswith("paper Table I (Fashion-MNIST") for lab in labels)
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "6", "10"]  # the paper's default E = 10 drawn
-    assert "Fashion-MNIST" in ax.get_title()
+    assert labels == ["FedAvg", "FedIntR (μ=10)"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "6"]  # the E run, not the paper's 10
+    assert all(c.lines[0].get_linestyle() == "None" for c in ax.containers)  # two E: dots, no line
+    fedavg = next(c for c in ax.containers if c.get_label() == "FedAvg")
+    (_, lo), (_, hi) = fedavg.lines[2][0].get_segments()[0]
+    assert (hi - lo) / 2 == pytest.approx(t_interval(QUICK[(1, "FedAvg")])[1])  # 95 % t, not the std
+    assert not any(np.isclose(float(y), PAPER_T1["fmnist"]["FedIntR"][0]) for ln in ax.get_lines()
+                   for y in np.atleast_1d(ln.get_ydata()))
+    assert {"88.90", "89.15"} <= _panel_text(panel)
+    assert "3 seeds (0-2); bars: 95 % t interval" in ax.get_title() and "Fashion-MNIST" in ax.get_title()
+    runs = fig5(QUICK) | {f"E=1 | {run_name(m, mu, s)}": Pending("k", {}) for m, mu in (("FedAvg", None),
+                                                                                       ("FedIntR", 10)) for s in (0, 1, 2)}
+    assert "not run yet: E = 1" in fig5_figure(runs_frame(runs, ACC), "fmnist", "quick", 5).axes[0].get_title()
 
 
-def test_fig4_figure_with_rounds_short_of_the_papers_t_says_so_instead_of_drawing_stars():
-    import matplotlib
-    import pandas as pd
+def test_describe_fig5_states_each_e_and_the_paired_differences_or_pending():
+    df = runs_frame(fig5(QUICK), ACC)
+    text = describe_fig5(df, 6)
+    assert f"FedAvg {fmt(QUICK[(1, 'FedAvg')])}" in text and "E = 6:" in text
+    d = [a - b for a, b in zip(QUICK[(1, "FedIntR")], QUICK[(6, "FedIntR")])]
+    assert f"FedIntR (μ=10): E = 1 − E = 6 {fmt(d, '+')}" in text
+    assert "FedIntR (μ=10) − FedAvg at E = 6" in text
+    pend = {k: Pending("k", {}) if k.startswith("E=1") else v for k, v in fig5(QUICK).items()}
+    assert "Pending: E = 1." in describe_fig5(runs_frame(pend, ACC), 6)
+    assert "pending" in describe_fig5(runs_frame({k: Pending("k", {}) for k in fig5(QUICK)}, ACC), 6)
+
+
+def _curve(v: float) -> pd.Series:
+    return pd.Series([v / 3, v / 2, v], index=[1, 2, 3])
+
+
+def test_fig4_figure_draws_mean_curves_and_the_papers_table_iv_in_a_panel():
     matplotlib.use("Agg")
-    from fedlib.artifacts.fedintr_scaling import fig4_figure
-    cv = pd.DataFrame({"FedAvg": [10.0, 20.0, 30.0], "FedProx": [10.0, 21.0, 31.0]}, index=[1, 2, 3])
-    ax = fig4_figure(cv, 100, "fmnist", "smoke").axes[0]
-    assert len(ax.get_lines()) == 2 and any("beyond these 3 rounds" in t.get_text() for t in ax.texts)
+    cv = {"FedAvg": {0: _curve(30.0), 1: _curve(32.0)}, "FedIntR (μ=10)": {0: _curve(28.0), 1: _curve(31.0)}}
+    ax, panel = fig4_figure(cv, 100, "fmnist", "smoke").axes
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert lines["FedAvg (n=2)"].get_ydata()[-1] == pytest.approx(31.0)
+    assert lines["FedIntR (μ=10) (n=2)"].get_markerfacecolor() == "none"  # μ = 10: hollow, dashed
+    assert lines["FedIntR (μ=10) (n=2)"].get_linestyle() != lines["FedAvg (n=2)"].get_linestyle()
+    assert "2 seeds (0,1); band: 95 % t interval" in ax.get_title() and "66.57" in _panel_text(panel)
+    assert not ax.texts and len(ax.get_lines()) == 2  # no paper stars on our axes
+
+
+def test_describe_fig4_names_the_leader_early_and_late_or_why_not():
+    cv = {"FedAvg": {0: pd.Series([40.0, 50.0, 60.0, 61.0, 62.0, 63.0, 64.0, 65.0, 66.0, 67.0], index=range(1, 11))},
+          "FedIntR (μ=10)": {0: pd.Series([30.0, 45.0, 58.0, 62.0, 64.0, 66.0, 67.0, 68.0, 69.0, 70.0],
+                                          index=range(1, 11))}}
+    text = describe_fig4(cv, 100)
+    assert "round 2: FedAvg leads with 50.00 % (FedIntR (μ=10) 45.00 %)" in text
+    assert "round 10: FedIntR (μ=10) leads with 70.00 % (FedAvg 67.00 %)" in text
+    assert describe_fig4(None, None, "tens of worker-hours") == "Fig. 4 is not run at this scale: tens of worker-hours."
+    assert "pending" in describe_fig4({}, 100)

@@ -1,5 +1,6 @@
 """FedSHIBU's artifacts (notebook 08): Table 1 as tidy tables with the paper's values beside ours, Fig. 1, 3, 4 and 5
-as figures that show every series, and pending or diverged runs marked, never dropped."""
+as figures of the shared kinds (mean over seeds with a 95 % t band or interval, the paper's numbers in a panel of
+their own), the sentences that describe them, and pending or diverged runs marked, never dropped."""
 
 import matplotlib
 
@@ -9,7 +10,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from fedlib.artifacts import fedshibu as art  # noqa: E402
-from fedlib.artifacts.fedshibu import PAPER_ORDER, PAPER_T1, plot_shards  # noqa: E402
+from fedlib.artifacts import fedshibu_figures as ff  # noqa: E402
+from fedlib.artifacts.fedshibu import PAPER_ORDER, PAPER_T1  # noqa: E402
+from fedlib.artifacts.fedshibu_figures import plot_shards  # noqa: E402
+from fedlib.artifacts.fedshibu_findings import crsm_readings, describe_crsm_readings, finetune_table  # noqa: E402
 from fedlib.config import Config  # noqa: E402
 from fedlib.plans.fedshibu import AVG, BABU, IDENTITY, LINEAR  # noqa: E402
 from fedlib.results import Pending, Record  # noqa: E402
@@ -50,23 +54,28 @@ def _frame(rows):
                          for m, s, n, a in rows])
 
 
-def test_fig4_intervals_stay_in_0_100_and_the_paper_values_are_drawn():
-    frame = pd.DataFrame({"method": ["FedBABU"] * 3 + ["FedAvg"], "s": [2, 2, 2, 5],
-                          "acc": [99.0, 60.0, 99.5, 70.0]})
+def _paper_cells(fig) -> list[str]:
+    return [c.get_text().get_text() for ax in fig.axes for t in ax.tables for c in t.get_celld().values()]
+
+
+def test_fig4_sweeps_after_and_before_fine_tuning_and_the_paper_in_its_own_panel():
+    rows = [(LINEAR, 2, n, 80.0 + n) for n in range(3)] + [(BABU, 2, n, 70.0 + n) for n in range(3)]
+    rows += [(AVG, 2, 0, 60.0), (IDENTITY, 2, 0, "pending"), (LINEAR, 5, 0, "pending")]
+    frame = _frame(rows)
+    frame["acc (no ft)"] = np.where(frame["method"] == AVG, np.nan, frame["acc"] - 40)
     fig = plot_shards(frame, "fmnist", 10)
-    ax = fig.axes[0]
-    for coll in ax.collections:  # error-bar segments
-        for seg in coll.get_segments():
-            assert np.all(seg[:, 1] >= 0) and np.all(seg[:, 1] <= 100)
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert all(f"paper (CIFAR-10): {m}" in labels for m in PAPER_ORDER)
-    paper = next(line for line in ax.get_lines() if line.get_label() == f"paper (CIFAR-10): {PAPER_ORDER[0]}")
-    assert list(paper.get_ydata()) == [PAPER_T1["cifar10"][s][0] for s in sorted(PAPER_T1["cifar10"])]
-    assert np.allclose(paper.get_xdata(), sorted(PAPER_T1["cifar10"]), rtol=0.1)  # nudged, not moved
-    assert "Fashion-MNIST" in ax.get_title()
-    assert [t.get_text() for t in ax.get_xticklabels()] == [str(s) for s in sorted(PAPER_T1["cifar10"])]
-    avg = [c for c in ax.collections if len(c.get_segments()) and np.allclose(c.get_segments()[0][:, 0], 5, rtol=0.1)]
-    assert avg and all(np.ptp(seg[:, 1]) == 0 for c in avg for seg in c.get_segments())  # one seed: no interval
+    after, before, paper = fig.axes
+    assert "after fine-tuning" in after.get_title() and "before fine-tuning" in before.get_title()
+    assert all("3 seeds (0-2)" in ax.get_title() and "95 % t interval" in ax.get_title() for ax in (after, before))
+    assert "pending: identity CRSM" in after.get_title() and "does not fine-tune: FedAvg" in before.get_title()
+    assert "not run yet: s = 5" in fig._suptitle.get_text() and "Fashion-MNIST" in fig._suptitle.get_text()
+    labels = [t.get_text() for t in after.get_legend().get_texts()]
+    assert labels == [f"{LINEAR} (n=3)", f"{BABU} (n=3)", f"{AVG} (n=1)"]
+    assert not any("paper" in label for ax in (after, before) for label in ax.get_legend_handles_labels()[1])
+    assert [t.get_text() for t in after.get_xticklabels()] == ["2"]  # only the levels run
+    assert all(line.get_linestyle() == "None" for line in after.get_lines() if len(line.get_xdata()))  # 1 level: dots
+    cells = _paper_cells(fig)
+    assert f"{PAPER_T1['cifar10'][2][0]:.2f}" in cells and "CIFAR-10" in paper.get_title()
 
 
 def test_table1_is_tidy_marks_pending_diverged_and_not_run():
@@ -95,51 +104,104 @@ def test_table1_versus_sets_every_paper_value_beside_ours():
     assert art.paper_column("cifar100") == "cifar100"
 
 
-def test_fig1_curves_in_the_methods_styles_and_pending_runs_give_no_figure():
+def test_fig1_mean_curves_after_and_before_fine_tuning_in_the_methods_styles():
     runs = _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"], crsm=False)
-    table, fig = art.fig1(runs, "fmnist")
-    assert list(table.index) == list(art.FIG1_STYLES) and set(table["n"]) == {2}
-    ax = fig.axes[0]
-    lines = {ln.get_label(): ln for ln in ax.get_lines()}
-    assert set(lines) == set(art.FIG1_STYLES)
-    for m, style in art.FIG1_STYLES.items():
-        assert lines[m].get_color() == method_style(style)["color"]
-        assert lines[m].get_linestyle() != "None"
-    assert len({ln.get_linestyle() for ln in lines.values()}) == 2
-    assert "no values printed" in ax.get_legend().get_title().get_text()
-    assert "Fashion-MNIST" in ax.get_title()
-    table, fig = art.fig1(_runs(["aggregated within each group"], pending="aggregated within each group"), "fmnist")
+    table, fig = ff.fig1(runs, "fmnist")
+    assert list(table.index) == list(ff.FIG1_LABELS) and set(table["n"]) == {2}
+    after, before = fig.axes
+    for ax in (after, before):
+        assert ax.get_legend().get_title().get_text() == ""  # no paper legend over our curves
+        lines = {ln.get_label().split(" (n=")[0]: ln for ln in ax.get_lines()}
+        assert set(lines) == set(ff.FIG1_LABELS.values())
+        for label, ln in lines.items():
+            assert ln.get_color() == method_style(label)["color"]
+        assert "2 seeds (0,1); band: 95 % t interval" in ax.get_title()
+    assert np.allclose(after.get_lines()[0].get_ydata(), [40.0, 60.5])  # mean over seeds, in %
+    assert np.allclose(before.get_lines()[0].get_ydata(), [30.0, 50.5])  # before fine-tuning
+    title = fig._suptitle.get_text()
+    assert "Fashion-MNIST" in title and "within groups 70.5 %, all bodies 60.5 %" in title
+    table, fig = ff.fig1(_runs(["aggregated within each group"], pending="aggregated within each group"), "fmnist")
     assert fig is None and table.loc["aggregated within each group", "acc"] == "pending"
 
 
-def test_fig5_draws_fedavg_last_and_the_papers_fedavg_at_s5():
+def test_describe_fig1_states_both_accuracies_and_the_paired_difference():
+    runs = _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"], crsm=False)
+    text = ff.describe_fig1(art.runs_frame(runs))
+    assert "70.5 ± 6.4 %" in text and "(60.5 % before)" in text and "60.5 ± 6.4 %" in text
+    assert "+10.0 ± 0.0 points over 2 paired seed(s)" in text
+    pend = ff.describe_fig1(art.runs_frame(_runs(["aggregated within each group"],
+                                                 pending="aggregated within each group")))
+    assert "pending" in pend and "0 of 2 runs stored" in pend
+
+
+def test_fig5_curves_with_the_controls_and_the_paper_in_its_own_panel():
     runs = _runs(["FedAvg", "FedAvg+CRSM", "Local only"])
-    table, fig = art.fig5(runs, "fmnist")
+    table, fig = ff.fig5(runs, "fmnist")
     assert set(table.index) == {"FedAvg", "FedAvg+CRSM", "Local only"}
-    ax = fig.axes[0]
+    ax, paper = fig.axes
     labels = [ln.get_label() for ln in ax.get_lines()]
-    assert labels[:3] == ["Local only", "FedAvg+CRSM", "FedAvg"]  # the wide local-only curve under, FedAvg on top
-    styles = {ln.get_label(): (ln.get_linestyle(), ln.get_marker()) for ln in ax.get_lines()[:3]}
-    assert len(set(styles.values())) == 3
-    paper = ax.get_lines()[3]
-    assert "CIFAR-10" in paper.get_label() and list(paper.get_ydata()) == [PAPER_T1["cifar10"][5][3]] * 2
+    assert labels == ["Local only (n=2)", "FedAvg+CRSM (n=2)", "FedAvg (n=2)"]  # local-only under, FedAvg on top
     assert np.allclose(ax.get_lines()[2].get_ydata(), [40.0, 60.5])  # FedAvg: mean over seeds, in %
-    table, fig = art.fig5(_runs(["FedAvg"], pending="FedAvg"), "fmnist")
-    assert fig is None
+    assert "2 seeds (0,1); band: 95 % t interval" in ax.get_title()
+    assert f"{PAPER_T1['cifar10'][5][3]:.2f}" in _paper_cells(fig) and not ax.tables
+    assert "self-weight of 0.50" in fig._suptitle.get_text()
+    assert ff.fig5(_runs(["FedAvg"], pending="FedAvg"), "fmnist")[1] is None
+
+
+def _same_as_local(runs):
+    """FedAvg+CRSM's records given local-only's accuracies: a near-identity CRSM's result."""
+    out = dict(runs)
+    for s in (0, 1):
+        crsm, local = out[f"FedAvg+CRSM | s=5 | seed={s}"], out[f"Local only | s=5 | seed={s}"]
+        hist = [{**e, "personal_acc_mean": f["personal_acc_mean"]} for e, f in zip(crsm.history, local.history)]
+        out[f"FedAvg+CRSM | s=5 | seed={s}"] = Record(key=crsm.key, config=crsm.config, history=hist,
+                                                      provenance={}, partition_hash="", final_params_hash="")
+    return out
+
+
+def test_describe_fig5_says_which_control_fedavg_crsm_follows():
+    runs = _same_as_local(_runs(["FedAvg", "FedAvg+CRSM", "Local only"]))
+    text = ff.describe_fig5(art.runs_frame(runs), runs)
+    assert "FedAvg 60.5 ± 6.4 %" in text and "FedAvg+CRSM − FedAvg +20.0 ± 0.0 points over 2 paired seed(s)" in text
+    assert "self-weight of 0.50" in text and "within 0.0 points of local-only training's at every round" in text
+    assert "local-only training" in ff.fig5(runs, "fmnist")[1]._suptitle.get_text()
+    pend = _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg")
+    assert "pending" in ff.describe_fig5(art.runs_frame(pend), pend)
 
 
 def test_fig3_one_row_per_reading_with_the_label_overlap_and_the_crsm_table():
     runs = _runs(["own samples (§4.3)", "shared samples (Algorithm 2's D)"])
-    table, fig = art.fig3(runs, "fmnist")
+    table, fig = ff.fig3(runs, "fmnist")
     assert table.index.names == ["method", "round"] and len(table) == 4
     assert list(table.columns) == ["self-weight", "off-diagonal", "corr. with label overlap"]
     images = [ax for ax in fig.axes if ax.images]
     assert len(images) == 2 * 3  # per row: the two rounds stored (two panels left blank), the label overlap
     assert all(ax.get_xlabel() == "client" for ax in images)
-    assert sum("label overlap" in ax.get_title() for ax in fig.axes) == 2
+    assert sum("label overlap (seed 0)" in ax.get_title() for ax in fig.axes) == 2
     assert all(im.get_clim() == (0, 1) for ax in images for im in ax.images)
-    table, fig = art.fig3(_runs(["own samples (§4.3)"], pending="own samples (§4.3)"), "fmnist")
+    assert all(ax.texts for ax in images)  # values written in the cells
+    assert "2 seed(s) (0, 1)" in fig._suptitle.get_text()
+    table, fig = ff.fig3(_runs(["own samples (§4.3)"], pending="own samples (§4.3)"), "fmnist")
     assert table.empty and fig is None
+
+
+def test_describe_fig3_gives_r_and_the_self_weight_per_reading():
+    runs = _runs(["own samples (§4.3)"])
+    text = ff.describe_fig3(runs)
+    assert "own samples (§4.3): r = " in text and "at round 1" in text and "at round 2" in text
+    assert "self-weight 0.50" in text and "2 stored run(s) of 2" in text
+    assert "pending" in ff.describe_fig3(_runs(["own samples (§4.3)"], pending="own samples (§4.3)"))
+
+
+def test_describe_fig4_per_level_with_the_paired_gap_and_what_is_pending():
+    rows = [(LINEAR, 2, n, 80.0 + n) for n in range(2)] + [(BABU, 2, n, 70.0 + n) for n in range(2)]
+    frame = _frame(rows + [(AVG, 2, 0, "pending"), (LINEAR, 5, 0, "pending")])
+    frame["acc (no ft)"] = frame["acc"] - 40
+    text = ff.describe_fig4(frame)
+    assert "at s = 2, FedSHIBU 80.5 % (40.5 % before fine-tuning), 2 seed(s)" in text
+    assert "FedBABU 70.5 %" in text and "FedSHIBU − FedBABU +10.0 ± 0.0 points over 2 paired seed(s)" in text
+    assert "pending: FedAvg" in text and "Not run yet: s = 5." in text and "4 of 6 runs stored" in text
+    assert "pending" in ff.describe_fig4(_frame([(LINEAR, 2, 0, "pending")]))
 
 
 def test_verdicts_invariants_and_runs_table_with_pending_runs():
@@ -168,19 +230,25 @@ def test_paper_column(dataset, column):
 
 
 def test_crsm_readings_show_shared_samples_finding_the_label_groups_and_own_samples_not():
-    from fedlib.artifacts.fedshibu_findings import crsm_readings
-
     df, fig = crsm_readings()
     last = df[df["round"] == df["round"].max()].set_index(["setting", "reading"])
     groups = "label groups, FedSHIBU (shared)"
     assert last.loc[(groups, "shared samples"), "corr"] > 0.8 > abs(last.loc[(groups, "own samples"), "corr"])
     assert last.loc[(groups, "shared samples"), "self-weight"] < 0.12  # near-uniform weights (1/10)
     assert len(fig.axes) == 2 and all(ax.get_xlabel() == "local steps per client" for ax in fig.axes)
+    assert all(ax.get_title() == "1 seed (0), no interval" for ax in fig.axes)
+    assert f"shared r = {last.loc[(groups, 'shared samples'), 'corr']:+.2f}" in fig._suptitle.get_text()
+
+
+def test_describe_crsm_readings_states_the_last_step():
+    df, _ = crsm_readings()
+    text = describe_crsm_readings(df)
+    last = df[df["steps"] == df["steps"].max()].set_index(["setting", "reading"])
+    assert f"{last.loc[('label groups, FedSHIBU (shared)', 'shared samples'), 'corr']:+.2f}" in text
+    assert "at 1000 local steps" in text and "One seed, 10 clients" in text
 
 
 def test_finetune_table_gives_both_accuracies_and_the_change():
-    from fedlib.artifacts.fedshibu_findings import finetune_table
-
     t = finetune_table(_frame([(LINEAR, 2, 0, 90.0), (LINEAR, 2, 1, 92.0)]).assign(**{"acc (no ft)": [85.0, 86.0]}))
     row = t.loc[(LINEAR, 2)]
     assert row["seeds"] == 2 and row["before fine-tuning (%)"] == 85.5 and row["change (points)"] == 5.5

@@ -4,7 +4,8 @@ upper bound — each a tidy table and a figure, with the papers' numbers beside 
 
     stats = dirichlet_stats(parts); partition_figure(parts, dataset, "dirichlet")
     per_run = runs_table(records, last); summary_table(per_run); versus_paper(per_run, dataset)
-    curves_figure(records, per_run, dataset, scale); baseline_verdicts(per_run, scale, dataset)
+    curves_figure(records, per_run, dataset, scale); describe_baseline(per_run)
+    baseline_verdicts(per_run, scale, dataset)
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
+from matplotlib.ticker import MaxNLocator
 
 from ..grid import DIVERGED, PENDING, Diverged, cell, offs
 from ..partition import Partition
 from ..plans import BASELINE_LEFT_OUT
+from ..plots import mean_curves, paper_panel, t_interval
 from ..report import compare
 from ..results import Pending, Record
-from ..style import dataset_name, method_style
+from ..style import dataset_name
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending as pending_verdict
 
 __all__ = ["ALPHAS", "PAPER_T1", "PAPER_T1_DATASET", "PAPER_FIG5", "label_entropy", "dirichlet_stats",
            "partition_figure", "Check", "partition_checks", "runs_table", "summary_table", "versus_paper",
-           "curves_figure", "baseline_verdicts"]
+           "FEDCKA_SETUP", "curves_figure", "describe_baseline", "baseline_verdicts"]
 
 # FedCKA Fig. 4: arXiv α ∈ {5, 0.5, 0.1}, Appl. Sci. α ∈ {5, 1, 0.1}; FedIntR Fig. 3: β ∈ {5, 0.5, 0.1}
 ALPHAS = (5.0, 1.0, 0.5, 0.1)
@@ -78,10 +81,12 @@ def _panel(ax: plt.Axes, counts: np.ndarray, title: str, norm: Normalize) -> Any
     return im
 
 
-def partition_figure(parts: Mapping[Any, Partition], dataset: str, kind: str = "dirichlet") -> plt.Figure:
+def partition_figure(parts: Mapping[Any, Partition], dataset: str, kind: str = "dirichlet",
+                     seed: int | None = None) -> plt.Figure:
     """FedCKA Fig. 4 / FedIntR Fig. 3 (``kind="dirichlet"``, ``parts``: α -> partition; one shared colour scale, so
     the panels compare) or FedSHIBU's partitions (``kind="shards"``, ``parts``: panel title -> partition; a colour
-    scale per panel, their sizes differ tenfold). Each panel's title gives the mean number of classes per client."""
+    scale per panel, their sizes differ tenfold). Each panel's title gives the mean number of classes per client; the
+    figure's title names the partition ``seed`` (one draw: no interval)."""
     shared = kind == "dirichlet"
     n = len(parts)
     cols = 2 if n == 4 else n
@@ -96,13 +101,14 @@ def partition_figure(parts: Mapping[Any, Partition], dataset: str, kind: str = "
             fig.colorbar(im, ax=ax, fraction=0.05, pad=0.02, label="training samples")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
+    drawn = "" if seed is None else f"\none draw, partition seed {seed}"
     if shared:
         fig.colorbar(im, ax=axes, fraction=0.03, pad=0.02, label="training samples per client and class")
         fig.suptitle(f"FedCKA Fig. 4 / FedIntR Fig. 3: client × class counts, Dirichlet over {p.counts.shape[0]} "
-                     f"clients — {dataset_name(dataset)} (the papers show CIFAR-10)", fontsize=11)
+                     f"clients — {dataset_name(dataset)} (the papers show CIFAR-10){drawn}", fontsize=11)
     else:
         fig.suptitle(f"FedSHIBU partitions: shards per user and label groups — {dataset_name(dataset)} "
-                     "(the paper uses CIFAR-10/100)", fontsize=11)
+                     f"(the paper uses CIFAR-10/100){drawn}", fontsize=11)
     return fig
 
 
@@ -193,59 +199,79 @@ def versus_paper(per_run: pd.DataFrame) -> pd.DataFrame:
     return table.astype(object).where(table.notna(), PENDING)
 
 
-def _styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """A style per method (:func:`fedlib.style.method_style`); a method drawn like an earlier one gets a dotted line
-    and a diamond (FedAvg in FedCKA's setup beside FedAvg)."""
-    out, seen = {}, set()
-    for m in methods:
-        st = method_style(m)
-        if (st["color"], str(st["ls"]), st.get("marker")) in seen:
-            st = {**st, "ls": ":", "marker": "d"}
-        seen.add((st["color"], str(st["ls"]), st.get("marker")))
-        out[m] = st
-    return out
+# FedCKA's setup (its simple CNN, α = 5): the centralized upper bound and FedAvg beside it; the rest is FedIntR's
+FEDCKA_SETUP = ("Centralized", "FedAvg (FedCKA's setup)")
+
+
+def _seed_curves(records: Runs, methods: Sequence[str]) -> dict[str, dict[int, pd.Series]]:
+    """``{method: {seed: test accuracy per round}}`` of the stored runs of ``methods``."""
+    out: dict[str, dict[int, pd.Series]] = {}
+    for name, r in records.items():
+        if isinstance(r, Record) and name.split(" | ")[0] in methods:
+            out.setdefault(name.split(" | ")[0], {})[r.cfg.seed] = r.metric("test_acc")
+    return {m: out[m] for m in methods if m in out}
+
+
+def _not_done(per_run: pd.DataFrame, methods: Sequence[str]) -> list[str]:
+    """``"<method> <k> of <n> seeds"`` for each of ``methods`` with seeds pending or diverged."""
+    g = per_run[per_run["method"].isin(methods)].groupby("method", sort=False)["status"]
+    return [f"{m} {int((s != 'done').sum())} of {len(s)} seeds" for m, s in g if (s != "done").any()]
 
 
 def curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str, scale: str) -> plt.Figure | None:
-    """Test accuracy per round, the mean over the seeds done, one line per method (FedAvg drawn wide underneath, so
-    FedProx's dashes on top do not hide it), and FedIntR Table I's numbers for ``dataset`` after 100 rounds: a
-    dashed line at FedAvg's and a hollow star at FedProx's (μ = 0.001), each labelled with its number. The y-axis
-    leaves room above the highest curve or paper value. None when no run is stored."""
+    """Test accuracy per round, the mean over the seeds done with a 95 % t band: FedIntR's setup (FedAvg, FedProx
+    μ = 0.001) and FedCKA's (the centralized upper bound, FedAvg) in panels of their own, and the papers' numbers
+    (FedIntR Table I for ``dataset``, after 100 rounds; FedCKA Fig. 5 on CIFAR-10) as tables in a third panel, never
+    on our axes. None when no run is stored."""
     methods = list(dict.fromkeys(per_run["method"]))
-    curves = {}
-    for m in methods:
-        done = [records[n].metric("test_acc") for n in records
-                if n.split(" | ")[0] == m and isinstance(records[n], Record)]
-        if done:
-            curves[m] = (len(done), 100 * pd.concat(done, axis=1).mean(axis=1))
+    groups = {"FedIntR's setup (FedIntR CNN, β = 0.5)": [m for m in methods if m not in FEDCKA_SETUP],
+              "FedCKA's setup (simple CNN, α = 5): the centralized upper bound": [
+                  m for m in methods if m in FEDCKA_SETUP]}
+    curves = {title: c for title, ms in groups.items() if (c := _seed_curves(records, ms))}
     if not curves:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
-    styles = _styles(methods)
-    for i, (m, (n, s)) in enumerate(curves.items()):
-        ax.plot(s.index, s.values, ms=4, markevery=max(1, len(s) // 10), label=f"{m} (n={n})",
-                lw=2.8 if i == 0 else 1.4, alpha=0.8 if i == 0 else 1.0, zorder=2 + i, **styles[m])
-    paper = PAPER_T1.get(dataset, {})
-    last = max(s.index.max() for _, s in curves.values())
-    name = f"FedIntR Table I, {dataset_name(dataset)}"
-    if "FedAvg" in paper:
-        ax.axhline(paper["FedAvg"], ls=(0, (4, 2)), color="0.2", lw=1, zorder=1,
-                   label=f"{name}: {paper['FedAvg']:.2f} % (FedAvg, 100 rounds)")
-    for m, v in paper.items():
-        if m != "FedAvg":
-            ax.plot([last], [v], color=method_style(m)["color"], marker="*", ms=11, mfc="none", ls="none", zorder=9,
-                    label=f"{name}: {v:.2f} % ({m.replace(' (', ' ').rstrip(')')}, 100 rounds)")
-    top = max([float(np.nanmax(s.values)) for _, s in curves.values()] + list(paper.values()))
-    bottom = min(float(np.nanmin(s.values)) for _, s in curves.values())
-    ax.set_ylim(max(0.0, bottom - 3), min(101.0, top + 0.12 * max(top - bottom, 10.0)))
-    ax.set_xlabel("round")
-    ax.set_ylabel("test accuracy (%), mean over seeds")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    n_pending = int((per_run["status"] == PENDING).sum())
-    ax.set_title(" / ".join(m.split(" (")[0] for m in dict.fromkeys(methods)) + f" — {dataset_name(dataset)}, "
-                 f"scale={scale}" + (f" ({n_pending} run(s) pending)" if n_pending else ""), fontsize=10)
+    fig, axes = plt.subplots(1, len(curves) + 1, figsize=(5.2 * len(curves) + 3.6, 4.4), layout="constrained",
+                             width_ratios=[1] * len(curves) + [0.75])
+    for ax, (title, c) in zip(axes, curves.items()):
+        note = mean_curves(ax, c)
+        for line in ax.lines[:1] if FEDCKA_SETUP[0] not in c else []:  # FedAvg wide underneath: FedProx's equal
+            line.set(lw=2.8, alpha=0.8, zorder=1.5)                       # curve on top leaves it visible
+        ax.legend(fontsize=8, loc="lower right")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        left = _not_done(per_run, groups[title])
+        ax.set_title(f"{title}\n{note}" + (f"\npending or diverged: {', '.join(left)}" if left else ""), fontsize=8)
+    paper = axes[-1]
+    paper.axis("off")
+    t1 = PAPER_T1.get(dataset, {})
+    tables = ([(f"FedIntR Table I: {dataset_name(dataset)}, 10 clients,\nβ = 0.5, 100 rounds × 10 epochs",
+                [[m, f"{v:.2f}"] for m, v in t1.items()])] if t1 else []) + [
+        ("FedCKA Fig. 5 (arXiv): CIFAR-10, α = 5", [[m, f"{v:.2f}"] for m, v in PAPER_FIG5.items()])]
+    for k, (title, rows) in enumerate(tables):
+        paper_panel(paper.inset_axes((0, 1 - (k + 1) / len(tables), 1, 1 / len(tables) - 0.08)), rows,
+                    ["method", "paper: test acc. (%)"], title)
+    fig.suptitle(f"Baselines on {dataset_name(dataset)}, scale={scale}: test accuracy per round (the papers' "
+                 "numbers, from their own setups, on the right)", fontsize=10)
     return fig
+
+
+def describe_baseline(per_run: pd.DataFrame) -> str:
+    """Each method's final accuracy (mean over the seeds done ± the 95 % t interval) with FedProx − FedAvg and
+    Centralized − FedAvg in FedCKA's setup; which seeds are pending. "Pending" alone when no run is stored."""
+    done = per_run[per_run["status"] == "done"]
+    left = _not_done(per_run, list(dict.fromkeys(per_run["method"])))
+    if done.empty:
+        return "Pending: no baseline run is stored yet" + (f" ({', '.join(left)})" if left else "") + "."
+    parts = []
+    for m, g in done.groupby("method", sort=False):
+        mean, half, n = t_interval(g["final"])
+        parts.append(f"{m} {mean:.2f} %" + (f" ± {half:.2f}" if n > 1 else "") + f" ({n} seed{'s' * (n > 1)})")
+    acc = done.groupby("method")["final"].mean()
+    diffs = [f"{a} − {b} = {acc[a] - acc[b]:+.2f} points" for a, b in (("FedProx (μ=0.001)", "FedAvg"),
+                                                                        ("Centralized", "FedAvg (FedCKA's setup)"))
+             if a in acc and b in acc]
+    return ("Final test accuracy (FedIntR's median of the last rounds; mean over seeds ± 95 % t interval): "
+            + "; ".join(parts) + "." + (f" {'; '.join(diffs)}." if diffs else "")
+            + (f" Pending or diverged: {', '.join(left)}." if left else ""))
 
 
 # The project's controls (no paper sentence makes them; FedCKA's centralized bound is judged in notebook 04):

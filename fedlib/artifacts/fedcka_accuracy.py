@@ -3,16 +3,17 @@ column), Appl. Sci. Fig. 5's accuracy per round and its local-epoch sweep — ea
 papers' numbers beside ours.
 
     t2 = Table2.from_records(records["table2"])
-    t2.table(); t2.versus_paper()["arXiv"]; t2.figure(dataset, title)
-    rounds_figure(t2.curves(records["table2"], seed), dataset)
+    t2.table(); t2.versus_paper()["arXiv"]; t2.figure(dataset, setup); describe_table2(t2)
+    rounds_figure(t2.curves(records["table2"]), dataset); describe_rounds(t2.curves(records["table2"]))
 
-The papers' numbers are CIFAR-10 after 100 rounds; ours are the dataset and scale the caller names.
+The papers' numbers are CIFAR-10 after 100 rounds; ours are the dataset and scale the caller names: the figures
+put the papers' numbers in a panel of their own, never on our axes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,16 +22,20 @@ from matplotlib.ticker import MaxNLocator
 
 from .fedcka import PAPER_T2 as T2_TUPLES, T2_METHODS
 from ..grid import DIVERGED, best_mu, cell, runs_frame, seed_summary
+from ..plots import group_bars, mean_curves, paper_panel, sweep, t_interval
 from ..report import compare
 from ..results import Pending, Record
-from ..style import PAPER_STYLE, dataset_name, method_style
+from ..style import dataset_name
 
-__all__ = ["PAPER_T2", "PAPER_METHODS", "VERSIONS", "Table2", "rounds_figure", "epochs_artifact", "seed_curves"]
+__all__ = ["PAPER_T2", "PAPER_METHODS", "VERSIONS", "ALPHA_LABELS", "Table2", "describe_table2", "fmt",
+           "seed_curves", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_artifact",
+           "describe_epochs"]
 
 PAPER_METHODS = T2_METHODS
 # FedCKA Table 2 (CIFAR-10, 10 clients, 100 rounds; best μ per method), both versions: α -> {method: accuracy}
 PAPER_T2: dict[float, dict[str, float]] = {a: dict(zip(PAPER_METHODS, v)) for a, v in T2_TUPLES.items()}
 VERSIONS = {"arXiv": (5.0, 0.5, 0.1), "Appl. Sci.": (5.0, 1.0, 0.1)}  # Table 2's α columns in each version
+ALPHA_LABELS = {5.0: "α = 5", 1.0: "α = 1 (Appl. Sci.)", 0.5: "α = 0.5 (arXiv)", 0.1: "α = 0.1"}
 
 Runs = Mapping[str, Record | Pending]
 
@@ -90,53 +95,122 @@ class Table2:
         return {version: compare({f"{m} | α={a:g}": PAPER_T2[a][m] for a in cols for m in PAPER_METHODS}, ours,
                                  not_run="not run at this scale") for version, cols in VERSIONS.items()}
 
+    def _mu(self, method: str, alpha: float) -> float | None:
+        """The μ whose seeds the figures show: the best μ (NaN for a method without μ); while the best is not
+        known yet (a seed pending), the μ when only one was tried; else None."""
+        b = self.best[(self.best.method == method) & (self.best.alpha == alpha)]
+        if b.empty:
+            return None
+        if not b["pending"].iloc[0] and not b["diverged"].iloc[0]:
+            return float(b["mu"].iloc[0])
+        mus = self.grid[(self.grid.method == method) & (self.grid.alpha == alpha)]["mu"].unique()
+        return float(mus[0]) if len(mus) == 1 else None
+
+    def _runs(self, method: str, alpha: float) -> pd.DataFrame:
+        """The grid's runs of ``method`` at ``alpha`` at its μ (:meth:`_mu`; none while it is not known)."""
+        mu, g = self._mu(method, alpha), self.grid
+        if mu is None:
+            return g.iloc[:0]
+        return g[(g.method == method) & np.isclose(g.alpha, alpha) & (g.mu.isna() if np.isnan(mu) else g.mu == mu)]
+
+    def label(self, method: str, alpha: float) -> str:
+        """``"FedCKA (μ=3)"``: the method with the μ it is shown at."""
+        mu = self._mu(method, alpha)
+        return method + ("" if mu is None or np.isnan(mu) else f" (μ={mu:g})")
+
+    def seed_values(self) -> dict[str, dict[str, dict[int, float]]]:
+        """``{α label: {method: {seed: final accuracy (%)}}}`` of the stored runs that did not diverge, every α of
+        both versions (one not run: no methods) at each method's μ: the input of :func:`fedlib.plots.group_bars`."""
+        out: dict[str, dict[str, dict[int, float]]] = {}
+        order = [m for m in PAPER_METHODS if m in self.methods] + [m for m in self.methods if m not in PAPER_METHODS]
+        for a in sorted(PAPER_T2, reverse=True):
+            out[ALPHA_LABELS[a]] = {m: {int(s): float(v) for s, v, p, d in r[["seed", "acc", "pending",
+                                                                              "diverged"]].itertuples(index=False)
+                                        if not p and not d}
+                                    for m in order if not (r := self._runs(m, a)).empty}
+        return out
+
+    def incomplete(self) -> list[str]:
+        """``"FedAvg at α = 5: 3 of 5 seeds"`` for each method at an α with stored runs whose seeds are not all
+        stored (pending or diverged), ``"... : pending"`` when none is."""
+        out = []
+        for a in self.alphas:
+            g = self.grid[np.isclose(self.grid.alpha, a)]
+            if (g["pending"] | g["diverged"]).all():  # an α not run yet: the figure's title names it
+                continue
+            for m in self.methods:
+                r = self._runs(m, a)
+                n = int((~r["pending"] & ~r["diverged"]).sum())
+                if 0 < n < len(r):
+                    out.append(f"{m} at α = {a:g}: {n} of {len(r)} seeds")
+                elif n == 0 and len(self.grid[(self.grid.method == m) & (self.grid.alpha == a)]):
+                    out.append(f"{m} at α = {a:g}: pending")
+        return out
+
     def figure(self, dataset: str, setup: str = "") -> plt.Figure:
-        """Grouped bars per α of both versions (5, 1, 0.5, 0.1): ours at the best μ (error bars: std over seeds,
-        drawn only with ≥ 2 seeds), the papers' CIFAR-10 numbers as hollow stars on each bar's position; an α
-        this scale did not run is labelled so."""
+        """Grouped bars per α of both versions (5, 1, 0.5, 0.1): ours at each method's best μ, the seeds' mean with
+        the 95 % t interval and each seed a dot (an α not run is left out and named in the title, a method still
+        pending named below it); the papers' CIFAR-10 Table 2 in a panel of its own."""
+        fig = plt.figure(figsize=(10, 6.6), layout="constrained")
+        gs = fig.add_gridspec(2, 1, height_ratios=[2.6, 1])
+        ax = fig.add_subplot(gs[0])
+        note = group_bars(ax, self.seed_values(), ylim=(0, 100))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        waiting = self.incomplete()
+        ax.set_title(f"FedCKA Table 2: final test accuracy at each method's best μ — ours: {dataset_name(dataset)}"
+                     f"{', ' + setup if setup else ''}\n{note}"
+                     + ("\nincomplete: " + "; ".join(waiting) if waiting else ""), fontsize=9)
         alphas = sorted(PAPER_T2, reverse=True)
-        methods = [m for m in PAPER_METHODS if m in self.methods] + [m for m in self.methods if m not in PAPER_METHODS]
-        fig, ax = plt.subplots(figsize=(8, 4.2), layout="constrained")
-        w = 0.8 / max(len(methods), 1)
-        best = self.best.set_index(["method", "alpha"])
-        for i, m in enumerate(methods):
-            x = np.arange(len(alphas)) + (i - (len(methods) - 1) / 2) * w
-            rows = [best.loc[(m, a)] if (m, a) in best.index else None for a in alphas]
-            mean = np.array([np.nan if r is None else r["mean"] for r in rows], float)
-            err = np.array([r["std"] if r is not None and r["n"] >= 2 else np.nan for r in rows], float)
-            st = method_style(m)
-            ax.bar(x, mean, w, color=st["color"], label=m, edgecolor="white", lw=0.5)
-            if np.isfinite(err).any():
-                ax.errorbar(x, mean, yerr=np.nan_to_num(err), fmt="none", ecolor="black", capsize=2, lw=0.8)
-            if m in PAPER_METHODS:
-                ax.plot(x, [PAPER_T2[a][m] for a in alphas], **PAPER_STYLE,
-                        label="paper (CIFAR-10, 100 rounds)" if i == 0 else None)
-        for j, a in enumerate(alphas):
-            if a not in self.alphas:
-                ax.text(j, 3, "not run\nat this scale", ha="center", va="bottom", fontsize=7, color="0.4")
-        ax.set_xticks(range(len(alphas)), [f"α = {a:g}" + ("" if a in (5.0, 0.1) else " (arXiv)" if a == 0.5
-                                                            else " (Appl. Sci.)") for a in alphas])
-        ax.set_ylim(0, 100)
-        ax.set_ylabel("final test accuracy (%)")
-        ax.set_title(f"FedCKA Table 2: best μ per method — ours: {dataset_name(dataset)}{', ' + setup if setup else ''}",
-                     fontsize=10)
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.08), frameon=False)
+        paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{PAPER_T2[a][m]:.2f}" for a in alphas)] for m in PAPER_METHODS],
+                    ["method", *(ALPHA_LABELS[a] for a in alphas)],
+                    "paper, Table 2 (α = 5: also Table 1): CIFAR-10, 10 clients, 100 rounds, best μ — not our "
+                    "setup")
         return fig
 
-    def curves(self, records: Runs, seed: int, alpha: float | None = None) -> dict[str, pd.Series]:
-        """Test accuracy (%) per round of each method at its best μ at ``alpha`` (default: the largest), one seed."""
+    def curves(self, records: Runs, alpha: float | None = None) -> dict[str, dict[int, pd.Series]]:
+        """Test accuracy (%) per round of each method at its μ at ``alpha`` (default: the largest), every stored
+        seed: ``{label: {seed: Series}}`` (the input of :func:`fedlib.plots.mean_curves`)."""
         alpha = max(self.alphas) if alpha is None else alpha
         out = {}
-        for _, r in self.best[self.best.alpha == alpha].iterrows():
-            if r["pending"] or r["diverged"]:
-                continue
-            g = self.grid
-            sel = (g.method == r.method) & (g.alpha == alpha) & ((g.mu == r.mu) | g.mu.isna()) & (g.seed == seed)
-            if sel.any():
-                label = r.method + (f" (μ={r.mu:g})" if not np.isnan(r.mu) else "")
-                out[label] = 100 * records[g[sel]["name"].iloc[0]].metric("test_acc")
+        for m in self.methods:
+            r = self._runs(m, alpha)
+            r = r[~r["pending"] & ~r["diverged"]]
+            if len(r):
+                out[self.label(m, alpha)] = {int(s): 100 * records[n].metric("test_acc")
+                                             for s, n in zip(r["seed"], r["name"])}
         return out
+
+
+def describe_table2(t2: Table2) -> str:
+    """What Table 2's figure shows: per α run, each method's mean with its 95 % t interval over the seeds, FedCKA −
+    FedAvg paired by seed, and the α and methods still pending."""
+    vals = t2.seed_values()
+    parts, pairs = [], []
+    for a, by in vals.items():
+        if not any(by.values()):
+            continue
+        ranked = sorted(((m, v) for m, v in by.items() if v), key=lambda mv: -np.mean(list(mv[1].values())))
+        parts.append(f"{a}: " + ", ".join(f"{m} {fmt(v)}" for m, v in ranked))
+        cka, avg = by.get("FedCKA", {}), by.get("FedAvg", {})
+        if common := [s for s in cka if s in avg]:
+            pairs.append(f"{a}: {fmt([cka[s] - avg[s] for s in common], '+')}")
+    if not parts:
+        return "Table 2's runs are pending: no bar to draw yet."
+    missing = [a for a, by in vals.items() if not any(by.values())]
+    out = "Final test accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + "."
+    out += (" FedCKA − FedAvg, paired by seed — " + "; ".join(pairs) + ".") if pairs else ""
+    out += f" Not run yet: {', '.join(missing)}." if missing else ""
+    waiting = t2.incomplete()
+    return out + (f" Incomplete: {'; '.join(waiting)}." if waiting else "")
+
+
+def fmt(values: Mapping[int, float] | Sequence[float], sign: str = "") -> str:
+    """``"85.56 ± 1.04 (5 seeds)"``: the mean and half-width of the 95 % t interval; one seed: no interval."""
+    mean, half, n = t_interval(list(values.values()) if isinstance(values, Mapping) else values)
+    if n == 0:
+        return "pending"
+    return f"{mean:{sign}.2f}" + (f" ± {half:.2f} ({n} seeds)" if n > 1 else " (1 seed)")
 
 
 def seed_curves(records: Runs, names: Mapping[str, str], seeds: Sequence[int], alpha: float = 5.0
@@ -151,45 +225,95 @@ def seed_curves(records: Runs, names: Mapping[str, str], seeds: Sequence[int], a
     return out
 
 
-def rounds_figure(curves: Mapping[str, pd.Series], dataset: str, alpha: float = 5.0) -> plt.Figure:
-    """Appl. Sci. Fig. 5 (left): test accuracy per communication round, one line per method (each its own colour,
-    dash and marker, so overlapping methods stay visible)."""
-    fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-    for label, s in curves.items():
-        st = method_style(label)
-        ax.plot(s.index, s.values, ms=4, lw=1.4, markevery=max(1, len(s) // 10), label=label, alpha=0.9, **st)
+def rounds_figure(curves: Mapping[str, Mapping[int, pd.Series]], dataset: str, alpha: float = 5.0) -> plt.Figure:
+    """Appl. Sci. Fig. 5 (left): test accuracy per communication round, one line per method (its own colour, dash
+    and marker): the mean over the seeds with the 95 % t band (``curves``: :meth:`Table2.curves`)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
+    note = mean_curves(ax, curves, percent=False, xlabel="communication round")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("communication round")
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 5: accuracy per round, α = {alpha:g} — {dataset_name(dataset)}",
-                 fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    last = max((int(s.index.max()) for c in curves.values() for s in c.values() if len(s)), default=0)
+    short = f"; the paper's 40-round crossover needs more than the {last} rounds run here" if 0 < last <= 40 else ""
+    ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (left): accuracy per round, α = {alpha:g} — {dataset_name(dataset)}\n"
+                 f"{note}{short}", fontsize=9)
     return fig
 
 
+def mean_rounds(curves: Mapping[str, Mapping[int, pd.Series]]) -> pd.DataFrame:
+    """Per round, each method's mean accuracy (%) over its seeds (the line of :func:`rounds_figure`)."""
+    return pd.DataFrame({m: pd.concat(v, axis=1).mean(axis=1) for m, v in curves.items() if v}).round(2)
+
+
+def describe_rounds(curves: Mapping[str, Mapping[int, pd.Series]]) -> str:
+    """What Fig. 5 (left) shows: each method's mean accuracy at a fifth of the rounds and at the last round (95 %
+    t interval over seeds), and which leads at each."""
+    if not curves:
+        return "Fig. 5 (left) is pending: no run at α = 5 is stored yet."
+    last = min(int(s.index.max()) for c in curves.values() for s in c.values())
+    early = max(1, last // 5)
+
+    def at(r: int) -> str:
+        vals = {m: [float(s.loc[r]) for s in c.values() if r in s.index] for m, c in curves.items()}
+        ranked = sorted(vals, key=lambda m: -np.mean(vals[m]))
+        return f"round {r}: " + ", ".join(f"{m} {fmt(vals[m])}" for m in ranked)
+
+    return f"Test accuracy (%), mean ± 95 % t interval over seeds — {at(early)}; {at(last)}."
+
+
+def epochs_points(records: Runs) -> dict[str, dict[float, dict[int, float]]]:
+    """``{method (μ): {E: {seed: final accuracy (%)}}}`` of the stored runs of the local-epoch sweep that did not
+    diverge: the input of :func:`fedlib.plots.sweep`."""
+    out: dict[str, dict[float, dict[int, float]]] = {}
+    df = runs_frame(records) if records else pd.DataFrame()
+    for _, r in df.iterrows():
+        label = r["method"] + ("" if np.isnan(r["mu"]) else f" (μ={r['mu']:g})")
+        by_e = out.setdefault(label, {})
+        if not r["pending"] and not r["diverged"]:
+            by_e.setdefault(float(r["E"]), {})[int(r["seed"])] = float(r["acc"])
+    return out
+
+
+def _pending_epochs(records: Runs) -> list[int]:
+    """The E of the sweep with no stored run yet (of any method)."""
+    done = {int(e) for p in epochs_points(records).values() for e in p}
+    return sorted({int(e) for e in (runs_frame(records)["E"] if records else [])} - done)
+
+
 def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """Appl. Sci. Fig. 5 (right): final accuracy per method and local epochs E (a table, and a figure with a log
-    E axis when there are records)."""
+    """Appl. Sci. Fig. 5 (right): final accuracy per method and local epochs E (a table; and a figure when a run is
+    stored: each E the seeds' mean with the 95 % t interval, dots without a line while fewer than three E are run,
+    the methods offset slightly along the log E axis, the E still pending named in the title)."""
     if not records:
         return pd.DataFrame(), None
     ep = seed_summary(runs_frame(records), ["method", "E"])
-    if ep.empty:
-        return pd.DataFrame(), None
     table = ep.assign(cell=_cells(ep)).pivot(index="method", columns="E", values="cell") \
         .rename(columns=lambda e: f"E = {e}")
-    fig, ax = plt.subplots(figsize=(5.5, 3.8), layout="constrained")
-    for m, g in ep.groupby("method", sort=False):
-        st = method_style(m)
-        ax.errorbar(g["E"], g["mean"], yerr=g["std"].fillna(0), capsize=3, label=m, **st)
-    epochs = sorted(ep["E"].unique())
-    ax.set_xscale("log")
-    ax.set_xticks(epochs, [str(e) for e in epochs])
+    points = {m + (f" (n={ns.pop()})" if len(ns := {len(v) for v in p.values()}) == 1 else ""): p
+              for m, p in epochs_points(records).items() if p}
+    if not points:
+        return table, None
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
+    k = len(points)
+    note = sweep(ax, {m: {e * 2 ** (0.05 * (i - (k - 1) / 2)): v for e, v in p.items()}
+                      for i, (m, p) in enumerate(points.items())}, xlabel="local epochs E")
+    es = sorted({e for p in points.values() for e in p})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(es, [f"{e:g}" for e in es])
+    ax.set_xlim(min(es) / 1.6, max(es) * 1.6)
     ax.minorticks_off()
-    ax.set_xlabel("local epochs E")
-    ax.set_ylabel("final test accuracy (%)")
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 5: local epochs, α = 5 — {dataset_name(dataset)}, {rounds} rounds",
-                 fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    pend = _pending_epochs(records)
+    ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (right): local epochs, α = 5 — {dataset_name(dataset)}, {rounds} rounds"
+                 f"\n{note}" + (f"; not run yet: E = {', '.join(map(str, pend))}" if pend else ""), fontsize=9)
     return table, fig
+
+
+def describe_epochs(records: Runs) -> str:
+    """What Fig. 5 (right) shows: each method's accuracy at each E run (mean ± 95 % t interval over seeds) and the
+    E still pending."""
+    points = {m: p for m, p in epochs_points(records).items() if p}
+    pend = _pending_epochs(records)
+    tail = f" Not run yet: E = {', '.join(map(str, pend))}." if pend else ""
+    if not points:
+        return "The local-epoch sweep is pending." + tail
+    es = sorted({e for p in points.values() for e in p})
+    parts = [f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in points.items() if e in p) for e in es]
+    return "Final test accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + "." + tail

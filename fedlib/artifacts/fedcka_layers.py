@@ -3,7 +3,9 @@ local model and the global model (arXiv Fig. 2), between the clients (Appl. Sci.
 ResNet-50) and its variance across client pairs (Appl. Sci. Fig. 6) — tables and figures.
 
     table = layer_table(sims); print(layer_orders(table))
-    to_global_figure(sim, setup); between_figure(sim, setup); client_matrices_figure(sim, setup)
+    done = stored(sims)  # the seeds whose clients' models are stored
+    to_global_figure(done[s], setup); between_figure(done, setup); client_matrices_figure(done[s], setup)
+    describe_to_global(done[s], s); describe_between(sims); describe_matrices(done[s], s)
 
 Neither version prints CKA values (the figures are the result), so there is no paper column: the papers' statement
 is qualitative — early layers are similar across clients, later layers less (:data:`PAPER_SIMILAR_LAYERS`).
@@ -18,14 +20,14 @@ import numpy as np
 import pandas as pd
 
 from ..grid import PENDING
+from ..plots import similarity_heatmap, sweep
 from ..results import Pending, Record
-from ..similarity import LayerSimilarity, cka_heatmap
+from ..similarity import LayerSimilarity
 from ..style import dataset_name
 
 __all__ = ["PAPER_SIMILAR_LAYERS", "R50_TAPS", "N_EVAL", "layer_table", "layer_orders", "setup_text",
-           "describe_runs", "to_global_figure", "between_figure", "client_matrices_figure", "resnet50_left_out",
-           "resnet50_artifact",
-           "runs_table"]
+           "describe_runs", "stored", "to_global_figure", "describe_to_global", "between_figure", "describe_between",
+           "client_matrices_figure", "describe_matrices", "resnet50_left_out", "resnet50_artifact", "runs_table"]
 
 # §3.1 (both versions): "the first two naturally similar layers are the two layers closest to the input"; for
 # ResNets (Appl. Sci.) "the initial convolutional layer and the first post-residual block"
@@ -62,10 +64,10 @@ def layer_orders(table: pd.DataFrame) -> str:
                       f"Ours, most similar between clients first:      {order('CKA(client, client) mean')}"])
 
 
-def setup_text(cfg: Any, dataset: str, seed: int) -> str:
-    """The run's setup for the figures' titles."""
+def setup_text(cfg: Any, dataset: str, seed: int | None = None) -> str:
+    """The run's setup for the figures' titles (with ``seed`` for a figure that shows one seed)."""
     return (f"{dataset_name(dataset)}, IID, {cfg.num_clients} clients, {cfg.rounds} rounds × {cfg.local_epochs} "
-            f"local epoch(s), seed {seed}")
+            f"local epoch(s)" + ("" if seed is None else f", seed {seed}"))
 
 
 def describe_runs(records: Mapping[int, Any], sim: LayerSimilarity | None, dataset: str, n_eval: int) -> str:
@@ -82,92 +84,163 @@ def describe_runs(records: Mapping[int, Any], sim: LayerSimilarity | None, datas
                               f"{', '.join(sim.taps)}"])
 
 
-def _range(values: np.ndarray) -> tuple[float, float]:
-    """A colour range set by the data: from a little under its lowest value to its highest (at most 1)."""
-    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
-    pad = 0.08 * max(hi - lo, 1e-3)
-    return lo - pad, min(1.0, hi + pad)
+def stored(sims: Sims) -> dict[int, LayerSimilarity]:
+    """The seeds whose similarity is stored (a pending seed left out), in seed order."""
+    return {s: sims[s] for s in sorted(sims) if not isinstance(sims[s], Pending)}
+
+
+def _seeds_text(sims: Sims) -> str:
+    """``"seeds 0, 1, 2 (3, 4 pending)"``: the stored seeds a figure or sentence averages over."""
+    done, waiting = list(stored(sims)), [s for s in sorted(sims) if isinstance(sims[s], Pending)]
+    return (f"seed{'s' if len(done) != 1 else ''} {', '.join(map(str, done))}"
+            + (f" ({', '.join(map(str, waiting))} pending)" if waiting else ""))
+
+
+def _heatmap_colorbar(fig: plt.Figure, im: Any, ax: Any, what: str) -> None:
+    fig.colorbar(im, ax=ax, fraction=0.046 if not isinstance(ax, np.ndarray) else 0.025, pad=0.02,
+                 label=f"linear CKA {what} (fixed scale 0–1)")
 
 
 def to_global_figure(sim: LayerSimilarity, setup: str) -> plt.Figure:
-    """arXiv Fig. 2: CKA(local, global) per client and layer, annotated with 3 decimals; the colour scale spans the
-    data's range (not 0–1), so the fall from the early layers to the late ones shows."""
+    """arXiv Fig. 2 for one seed (``setup`` names it): CKA(local, global) per client and layer on the fixed 0–1
+    scale with each value written in its cell; the title gives the fall of the mean over clients from the first
+    layer to the least similar one."""
     fig, ax = plt.subplots(figsize=(8, 5.2), layout="constrained")
-    vmin, vmax = _range(sim.to_global)
-    im = cka_heatmap(ax, sim.to_global, [f"client {c}" for c in sim.clients], list(sim.taps), vmin=vmin, vmax=vmax,
-                     fmt="{:.3f}", colorbar=False)
-    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.02,
-                 label=f"linear CKA(local, global) — colour scale {vmin:.3f} to {vmax:.3f}")
+    im = similarity_heatmap(ax, sim.to_global)
+    ax.set_aspect("auto")
+    for text in ax.texts:
+        text.set_fontsize(7)
+    ax.set_xticks(range(len(sim.taps)), list(sim.taps))
+    ax.set_yticks(range(len(sim.clients)), [f"client {c}" for c in sim.clients], fontsize=8)
+    _heatmap_colorbar(fig, im, ax, "(local, global)")
+    mean = sim.to_global.mean(0)
+    low = int(np.argmin(mean))
     ax.set_xlabel("layer (input → output)")
     ax.set_ylabel("local model (final round, before aggregation)")
-    ax.set_title(f"FedCKA arXiv Fig. 2: CKA(local, global) per layer (3 decimals; colours span the data's range)\n"
-                 f"{setup} — the paper used {PAPER_DATASET}", fontsize=10)
+    ax.set_title(f"FedCKA arXiv Fig. 2: CKA(local, global) per layer — {setup}\nmean over clients "
+                 f"{mean[0]:.3f} at {sim.taps[0]}, lowest {mean[low]:.3f} at {sim.taps[low]}; every cell ≥ "
+                 f"{sim.to_global.min():.2f} (the paper used {PAPER_DATASET})", fontsize=9)
     return fig
 
 
-def _mean_panel(ax: plt.Axes, frame: pd.DataFrame, n_clients: int) -> None:
-    """Mean ± std of CKA per layer, between clients and to the global model (Appl. Sci. Fig. 2)."""
-    x = range(len(frame))
-    n_pairs = n_clients * (n_clients - 1) // 2
-    ax.errorbar(x, frame["CKA(client, client) mean"], yerr=frame["CKA(client, client) var"] ** 0.5, capsize=3,
-                label=f"between clients (mean ± std over {n_pairs} pairs)", **_TO_CLIENTS)
-    ax.errorbar(x, frame["CKA(client, global) mean"], yerr=frame["CKA(client, global) std"], capsize=3,
-                label=f"client vs global (mean ± std over {n_clients} clients)", **_TO_GLOBAL)
-    ax.set_xticks(list(x), list(frame.index))
-    ax.set_xlabel("layer (input → output)")
-    ax.set_ylabel("linear CKA")
-    ax.grid(alpha=0.3)
+def describe_to_global(sim: LayerSimilarity | None, seed: int | None) -> str:
+    """What the arXiv Fig. 2 heatmap shows, for its one seed: CKA(local, global) per layer, the mean and range
+    over the clients, and the layers ranked; or that it is pending."""
+    if sim is None:
+        return "arXiv Fig. 2 is pending: no seed's clients' models are stored yet."
+    mean, lo, hi = sim.to_global.mean(0), sim.to_global.min(0), sim.to_global.max(0)
+    parts = ", ".join(f"{t} {m:.3f} [{a:.3f}, {b:.3f}]" for t, m, a, b in zip(sim.taps, mean, lo, hi))
+    order = " > ".join(np.array(sim.taps)[np.argsort(-mean)])
+    return (f"Seed {seed}: CKA(local, global) per layer, mean [min, max] over the {len(sim.clients)} clients — "
+            f"{parts}. Most similar first: {order}.")
+
+
+def _per_layer(values: Mapping[int, np.ndarray]) -> dict[float, dict[int, float]]:
+    """``{seed: value per layer}`` → ``{layer index: {seed: value}}``: the points of :func:`fedlib.plots.sweep`."""
+    n = len(next(iter(values.values())))
+    return {float(i): {s: float(v[i]) for s, v in values.items()} for i in range(n)}
+
+
+def _restyle(ax: plt.Axes, styles: Sequence[Mapping[str, Any]]) -> None:
+    """Give each series :func:`fedlib.plots.sweep` drew (in order) its own look, kept across the panels."""
+    for cont, st in zip(ax.containers, styles):
+        line, caps, bars = cont.lines
+        line.set(color=st["color"], ls=st["ls"], marker=st["marker"])
+        for artist in (*caps, *bars):
+            artist.set_color(st["color"])
+        for cap in caps:
+            cap.set_markeredgecolor(st["color"])
     ax.legend(fontsize=8)
 
 
-def between_figure(sim: LayerSimilarity, setup: str) -> plt.Figure:
-    """Appl. Sci. Fig. 2 and Fig. 6: the mean (± std) CKA per layer between clients and to the global model, and
-    its variance across client pairs (log scale)."""
-    frame, n = sim.frame(), len(sim.clients)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
-    _mean_panel(ax1, frame, n)
-    ax1.set_title("mean similarity per layer (Appl. Sci. Fig. 2)", fontsize=10)
-    x = range(len(frame))
-    ax2.plot(x, frame["CKA(client, client) var"], label=f"between clients ({n * (n - 1) // 2} pairs)", **_TO_CLIENTS)
-    ax2.plot(x, frame["CKA(client, global) std"] ** 2, label=f"client vs global ({n} clients)", **_TO_GLOBAL)
+def between_figure(sims: Mapping[int, LayerSimilarity], setup: str) -> plt.Figure:
+    """Appl. Sci. Fig. 2 and Fig. 6 over the stored seeds (``sims``: seed → LayerSimilarity): per layer, the mean
+    CKA between clients (over the client pairs) and to the global model (over the clients), and the variance of
+    each (log scale); each point the mean over the seeds with the 95 % t interval over them."""
+    first = next(iter(sims.values()))
+    taps, n = list(first.taps), len(first.clients)
+    who = (f"between clients ({n * (n - 1) // 2} pairs)", f"client vs global ({n} clients)")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 4.3), layout="constrained")
+    note = sweep(ax1, {who[0]: _per_layer({s: v.pair_mean() for s, v in sims.items()}),
+                       who[1]: _per_layer({s: v.to_global.mean(0) for s, v in sims.items()})},
+                 xlabel="layer (input → output)", ylabel="linear CKA (mean over pairs / clients)")
+    sweep(ax2, {who[0]: _per_layer({s: v.pair_var() for s, v in sims.items()}),
+                who[1]: _per_layer({s: v.to_global.var(0) for s, v in sims.items()})},
+          xlabel="layer (input → output)", ylabel="variance of linear CKA over pairs / clients")
     ax2.set_yscale("log")
-    ax2.set_xticks(list(x), list(frame.index))
-    ax2.set_xlabel("layer (input → output)")
-    ax2.set_ylabel("variance of linear CKA")
-    ax2.set_title("variance of similarity per layer (Appl. Sci. Fig. 6)", fontsize=10)
-    ax2.grid(alpha=0.3)
-    ax2.legend(fontsize=8)
-    fig.suptitle(f"FedCKA (Appl. Sci.): CKA similarity between clients at the end of training\n{setup} — the paper "
-                 f"used {PAPER_DATASET}", fontsize=11)
+    for ax, title in ((ax1, "mean similarity per layer (Appl. Sci. Fig. 2)"),
+                      (ax2, "its spread per layer (Appl. Sci. Fig. 6)")):
+        _restyle(ax, (_TO_CLIENTS, _TO_GLOBAL))
+        ax.set_xticks(range(len(taps)), taps)
+        ax.set_title(title, fontsize=10)
+    fig.suptitle(f"FedCKA (Appl. Sci.): CKA similarity between clients at the end of training — {setup}\n"
+                 f"{note} (a seed's point: its mean or variance over pairs / clients); the paper used "
+                 f"{PAPER_DATASET}", fontsize=10)
     return fig
+
+
+def describe_between(sims: Sims) -> str:
+    """What the between-client figure shows over the stored seeds: the mean CKA between clients per layer (mean
+    over seeds), the two most similar layers against the paper's, and the layer of highest variance; or that it is
+    pending."""
+    done = stored(sims)
+    if not done:
+        return "Appl. Sci. Fig. 2 and 6 are pending: no seed's clients' models are stored yet."
+    first = next(iter(done.values()))
+    mean = np.mean([v.pair_mean() for v in done.values()], 0)
+    var = np.mean([v.pair_var() for v in done.values()], 0)
+    glob = np.mean([v.to_global.mean(0) for v in done.values()], 0)
+    taps = np.array(first.taps)
+    top = list(taps[np.argsort(-mean)[:2]])
+    paper = list(PAPER_SIMILAR_LAYERS["simple CNN"])
+    same = "as the paper says" if sorted(top) == sorted(paper) else f"the paper's are {' and '.join(paper)}"
+    return (f"Mean over {_seeds_text(sims)}: CKA between clients falls from {mean[0]:.3f} ({taps[0]}) to "
+            f"{mean.min():.3f} ({taps[int(np.argmin(mean))]}), to the global model from {glob[0]:.3f} to "
+            f"{glob.min():.3f} ({taps[int(np.argmin(glob))]}); the two most similar layers between clients are "
+            f"{' and '.join(top)} ({same}). The variance over client pairs is highest at "
+            f"{taps[int(np.argmax(var))]} ({var.max():.2g}; the paper: the third layer, {taps[2]}) and lowest at "
+            f"{taps[int(np.argmin(var))]} ({var.min():.2g}).")
 
 
 def client_matrices_figure(sim: LayerSimilarity, setup: str, taps: Sequence[str] | None = None) -> plt.Figure:
-    """Appl. Sci. Fig. 2 (simple CNN, every layer): the clients × clients CKA matrix per layer on one colour scale
-    set by the off-diagonal values (the diagonal, a client with itself, is left blank), so the early layers' near-1
-    similarity stands apart from the later layers' lower one; each panel's title gives its mean and minimum."""
+    """Appl. Sci. Fig. 2 (simple CNN, every layer) for one seed (``setup`` names it): the clients × clients CKA
+    matrix per layer on the fixed 0–1 scale with each value written (the diagonal, a client with itself, blank);
+    each panel's title gives its mean and minimum."""
     taps = list(taps or sim.taps)
     off = ~np.eye(len(sim.clients), dtype=bool)
     mats = {t: np.where(off, sim.between[sim.taps.index(t)], np.nan) for t in taps}
-    vmin, vmax = _range(np.stack(list(mats.values())))
     cols = min(4, len(taps))
     rows = int(np.ceil(len(taps) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols + 1, 3.0 * rows + 0.6), layout="constrained",
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols + 1, 3.3 * rows + 0.7), layout="constrained",
                              squeeze=False)
     ticks = list(map(str, sim.clients))
     for ax, (t, m) in zip(axes.flat, mats.items()):
-        im = cka_heatmap(ax, m, ticks, ticks, vmin=vmin, vmax=vmax, annotate=False, colorbar=False)
-        ax.set_title(f"{t}: mean {np.nanmean(m):.3f}, min {np.nanmin(m):.3f}", fontsize=9)
+        im = similarity_heatmap(ax, m, ticks, f"{t}: mean {np.nanmean(m):.3f}, min {np.nanmin(m):.3f}")
         ax.set_xlabel("client", fontsize=8)
         ax.set_ylabel("client", fontsize=8)
-        ax.tick_params(labelsize=7)
     for ax in axes.flat[len(taps):]:
         ax.set_visible(False)
-    fig.colorbar(im, ax=axes, fraction=0.025, pad=0.02,
-                 label=f"linear CKA between two clients — colour scale {vmin:.3f} to {vmax:.3f}")
-    fig.suptitle(f"FedCKA Appl. Sci. Fig. 2: CKA between clients per layer (diagonal blank) — {setup}; the paper "
-                 f"used {PAPER_DATASET}", fontsize=10)
+    _heatmap_colorbar(fig, im, axes, "between two clients")
+    low = min(mats, key=lambda t: np.nanmean(mats[t]))
+    fig.suptitle(f"FedCKA Appl. Sci. Fig. 2: CKA between clients per layer (diagonal blank) — {setup}\nmean over "
+                 f"pairs {np.nanmean(mats[taps[0]]):.3f} at {taps[0]}, lowest {np.nanmean(mats[low]):.3f} at {low}; "
+                 f"the paper used {PAPER_DATASET}", fontsize=10)
     return fig
+
+
+def describe_matrices(sim: LayerSimilarity | None, seed: int | None) -> str:
+    """What the client-matrix figure shows for its one seed: per layer the range of CKA over the client pairs and
+    the least similar pair; or that it is pending."""
+    if sim is None:
+        return "The client matrices are pending: no seed's clients' models are stored yet."
+    iu = np.triu_indices(len(sim.clients), 1)
+    parts = [f"{t} [{m[iu].min():.3f}, {m[iu].max():.3f}]" for t, m in zip(sim.taps, sim.between)]
+    layer = int(np.argmin([m[iu].min() for m in sim.between]))
+    k = int(np.argmin(sim.between[layer][iu]))
+    a, b = sim.clients[iu[0][k]], sim.clients[iu[1][k]]
+    return (f"Seed {seed}: CKA between the {len(iu[0])} client pairs, [min, max] per layer — {'; '.join(parts)}. "
+            f"The least similar pair is clients {a} and {b} at {sim.taps[layer]} "
+            f"({sim.between[layer][iu].min():.3f}).")
 
 
 R50_PART = "Appl. Sci. Fig. 2: FedAvg on IID clients, ResNet-50"  # its name in the plan's scope
@@ -182,19 +255,28 @@ def resnet50_left_out(sims50: Sims, left_out: Mapping[str, str], scale: str) -> 
     return None
 
 
-def resnet50_artifact(sim: LayerSimilarity, record: Record, dataset: str) -> tuple[pd.DataFrame, plt.Figure]:
-    """Appl. Sci. Fig. 2's ResNet-50 panel: the per-layer table and the mean CKA per layer between clients and to
-    the global model, the two layers the paper names as similar shaded."""
-    frame = sim.frame()
-    fig, ax = plt.subplots(figsize=(7.5, 3.9), layout="constrained")
+def resnet50_artifact(sims: Mapping[int, LayerSimilarity], records: Mapping[int, Record], dataset: str
+                      ) -> tuple[pd.DataFrame, plt.Figure]:
+    """Appl. Sci. Fig. 2's ResNet-50 panel over the stored seeds (``sims``, their ``records``): the per-layer table
+    (mean over the seeds) and the mean CKA per layer between clients and to the global model (the seeds' mean with
+    its 95 % t interval), the two layers the paper names as similar shaded."""
+    frame = sum(v.frame() for v in sims.values()) / len(sims)
+    first = next(iter(sims.values()))
+    taps, n = list(first.taps), len(first.clients)
+    fig, ax = plt.subplots(figsize=(7.5, 4.1), layout="constrained")
     for t in PAPER_SIMILAR_LAYERS["ResNet-50"]:
-        if t in frame.index:
-            i = list(frame.index).index(t)
-            ax.axvspan(i - 0.35, i + 0.35, color="0.92", lw=0)
-    _mean_panel(ax, frame, len(sim.clients))
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 2 (ResNet-50): CKA between clients — {dataset_name(dataset)}, IID, seed "
-                 f"{record.cfg.seed}, test acc {100 * record.final('test_acc'):.1f} %\n(shaded: the stem and the "
-                 f"first post-residual block, the paper's similar layers on {PAPER_DATASET})", fontsize=9)
+        if t in taps:
+            ax.axvspan(taps.index(t) - 0.35, taps.index(t) + 0.35, color="0.92", lw=0)
+    note = sweep(ax, {f"between clients ({n * (n - 1) // 2} pairs)": _per_layer({s: v.pair_mean()
+                                                                               for s, v in sims.items()}),
+                      f"client vs global ({n} clients)": _per_layer({s: v.to_global.mean(0) for s, v in sims.items()})},
+                 xlabel="layer (input → output)", ylabel="linear CKA (mean over pairs / clients)")
+    _restyle(ax, (_TO_CLIENTS, _TO_GLOBAL))
+    ax.set_xticks(range(len(taps)), taps)
+    acc = np.mean([100 * records[s].final("test_acc") for s in sims])
+    ax.set_title(f"FedCKA Appl. Sci. Fig. 2 (ResNet-50): CKA between clients — {dataset_name(dataset)}, IID, "
+                 f"test acc {acc:.1f} %\n{note}; shaded: the stem and the first post-residual block, the paper's "
+                 f"similar layers on {PAPER_DATASET}", fontsize=9)
     return frame.round(6), fig
 
 

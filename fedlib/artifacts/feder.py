@@ -3,8 +3,9 @@ thesis's numbers beside ours and FedER's floored share.
 
     df = runs_frame(records)                     # records: {artifact: {run name: run}} or {run name: run}
     mean_table(df); versus_paper(df, scale)      # Table 4.2 (ours), Table 4.2 (CIFAR-100) beside ours
-    training_curves(first_seed(records, 0), dataset, scale, 0)
-    rank_weights(record, dataset, scale, 0); floored_share_figure(records, dataset, scale)
+    verdicts(df, dataset, left_out); invariants(records)
+
+The figures and the sentences that describe them are in :mod:`fedlib.artifacts.feder_figures`.
 
 Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.feder_plan`). The thesis reports each run's final top-1 test accuracy. FedER's claims against
@@ -19,24 +20,19 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.colors import LogNorm
-from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from ..grid import DIVERGED, Diverged, cell, offs
 from ..plans.feder import split_name
 from ..report import compare
 from ..results import Pending, Record
-from ..style import dataset_name, method_style
+from ..style import dataset_name
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 from ..verdicts import plateau_rise as verdict_rise
 
 __all__ = ["PAPER", "SETTINGS", "FLOORED_MAX", "FLOOR", "SOURCE", "runs_frame", "mean_table", "versus_paper",
-           "scale_note", "setup_line", "first_seed", "stored", "runs_table", "invariants", "plateau_rise", "verdicts",
-           "training_curves", "floored_share_figure", "rank_weights", "stable_rank_figure"]
+           "scale_note", "setup_line", "first_seed", "stored", "runs_table", "invariants", "plateau_rise", "verdicts"]
 
 PAPER = {  # Table 4.2, CIFAR-100: non-federated / FedAvg / FedER
     "Adam": (71.71, 76.87, 77.05), "Adam + StepLR": (74.54, 75.71, 75.97), "AdamP": (70.06, 50.89, 49.43),
@@ -223,182 +219,3 @@ def invariants(records: Runs) -> dict[str, bool]:
             all(abs(sum(a) - 1) < 1e-9 for r in fr for e in r.history for a in e["feder_alpha"].values()),
             "FedER records its floored share every round, in [0, 1]":
             all(0 <= e.get("feder_floored", -1) <= 1 for r in fr for e in r.history)}
-
-
-# ---------------------------------------------------------------------------------------------------- figures
-# the single model on all the data: a colour no FedER-notebook method uses, solid (the thesis's values are dashed)
-_NON_FEDERATED = dict(color="#b07aa1", ls="-", marker="s")
-_CLIENT_LS = ("-", "--", "-.", ":", (0, (5, 1)), (0, (1, 3)))
-_PAPER_LINE = dict(color="black", ls=(0, (4, 2)), lw=1.1)
-
-
-def _style(setting: str) -> dict[str, Any]:
-    st = dict(_NON_FEDERATED) if setting == "non-federated" else method_style(setting)
-    if setting == "FedER (stable rank)":  # FedER's colour, its own dash and marker
-        st.update(ls="--", marker="D")
-    return st
-
-
-def _plain_log(ax: plt.Axes) -> None:
-    """A log y-axis with plain tick labels (0.5, 1, 2) instead of 6×10⁻¹; denser ticks on a narrow range."""
-    lo, hi = ax.get_ylim()
-    subs = (1.0, 2.0, 5.0) if hi / lo > 10 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if hi / lo > 2 else "all"
-    ax.yaxis.set_major_locator(LogLocator(subs=subs))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-def training_curves(records: Mapping[tuple[str, str], Run], dataset: str, scale: str, seed: int) -> plt.Figure:
-    """Figs. 4.1–4.15: one panel per (optimizer row, setting of Table 4.2): each client's mean training loss per
-    round (grey, one dash per client; left, log) and the global model's test accuracy (right, the method's style),
-    with Table 4.2's final CIFAR-100 accuracy of that cell as a dashed line; one legend for the figure."""
-    records = {k: r for k, r in records.items() if k[1] in SETTINGS}
-    rows = list(dict.fromkeys(k[0] for k in records)) or ["Adam"]
-    cols = [s for s in SETTINGS if any(k[1] == s for k in records)] or ["FedER"]
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=(4.6 * len(cols) + 2.2, 2.6 * len(rows) + 0.8),
-                             layout="constrained", sharex=True, squeeze=False)
-    handles: dict[str, Any] = {}
-    n_clients = 1
-    for (i, row), (j, s) in ((a, b) for a in enumerate(rows) for b in enumerate(cols)):
-        ax, r, st = axes[i, j], records.get((row, s)), _style(s)
-        tw = ax.twinx()
-        tw.set_ylim(0, 100)
-        tw.set_ylabel("test accuracy (%)", fontsize=7)
-        ax.set_ylabel("train loss (log)", fontsize=7)
-        for a in (ax, tw):
-            a.tick_params(labelsize=6)
-        if i == len(rows) - 1:
-            ax.set_xlabel("round (= epoch)", fontsize=7)
-        if row in PAPER:
-            p = PAPER[row][SETTINGS.index(s)]
-            handles["paper"] = tw.axhline(p, **_PAPER_LINE, label="thesis Table 4.2: final test accuracy\n"
-                                                                   "(CIFAR-100, 250 epochs)")
-            tw.text(0.99, p + 1.5, f"thesis: {p:.2f} %", transform=tw.get_yaxis_transform(), ha="right",
-                    va="bottom", fontsize=6)
-        if not isinstance(r, Record):
-            what = "not run" if r is None else "pending" if isinstance(r, Pending) else "diverged"
-            ax.text(0.5, 0.5, what, ha="center", va="center", transform=ax.transAxes, color="0.5")
-            ax.set_yticks([])
-            ax.set_title(f"{s} · {row}: {what}", fontsize=8)
-            continue
-        h = r.frame()
-        losses = np.array(h["client_loss"].tolist(), float).reshape(len(h), -1)
-        n_clients = max(n_clients, losses.shape[1])
-        for k in range(losses.shape[1]):
-            ax.plot(h["round"], losses[:, k], color="0.45", lw=0.9, ls=_CLIENT_LS[k % len(_CLIENT_LS)])
-        ax.set_yscale("log")
-        _plain_log(ax)
-        handles[s] = tw.plot(h["round"], 100 * h["test_acc"], ms=3, lw=1.6, label=f"{s}: test accuracy", **st)[0]
-        ax.set_title(f"{s} · {row}: {100 * r.final('test_acc'):.2f} %", fontsize=8)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    clients = [Line2D([], [], color="0.45", lw=0.9, ls=_CLIENT_LS[k % len(_CLIENT_LS)],
-                      label=f"client {k}: train loss" if n_clients > 1 else "train loss") for k in range(n_clients)]
-    paper = [handles["paper"]] if "paper" in handles else []
-    ordered = [handles[s] for s in SETTINGS if s in handles] + clients + paper
-    fig.legend(handles=ordered, loc="outside right center", fontsize=7, frameon=False)
-    fig.suptitle(f"FedER thesis Figs. 4.1–4.15 — ResNet-18 on {dataset_name(dataset)} (thesis: CIFAR-100), "
-                 f"scale={scale}, seed {seed}", fontsize=9)
-    return fig
-
-
-def floored_share_figure(records: Runs, dataset: str, scale: str) -> plt.Figure | None:
-    """FedER's floored share per round of every stored FedER run (one marker per seed), with the share above which
-    the FedER-vs-FedAvg claims are not testable; ``None`` before a FedER run is stored."""
-    runs = {n: r for n, r in _flat(records).items() if isinstance(r, Record) and split_name(n)[1] == "FedER"}
-    if not runs:
-        return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.6), layout="constrained")
-    markers = ("X", "o", "s", "^", "D", "v")
-    for i, (n, r) in enumerate(runs.items()):
-        row, _, seed = split_name(n)
-        sh = r.metric("feder_floored")
-        ax.plot(sh.index, sh.values, **{**method_style("FedER"), "marker": markers[i % len(markers)]}, ms=4,
-                label=f"FedER · {row} · seed {seed}")
-    ax.axhline(FLOORED_MAX, color="0.4", ls="--", lw=0.9,
-               label=f"{100 * FLOORED_MAX:.0f} %: above it the FedER-vs-FedAvg claims are not testable")
-    ax.set(xlabel="round", ylabel="floored share of client-layers", ylim=(-0.02, 1.02))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
-    ax.set_title(f"FedER: client-layers at Alg. 4's floor — {dataset_name(dataset)}, scale={scale}", fontsize=9)
-    return fig
-
-
-def _layer_round(record: Record, key: str) -> tuple[list[str], np.ndarray]:
-    h = [e for e in record.history if key in e]
-    layers = list(h[0][key])
-    return layers, np.array([[e[key][name] for name in layers] for e in h], float)  # (round, layer, client)
-
-
-def rank_weights(record: Record, dataset: str, scale: str, seed: int) -> plt.Figure:
-    """Eq. 3.1's inputs and outputs per conv layer, client and round: the effective rank er (top; grey where it is
-    at Alg. 4's floor, i.e. EVBMF kept at most one component) and the weight α relative to FedAvg's 1/K (bottom,
-    log scale from ½ to 2: white = uniform, red = more, blue = less), with the floored share per round in the title."""
-    layers, er = _layer_round(record, "feder_rank")
-    _, alpha = _layer_round(record, "feder_alpha")
-    R, _, K = er.shape
-    fig, axes = plt.subplots(2, K, figsize=(2.9 * K + 1.5, 0.22 * len(layers) * 2 + 2.2), layout="constrained",
-                             sharey=True, squeeze=False)
-    extent = (0.5, R + 0.5, len(layers) - 0.5, -0.5)
-    kept = np.ma.masked_less_equal(er, FLOOR)
-    cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")
-    vmax = float(kept.max()) if kept.count() else 1.0
-    ratio = np.clip(alpha * K, 1e-6, None)
-    for k in range(K):
-        im0 = axes[0, k].imshow(kept[:, :, k].T, aspect="auto", cmap=cmap, vmin=0, vmax=vmax, extent=extent,
-                                interpolation="nearest")
-        im1 = axes[1, k].imshow(ratio[:, :, k].T, aspect="auto", cmap="RdBu_r", norm=LogNorm(1 / 2, 2),
-                                extent=extent, interpolation="nearest")
-        axes[0, k].set_title(f"client {k}: er", fontsize=8)
-        axes[1, k].set_title(f"client {k}: α / (1/K)", fontsize=8)
-        axes[1, k].set_xlabel("round", fontsize=8)
-        for a in axes[:, k]:
-            a.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
-            a.tick_params(labelsize=7)
-    for a in axes[:, 0]:
-        a.set_yticks(range(len(layers)), [name.replace(".weight", "") for name in layers], fontsize=6)
-        a.set_ylabel("conv layer", fontsize=8)
-    cb0 = fig.colorbar(im0, ax=axes[0, :], shrink=0.9)
-    cb0.set_label(f"er: entropy of EVBMF-kept singular values (nats)\ngrey: at Alg. 4's floor ({FLOOR:g})", fontsize=7)
-    ticks = [0.5, 2 / 3, 0.8, 1, 1.25, 1.5, 2]
-    cb1 = fig.colorbar(im1, ax=axes[1, :], shrink=0.9, extend="both", ticks=ticks)
-    cb1.minorticks_off()
-    cb1.ax.set_yticklabels([f"{t:.2g}" for t in ticks])
-    cb1.set_label(f"α × K: weight relative to FedAvg's 1/K = {1 / K:.2f}\n(log scale; 1 = uniform; ends: ≤ ½, "
-                  "≥ 2)",
-                  fontsize=7)
-    share = [e["feder_floored"] for e in record.history if "feder_floored" in e]
-    shares = (" ".join(f"{x:.2f}" for x in share) if len(share) <= 12 else
-              f"{share[0]:.2f} (round 1) → {share[-1]:.2f} (round {len(share)}), mean {np.mean(share):.2f}")
-    fig.suptitle(f"FedER (Adam) per-layer effective ranks and weights — ResNet-18 on {dataset_name(dataset)}, "
-                 f"scale={scale}, seed {seed}\nfloored share per round: {shares}", fontsize=9)
-    return fig
-
-
-def stable_rank_figure(records: Mapping[tuple[str, str], Run], dataset: str, scale: str,
-                       seed: int) -> plt.Figure | None:
-    """Fig. A.1: test accuracy per round with Adam of FedAvg, FedER with the effective rank and with the stable
-    rank, and the non-federated model; dashed: Table 4.2's final CIFAR-100 accuracies of the Adam row (the thesis
-    gives no number for the stable rank). ``None`` before any of these runs is stored."""
-    labels = {"FedAvg": "FedAvg", "FedER": "FedER (effective rank)", "FedER (stable rank)": "FedER (stable rank)",
-              "non-federated": "non-federated"}
-    runs = {s: records.get(("Adam", s)) for s in labels}
-    if not stored(runs):
-        return None
-    fig, ax = plt.subplots(figsize=(9.5, 4.4), layout="constrained")
-    for i, (s, r) in enumerate(runs.items()):  # each drawn thinner than the last: equal curves all show
-        if isinstance(r, Record):
-            acc = 100 * r.metric("test_acc")
-            ax.plot(acc.index, acc.values, ms=7 - 1.3 * i, lw=3.2 - 0.7 * i, markevery=max(1, len(acc) // 12),
-                    **_style(s), label=f"{labels[s]}: {100 * r.final('test_acc'):.2f} %")
-    for s in SETTINGS:
-        p = PAPER["Adam"][SETTINGS.index(s)]
-        ax.axhline(p, color=_style(s)["color"], ls=(0, (4, 2)), lw=1.0,
-                   label=f"thesis (CIFAR-100, 250 epochs): {labels[s]} {p:.2f} %")
-    ax.set(xlabel="round", ylabel="test accuracy (%)", ylim=(0, 100))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    ax.set_title(f"FedER thesis Fig. A.1 — stable rank vs effective rank, Adam, ResNet-18 on "
-                 f"{dataset_name(dataset)}, scale={scale}, seed {seed}", fontsize=9)
-    return fig

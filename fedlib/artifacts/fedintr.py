@@ -1,10 +1,10 @@
 """FedIntR's benchmark artifacts (notebook 05): Table I (each method at its best μ), Table II (FedIntR's μ sweep),
-Table III (the Dirichlet β) and Table V (α-weighted vs uniform layer weights) — each a tidy table and, where the
-paper gives numbers, a figure with the paper's values beside ours; and the claims of §IV-B, §IV-C and §IV-F.
+Table III (the Dirichlet β) and Table V (α-weighted vs uniform layer weights) — each a tidy table beside the paper's
+numbers — and the claims of §IV-B, §IV-C and §IV-F. Their figures are drawn by :mod:`fedlib.artifacts.fedintr_figures`.
 
     t1 = Table1.from_records(records["table1"], last, dataset, left_out)
-    t1.versus_paper(); t1.table2(mus); t1.mu_figure(scale); curves_figure(t1.curves(records["table1"], 0), ...)
-    t3 = Table3.from_records(records["table3"], t1); t3.table(); t3.figure(scale)
+    t1.versus_paper(); t1.table2(mus); t1.curves(records["table1"])
+    t3 = Table3.from_records(records["table3"], t1); t3.table(); t3.gains()
 
 The statistic is the paper's: the median test accuracy of the global model over the last rounds (``last``; the
 paper: 10). Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
@@ -24,11 +24,11 @@ from ..grid import DIVERGED, PENDING, Diverged, offs, seed_values
 from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS, split_name
 from ..report import compare
 from ..results import Pending, Record, is_pending
-from ..style import PAPER_STYLE, dataset_name, method_style
+from ..style import dataset_name
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 
 __all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "TIES", "CHANCE", "runs_frame",
-           "readable", "setup_line", "round_ticks", "Table1", "Table3", "curves_figure", "table5", "runs_table",
+           "readable", "setup_line", "round_ticks", "Table1", "Table3", "table5", "runs_table",
            "claims"]
 
 CHANCE = 10.0  # ten classes
@@ -224,87 +224,17 @@ class Table1:
             sel &= df["μ"].astype(float) == float(self.best.loc[method, "μ"])
         return offs(df[sel], "run")
 
-    def curves(self, runs: Runs, seed: int) -> dict[str, pd.Series]:
-        """Test accuracy (%) per round of each method at its best μ, one seed."""
-        out = {}
+    def curves(self, runs: Runs) -> dict[str, dict[int, pd.Series]]:
+        """Test accuracy (%) per round of each method at its best μ, every finished seed: ``{label: {seed: series}}``
+        (the input of :func:`fedlib.plots.mean_curves`)."""
+        out: dict[str, dict[int, pd.Series]] = {}
         for m, mu in self.best["μ"].items():
             label = m if m == "FedAvg" else f"{m} (μ={float(mu):g})"
-            r = runs.get(f"{m} | seed={seed}" if m == "FedAvg" else f"{m} | μ={float(mu):g} | seed={seed}")
-            if isinstance(r, Record):
-                out[label] = 100 * r.metric("test_acc")
+            for name, r in runs.items():
+                d = split_name(name)
+                if isinstance(r, Record) and d["method"] == m and (m == "FedAvg" or d["μ"] == float(mu)):
+                    out.setdefault(label, {})[int(d["seed"])] = 100 * r.metric("test_acc")
         return out
-
-    def mu_figure(self, scale: str) -> plt.Figure:
-        """Tables I–II: ours by μ per method (error bars: std over ≥ 2 seeds), FedAvg as a band; the paper's
-        best μ per method (Table I) as hollow stars and FedIntR's μ sweep (Table II) as a dashed line."""
-        data, agg, fig = dataset_name(self.dataset), self.all, plt.figure(figsize=(8, 4.6), layout="constrained")
-        ax = fig.add_subplot()
-        for m in [m for m in FEDINTR_METHODS if m != "FedAvg"]:
-            st = method_style(m)
-            a = agg.loc[m].dropna(subset=["median (%)"]) if m in agg.index.get_level_values(0) else pd.DataFrame()
-            if len(a):
-                err = a["std"].where(a["seeds"] >= 2)
-                ax.errorbar(a.index, a["median (%)"], yerr=None if err.isna().all() else err.fillna(0), capsize=3,
-                            label=f"{m} (ours)", **st)
-            if self.paper is not None:
-                ax.plot([self.paper[m][1]], [self.paper[m][0]], marker="*", ms=12, mfc="none", ls="none",
-                        color=st["color"])
-                ax.annotate(m, (self.paper[m][1], self.paper[m][0]), xytext=(0, 8), textcoords="offset points",
-                            ha="center", fontsize=7, color=st["color"])
-        if self.paper is not None:
-            mus = sorted(PAPER_T2)
-            ax.plot(mus, [PAPER_T2[mu][self.dataset] for mu in mus], color=method_style("FedIntR")["color"],
-                    ls="--", lw=1, marker="*", mfc="none", ms=7, label=f"paper Table II: FedIntR by μ ({data})")
-            ax.plot([], [], **{**PAPER_STYLE, "markersize": 12}, label=f"paper Table I ({data}): each method's best μ")
-            ax.axhline(self.paper["FedAvg"][0], color=method_style("FedAvg")["color"], ls=":", lw=1.2,
-                       label=f"paper Table I: FedAvg ({data})")
-        fa = self.best.loc["FedAvg"]
-        if np.isfinite(float(fa["median (%)"])):
-            mean, std, st = float(fa["median (%)"]), float(fa["std"]), method_style("FedAvg")
-            ax.axhline(mean, color=st["color"], ls="-", lw=1.4, label=f"FedAvg (ours, {int(fa['seeds'])} seed(s))")
-            if np.isfinite(std):
-                ax.axhspan(mean - std, mean + std, color=st["color"], alpha=0.12)
-        ax.set_xscale("log")
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(lo, hi + 0.08 * (hi - lo))  # room for the paper's method names
-        ax.set_xlabel("μ")
-        ax.set_ylabel(f"median test accuracy, last {self.last} rounds (%)")
-        ax.set_title(f"FedIntR Tables I–II: accuracy by μ — ours: {data}, scale={scale}", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=2, loc="lower center", bbox_to_anchor=(0.5, 1.06), frameon=False)
-        return fig
-
-
-def curves_figure(curves: Mapping[str, pd.Series], dataset: str, seed: int, scale: str) -> plt.Figure:
-    """Table I's best-μ runs per round (one seed), each method its own colour, dash and marker; the paper's Table I
-    values for the dataset (median of rounds 91–100) as hollow stars right of the last round."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.2), layout="constrained")
-    rounds = max((int(s.index.max()) for s in curves.values() if len(s)), default=1)
-    for i, (label, s) in enumerate(curves.items()):
-        every = max(1, len(s) // 10)  # markers staggered so that overlapping methods show theirs
-        ax.plot(s.index, s.values, ms=4, lw=1.4, markevery=(i % every, every), label=label, alpha=0.9,
-                **method_style(label))
-    paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
-    if paper is not None and curves:
-        shown = [m for m in paper if any(k.split(" (")[0] == m for k in curves)]
-        xs = [rounds + (1 + i) * max(1, rounds // 30) for i in range(len(shown))]
-        for x, m in zip(xs, shown):
-            ax.plot([x], [paper[m][0]], marker="*", ms=11, mfc="none", ls="none", color=method_style(m)["color"])
-        ax.annotate("paper", (np.mean(xs), max(paper[m][0] for m in shown)), xytext=(0, 8),
-                    textcoords="offset points", ha="center", fontsize=7)
-        ax.plot([], [], **{**PAPER_STYLE, "markersize": 11},
-                label=f"paper Table I ({data}, last 10 of 100 rounds), in each method's colour")
-    round_ticks(ax, rounds)
-    lo, hi = ax.get_ylim()
-    ax.set_ylim(lo, hi + 0.05 * (hi - lo))
-    if paper is not None and curves:
-        ax.set_xlim(right=rounds + (len(paper) + 1) * max(1, rounds // 30))
-    ax.set_xlabel("communication round")
-    ax.set_ylabel("test accuracy (%)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"FedIntR Table I: best-μ runs per round (seed {seed}) — {data}, scale={scale}", fontsize=10)
-    return fig
 
 
 @dataclass
@@ -350,28 +280,17 @@ class Table3:
         t3.loc[f"paper FedIntR − FedAvg ({self.reference})"] = [gain.get(b, np.nan) for b in self.betas]
         return t3.round(2)
 
-    def figure(self, scale: str) -> plt.Figure:
-        """FedIntR's gain over FedAvg by β: ours, and the paper's on CIFAR-10 and CIFAR-100 (Table III)."""
-        t3, xs = self.table(), self.betas
-        fig, ax = plt.subplots(figsize=(6.5, 4), layout="constrained")
-        ax.plot(xs, t3.loc["FedIntR − FedAvg"].values, lw=1.6, ms=7,
-                label=f"ours ({dataset_name(self.t1.dataset)}, scale={scale})", **method_style("FedIntR"))
-        for ref, ls in (("cifar10", "--"), ("cifar100", ":")):
-            g = self.paper_gain(ref)
-            ax.plot(list(g), list(g.values()), color="black", ls=ls, marker="*", mfc="none", ms=10,
-                    label=f"paper ({dataset_name(ref)}, Table III)")
-        ax.axhline(0, color="0.5", lw=0.8)
-        ticks = sorted({*xs, *PAPER_T3["cifar10"]})
-        ax.set_xscale("log")
-        ax.set_xticks(ticks, [f"{x:g}" for x in ticks])
-        ax.minorticks_off()
-        ax.invert_xaxis()
-        ax.set_xlabel("Dirichlet β (right: more heterogeneous)")
-        ax.set_ylabel("FedIntR − FedAvg, each at its best μ (points)")
-        ax.set_title("FedIntR Table III: gain over FedAvg by β", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        return fig
+    def gains(self) -> dict[float, dict[int, float]]:
+        """Per β, FedIntR's gain over FedAvg on each seed both finished (points), FedIntR at its best μ at that β
+        (as in :meth:`table`): ``{β: {seed: gain}}``, the input of :func:`fedlib.plots.sweep`."""
+        out: dict[float, dict[int, float]] = {}
+        for b in self.betas:
+            df = self.long[self.long["β"] == b]
+            mu = _best_mu(_by_mu(df), ["FedIntR"]).loc["FedIntR", "μ"]
+            intr = {} if pd.isna(mu) else seed_values(df, "median (%)", method="FedIntR", μ=float(mu))
+            avg = seed_values(df, "median (%)", method="FedAvg")
+            out[b] = {s: v - avg[s] for s, v in intr.items() if np.isfinite(v - avg.get(s, np.nan))}
+        return out
 
 
 def table5(runs: Runs, t1: Table1, mu: float) -> pd.DataFrame:

@@ -4,8 +4,10 @@ Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fet
 :func:`fedlib.plans.fedintr_scaling_plan`); :func:`runs_frame` reads each run's method, N, E and seed from its name.
 Every claim is decided by :func:`fedlib.verdicts.decide` over seeds (10 classes: chance is 10 %); a claim whose runs
 are not stored yet is pending, and one whose artifact a scale leaves out is not testable there, with the reason.
-The figures draw the paper's numbers where it gives them: Table IV's CIFAR-10 accuracies at T on Fig. 4's curves,
-and Table I's accuracy of each method for the dataset (its default E = 10) on Fig. 5.
+The figures draw our runs with the shared kinds of :mod:`fedlib.plots` (means over seeds, 95 % t intervals) and the
+paper's numbers only in a panel of their own: Table IV's CIFAR-10 accuracies beside Fig. 4, Table I's accuracy of
+each method for the dataset (its default E = 10, 100 rounds) beside Fig. 5; :func:`describe_fig4` and
+:func:`describe_fig5` say what each figure shows, from the numbers.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ import pandas as pd
 from ..grid import Diverged, cell, offs
 from ..plans.fedintr import split_name
 from ..results import Pending, Record
-from ..style import PAPER_STYLE, dataset_name, method_style
+from ..plots import mean_curves, paper_panel, sweep
+from ..style import dataset_name, method_style
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 from .fedintr import PAPER_T1, round_ticks
+from .fedintr_figures import fmt
 
 __all__ = ["CHANCE", "PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "table4_frame", "curves",
-           "mean_table", "paper_table4", "series_style", "fig4_figure", "fig5_frame", "fig5_figure", "runs_table",
-           "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
+           "mean_table", "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_figure",
+           "fig5_points", "describe_fig5", "runs_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
 
 CHANCE = 10.0  # Fashion-MNIST and CIFAR-10 have 10 classes
 T4_SOURCE = "FedIntR §IV-D, Table IV"
@@ -84,15 +88,15 @@ def table4_frame(runs: Mapping[str, Run], at: Mapping[int, tuple[int, ...]]) -> 
     return pd.concat(parts, ignore_index=True) if parts else runs_frame({}, {})
 
 
-def curves(runs: Mapping[str, Run], **where: Any) -> pd.DataFrame:
-    """Test accuracy (%) per round (rows) and method (columns), the mean over the finished seeds of the runs whose
-    name has every ``key=value`` of ``where`` (e.g. ``N=100``)."""
-    series: dict[str, list[pd.Series]] = {}
+def curves(runs: Mapping[str, Run], **where: Any) -> dict[str, dict[int, pd.Series]]:
+    """Test accuracy (%) per round of the finished runs whose name has every ``key=value`` of ``where`` (e.g.
+    ``N=100``), ``{method: {seed: series}}`` (the input of :func:`fedlib.plots.mean_curves`)."""
+    out: dict[str, dict[int, pd.Series]] = {}
     for name, r in runs.items():
         d = split_name(name)
         if isinstance(r, Record) and all(d.get(k) == v for k, v in where.items()):
-            series.setdefault(label(d), []).append(100 * r.metric("test_acc"))
-    return pd.DataFrame({m: pd.concat(ss, axis=1).mean(axis=1) for m, ss in series.items()})
+            out.setdefault(label(d), {})[int(d["seed"])] = 100 * r.metric("test_acc")
+    return out
 
 
 def mean_table(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
@@ -119,33 +123,50 @@ def series_style(name: str) -> dict[str, Any]:
     return st
 
 
-def fig4_figure(cv: pd.DataFrame, n: int, dataset: str, scale: str) -> plt.Figure:
-    """Fig. 4: test accuracy per round (1-based ticks) of every method with N clients, 20 % per round, the mean over
-    seeds; the paper's Table IV values for N = 100 (CIFAR-10) as hollow stars in each method's colour at their T."""
-    fig, ax = plt.subplots(figsize=(8, 4.6), layout="constrained")
-    rounds = int(cv.index.max()) if len(cv) else 1
-    for i, m in enumerate(cv.columns):
-        every = max(1, len(cv) // 12)
-        ax.plot(cv.index, cv[m], lw=1.3, ms=5, markevery=(i % every, every), label=m, **series_style(m))
-    paper_n = 100 if n not in PAPER_T4 else n
-    shown = [T for T in PAPER_T4_AT[paper_n] if T <= rounds]
-    for m in PAPER_T4[paper_n] if shown else ():
-        v = dict(zip(PAPER_T4_AT[paper_n], PAPER_T4[paper_n][m]))
-        ax.plot(shown, [v[T] for T in shown], marker="*", ms=10, mfc="none", ls="none",
-                color=method_style(m)["color"])
-    if shown:
-        ax.plot([], [], **PAPER_STYLE, label=f"paper Table IV (CIFAR-10, N = {paper_n}), in each method's colour")
-    else:
-        ax.text(0.02, 0.02, f"the paper's Table IV (CIFAR-10, N = {paper_n}) reports T = "
-                f"{', '.join(map(str, PAPER_T4_AT[paper_n]))}: beyond these {rounds} rounds", transform=ax.transAxes,
-                fontsize=7, color="0.35")
+def fig4_figure(cv: Mapping[str, Mapping[int, pd.Series]], n: int, dataset: str, scale: str) -> plt.Figure:
+    """Fig. 4: test accuracy per round of every method with N clients, 20 % per round: the mean over seeds with a
+    95 % t band (a method's μ = 10 dashed with hollow markers); the paper's Table IV (CIFAR-10) in a panel below."""
+    fig = plt.figure(figsize=(10, 7.4), layout="constrained")
+    gs = fig.add_gridspec(2, 1, height_ratios=[2.3, 1])
+    ax = fig.add_subplot(gs[0])
+    note = mean_curves(ax, cv, percent=False, xlabel="communication round")
+    for ln in ax.get_lines():
+        if "μ=10" in str(ln.get_label()):
+            ln.set_linestyle(series_style(str(ln.get_label()))["ls"])
+            ln.set_markerfacecolor("none")
+    if cv:
+        ax.legend(fontsize=7, ncol=4, loc="lower right")
+    rounds = max((int(s.index.max()) for c in cv.values() for s in c.values() if len(s)), default=1)
     round_ticks(ax, rounds)
-    ax.set(xlabel="communication round", ylabel="test accuracy (%)")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.02), frameon=False)
     ax.set_title(f"FedIntR Fig. 4: N = {n} clients, {round(0.2 * n)} per round — {dataset_name(dataset)}, "
-                 f"scale={scale}", fontsize=10)
+                 f"scale={scale}\n{note}", fontsize=10)
+    pn = n if n in PAPER_T4 else 100
+    paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{v:.2f}" for v in vs)] for m, vs in PAPER_T4[pn].items()],
+                ["method", *(f"T = {T}" for T in PAPER_T4_AT[pn])],
+                f"paper, Table IV (CIFAR-10, N = {pn}): median test accuracy (%) of the 10 rounds ending at T")
     return fig
+
+
+def describe_fig4(cv: Mapping[str, Mapping[int, pd.Series]] | None, n: int | None,
+                  left_out: str | None = None) -> str:
+    """What Fig. 4 shows: the leading method early (the paper's first T, else a fifth of the rounds) and at the last
+    round, with FedAvg's and FedIntR's (μ = 10) means; or why there is no figure."""
+    if left_out:
+        return f"Fig. 4 is not run at this scale: {left_out}."
+    means = pd.DataFrame({m: pd.concat(v, axis=1).mean(axis=1) for m, v in (cv or {}).items() if v}).dropna()
+    if means.empty:
+        return f"Fig. 4's runs (N = {n}) are pending: no curves yet."
+    last = int(means.index.max())
+    early = next((T for T in PAPER_T4_AT.get(n or 0, PAPER_T4_AT[100]) if T < last), max(1, last // 5))
+    early = int(means.index[means.index <= early].max())
+
+    def at(r: int) -> str:
+        row = means.loc[r].sort_values(ascending=False)
+        own = ", ".join(f"{m} {row[m]:.2f} %" for m in ("FedAvg", INTR) if m in row and m != row.index[0])
+        return f"round {r}: {row.index[0]} leads with {row.iloc[0]:.2f} %" + (f" ({own})" if own else "")
+
+    seeds = sorted({len(v) for v in cv.values() if v})
+    return f"Means over {seeds[0]}{'–' + str(seeds[-1]) if len(seeds) > 1 else ''} seed(s) — {at(early)}; {at(last)}."
 
 
 def fig5_frame(runs: Mapping[str, Run], last: int) -> pd.DataFrame:
@@ -153,32 +174,71 @@ def fig5_frame(runs: Mapping[str, Run], last: int) -> pd.DataFrame:
     return runs_frame(runs, {"acc": lambda r: 100 * r.final("test_acc", last=last)})
 
 
+def fig5_points(df: pd.DataFrame) -> dict[str, dict[float, dict[int, float]]]:
+    """``{method: {E: {seed: accuracy}}}`` of Fig. 5's finished runs, an (E, method) with a diverged seed left out:
+    the input of :func:`fedlib.plots.sweep`."""
+    out: dict[str, dict[float, dict[int, float]]] = {m: {} for m in dict.fromkeys(df["method"])}
+    for (m, e), g in df.groupby(["method", "E"], sort=False):
+        v = {int(s): float(a) for s, a in zip(g["seed"], g["acc"]) if np.isfinite(a)}
+        if v and not g["diverged"].any():
+            out[m][float(e)] = v
+    return out
+
+
 def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Figure:
-    """Fig. 5: accuracy by local epochs E per method (mean over seeds; error bars: std over ≥ 2 seeds). The paper
-    plots Fig. 5 without numbers; its Table I values for the dataset (E = 10, 100 rounds) are hollow stars at E = 10."""
-    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
-    stats = df.groupby(["E", "method"], sort=False)["acc"].agg(["mean", "std", "count"]).reset_index()
+    """Fig. 5: accuracy by local epochs E per method (mean over seeds, 95 % t error bars; dots while fewer than three
+    E are run; the methods offset slightly along E so that their bars stay apart); the paper's Table I values for
+    the dataset (its E = 10, 100 rounds) in a panel of their own: its Fig. 5 (CIFAR-10) gives no numbers."""
     paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
-    for m, g in stats.groupby("method", sort=False):
-        st = series_style(m)
-        err = g["std"].where(g["count"] >= 2)
-        ax.errorbar(g["E"], g["mean"], yerr=None if err.isna().all() else err.fillna(0), capsize=3, ms=7, label=m,
-                    **st)
-        base = m.split(" (")[0]
-        if paper is not None and base in paper:
-            ax.plot([10], [paper[base][0]], marker="*", ms=12, mfc="none", ls="none", color=st["color"])
-    if paper is not None:
-        ax.plot([], [], **{**PAPER_STYLE, "markersize": 12},
-                label=f"paper Table I ({data}, E = 10, 100 rounds), in each method's colour")
-    es = sorted({*stats["E"], *([10] if paper is not None else [])})
+    fig = plt.figure(figsize=(10 if paper else 7, 4.4), layout="constrained")
+    gs = fig.add_gridspec(1, 2 if paper else 1, width_ratios=[2.4, 1] if paper else [1])
+    ax = fig.add_subplot(gs[0])
+    points = fig5_points(df)
+    k = len(points)
+    note = sweep(ax, {m: {e * 2 ** (0.07 * (i - (k - 1) / 2)): v for e, v in p.items()}
+                      for i, (m, p) in enumerate(points.items())},
+                 xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)")
+    es = sorted({e for p in points.values() for e in p})
     ax.set_xscale("log", base=2)
-    ax.set_xticks(es, [str(e) for e in es])
+    if es:
+        ax.set_xticks(es, [f"{e:g}" for e in es])
+        ax.set_xlim(min(es) / 1.6, max(es) * 1.6)
     ax.minorticks_off()
-    ax.set(xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}", fontsize=10)
+    pend = [f"E = {e:g}" for e in sorted(set(df["E"])) if e not in es]
+    ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}\n{note}"
+                 + (f"; not run yet: {', '.join(pend)}" if pend else "")
+                 + ("; methods offset slightly along E" if k > 1 else ""), fontsize=9)
+    if paper:
+        rows = [[m, f"{paper[m.split(' (')[0]][0]:.2f}"] for m in points if m.split(" (")[0] in paper]
+        paper_panel(fig.add_subplot(gs[1]), rows, ["method", "E = 10 (%)"],
+                    f"paper, Table I ({data}):\nE = 10, 100 rounds\n(its Fig. 5, on CIFAR-10,\ngives no numbers)")
     return fig
+
+
+def describe_fig5(df: pd.DataFrame, default_e: int) -> str:
+    """What Fig. 5 shows: each method's accuracy at each E run (mean ± 95 % t), the paired differences E = 1 − the
+    default E and FedIntR − FedAvg at each E, and the E still pending."""
+    points = fig5_points(df)
+    es = sorted({e for p in points.values() for e in p})
+    pend = sorted(e for e in set(df["E"]) if e not in es)
+    tail = f" Pending: E = {', '.join(f'{e:g}' for e in pend)}." if pend else ""
+    if not es:
+        return "Fig. 5's runs are pending: no figure yet." if not pend else f"Fig. 5's runs are pending.{tail}"
+    parts = [f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in points.items() if e in p) for e in es]
+    diffs = []
+    for m, p in points.items():
+        if 1.0 in p and float(default_e) in p and default_e != 1:
+            d = [p[1.0][s] - p[float(default_e)][s] for s in p[1.0] if s in p[float(default_e)]]
+            diffs.append(f"{m}: E = 1 − E = {default_e} {fmt(d, '+')}")
+    intr, avg = next((m for m in points if m.startswith("FedIntR")), None), points.get("FedAvg")
+    for e in es if intr and avg else []:
+        a, b = points[intr].get(e, {}), avg.get(e, {})
+        if a and b:
+            diffs.append(f"{intr} − FedAvg at E = {e:g}: {fmt([a[s] - b[s] for s in a if s in b], '+')}")
+    out = "Median accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + "."
+    if diffs:
+        out += " Paired over seeds (points): " + "; ".join(diffs) + "."
+    return out + tail
 
 
 def runs_table(records: Mapping[str, Mapping[str, Run]]) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""Notebook 08: FedSHIBU Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 as tables, figures and verdicts.
+"""Notebook 08: FedSHIBU Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 as tables and verdicts (their figures:
+:mod:`fedlib.artifacts.fedshibu_figures`).
 
 Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedshibu_plan`); :func:`runs_frame` reads method, s and seed from the names
@@ -15,24 +16,23 @@ import json
 from dataclasses import replace
 from typing import Any, Mapping
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 
 from ..config import Config
 from ..crsm import label_overlap, offdiag_corr
+from ..engine import build_partition, load_data
 from ..grid import Diverged, offs
 from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR, split_name
 from ..report import compare
 from ..results import Pending, Record
-from ..style import PAPER_STYLE, dataset_name, method_style
+from ..strategies import build_strategy
 from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, off_plateau, pending
 
-__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "chance", "overlap",
-           "runs_frame", "seed_summary", "wide", "table1", "table1_versus", "curves", "crsm_rounds", "plot_crsm",
-           "plot_shards", "fig1", "fig3", "fig5", "table1_verdicts", "fig1_verdicts", "fig3_verdicts",
-           "fig5_verdicts", "verdicts", "invariants", "runs_table"]
+__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "chance", "overlap", "runs_frame",
+           "seed_summary", "wide", "table1", "table1_versus", "crsm_rounds", "table1_verdicts", "fig1_verdicts",
+           "fig3_verdicts", "fig5_verdicts", "verdicts", "invariants", "runs_table"]
 
 Run = Record | Pending | Diverged
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
@@ -47,16 +47,12 @@ PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
                  100: (72.97, 71.31, 73.37, 70.17)},
 }
 T1 = "FedSHIBU Table 1 / Fig. 4"
-FIG1_STYLES = {"all bodies aggregated (FedBABU)": "FedBABU", "aggregated within each group": "FedSHIBU"}
 _LABELS: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 _DATA: dict[tuple, Any] = {}
 
 
 def _counts(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
     """(train, test) label histograms of ``cfg``'s clients (clients × classes), cached per partition."""
-    from ..engine import build_partition, load_data
-    from ..strategies import build_strategy
-
     key = json.dumps([cfg.dataset, cfg.n_train, cfg.n_test, cfg.partition, cfg.partition_kw, cfg.num_clients,
                       cfg.seed], sort_keys=True)
     if key not in _LABELS:
@@ -159,16 +155,6 @@ def table1_versus(frame: pd.DataFrame, column: str = "cifar10") -> pd.DataFrame:
     return compare(paper, {f"{m} | s={s}": v for (m, s), v in means.items()}, not_run="not run at this scale")
 
 
-def curves(runs: Mapping[str, Run], metric: str = "personal_acc_mean") -> pd.DataFrame:
-    """Per round (rows) and method (columns): ``metric`` (× 100) averaged over the stored seeds."""
-    per: dict[str, list[pd.Series]] = {}
-    for name, r in runs.items():
-        if isinstance(r, Record):
-            s = r.metric(metric)
-            per.setdefault(split_name(name)["method"], []).append(100 * s if "acc" in metric else s)
-    return pd.DataFrame({m: pd.concat(v, axis=1).mean(axis=1) for m, v in per.items()})
-
-
 def crsm_rounds(runs: Mapping[str, Run]) -> pd.DataFrame:
     """Per method (run kind) and round: the CRSM's mean self-weight, mean off-diagonal and the correlation of its
     off-diagonal with the clients' label overlap, each averaged over the stored seeds."""
@@ -183,130 +169,6 @@ def crsm_rounds(runs: Mapping[str, Run]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     return pd.DataFrame(rows).groupby(["method", "round"], sort=False).mean().round(3)
-
-
-def _client_ticks(ax: plt.Axes, clients: Any) -> None:
-    """Client ids on both axes (every other one past 10 clients), labelled."""
-    clients = list(clients)
-    pos = list(range(0, len(clients), 1 if len(clients) <= 10 else 2))
-    for set_ticks, set_label in ((ax.set_xticks, ax.set_xlabel), (ax.set_yticks, ax.set_ylabel)):
-        set_ticks(pos, [str(clients[p]) for p in pos], fontsize=6)
-        set_label("client", fontsize=7)
-
-
-def plot_crsm(runs: Mapping[str, Run], axes: np.ndarray) -> list[str]:
-    """Fig. 3: per method (a row of ``axes``, 5 wide) the first stored seed's CRSM at four rounds, then the clients'
-    label overlap. Returns the methods drawn."""
-    drawn, row = [], iter(axes)
-    for name, r in runs.items():
-        method = split_name(name)["method"]
-        if not isinstance(r, Record) or method in drawn:
-            continue
-        drawn.append(method)
-        ax = next(row)
-        hist = [e for e in r.history if "crsm" in e]
-        picks = sorted({int(round(q * (len(hist) - 1))) for q in (0, 1 / 3, 2 / 3, 1)})
-        im = None
-        for a, i in zip(ax, picks + [None] * (4 - len(picks))):
-            if i is not None:  # one colour scale, [0, 1], for every matrix: CKA and the overlap both live there
-                im = a.imshow(np.array(hist[i]["crsm"]), cmap="viridis", vmin=0, vmax=1)
-                a.set_title(f"{method.split(' (')[0]} · round {hist[i]['round']}", fontsize=8)
-                _client_ticks(a, hist[i].get("crsm_clients") or range(len(hist[i]["crsm"])))
-            else:
-                a.set_xticks([]), a.set_yticks([])
-        ov = overlap(r.cfg).numpy()
-        im = ax[4].imshow(ov, cmap="viridis", vmin=0, vmax=1)
-        ax[4].set_title(f"label overlap (seed {split_name(name)['seed']})", fontsize=8)
-        _client_ticks(ax[4], range(len(ov)))
-        ax[4].figure.colorbar(im, ax=list(ax), fraction=0.02, pad=0.01)
-    return drawn
-
-
-def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int, column: str = "cifar10") -> plt.Figure:
-    """Fig. 4: personalized accuracy against shards per user, our seed means with a 95 % t interval (clipped to
-    [0, 100]; none for one seed), and the paper's Table 1 ``column`` as hollow markers; the methods are nudged
-    apart around each s, so that no interval or marker hides another."""
-    from scipy import stats
-
-    g = frame.dropna(subset=["acc"]).groupby(["method", "s"], sort=False)["acc"]
-    t1 = g.agg(["mean", "std", "count"]).reset_index()
-    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
-    n = t1["method"].nunique()
-    for j, (m, d) in enumerate(t1.groupby("method", sort=False)):
-        half = np.where(d["count"] >= 2, stats.t.ppf(0.975, (d["count"] - 1).clip(lower=1)) * d["std"].fillna(0)
-                        / np.sqrt(d["count"]), 0.0)
-        lo, hi = np.minimum(half, d["mean"]), np.minimum(half, 100 - d["mean"])
-        ax.errorbar(d["s"] * 10 ** (0.01 * (j - (n - 1) / 2)), d["mean"], yerr=[lo, hi], capsize=3, label=m,
-                    **{"marker": "v", **method_style(m)})  # intervals side by side (log x: a factor)
-    shards = sorted(set(t1["s"]) | set(PAPER_T1[column]))
-    for i, m in enumerate(PAPER_ORDER):
-        xs = [s for s in shards if s in PAPER_T1[column]]
-        dodge = 10 ** (0.016 * (i - 1.5))  # side by side where the paper's four values nearly coincide (s ≥ 8)
-        ax.plot([s * dodge for s in xs], [PAPER_T1[column][s][i] for s in xs],
-                label=f"paper ({dataset_name(column)}): {m}",
-                **{**PAPER_STYLE, "color": method_style(m)["color"], "markersize": 6, "marker": "*PsD"[i]})
-    ax.set_xscale("log")
-    ax.set_xticks(shards, [str(s) for s in shards])
-    ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.set_ylim(0, 100)
-    ax.set(xlabel="shards per user s (lower: more heterogeneous)", ylabel="personalized test accuracy (%)")
-    ax.set_title(f"FedSHIBU Fig. 4: {dataset_name(dataset)}, {num_clients} clients; mean and 95 % t interval over "
-                 f"seeds", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
-    return fig
-
-
-def _curves_figure(runs: Mapping[str, Run], title: str, styles: Mapping[str, str],
-                   paper: tuple[str, float] | None = None) -> plt.Figure | None:
-    """Mean personalized accuracy per round and method (:func:`curves`), each method in the style of
-    ``styles[method]`` (a :func:`fedlib.style.method_style` name); ``paper``: (label, value) as a dashed line.
-    None while no run is stored."""
-    c = curves(runs)
-    if c.empty:
-        return None
-    fig, ax = plt.subplots(figsize=(6.5, 3.8), layout="constrained")
-    for m in sorted(c, key=lambda m: (m != "Local only") + (m == "FedAvg")):  # wide local-only under, FedAvg last
-        ax.plot(c.index, c[m], label=m, lw=2.2 if m == "Local only" else 1.5, markersize=5,
-                **method_style(styles.get(m, m)))
-    if paper is not None:
-        ax.axhline(paper[1], color="black", ls="--", lw=1, label=paper[0])
-    ax.set(xticks=list(c.index), xlabel="round", ylabel="mean personalized accuracy (%)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    return fig
-
-
-def fig1(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """FedSHIBU Fig. 1 (two label groups): the final personalized accuracy per method (mean ± std over seeds) and
-    the curves per round; the paper prints no values for it."""
-    title = f"FedSHIBU Fig. 1: clients 0–4 on labels 0–4, 5–9 on 5–9 ({dataset_name(dataset)})"
-    fig = _curves_figure(runs, title, FIG1_STYLES)
-    if fig is not None:
-        fig.axes[0].get_legend().set_title("paper (CIFAR-10): curves only, no values printed", prop={"size": 7})
-    return seed_summary(runs_frame(runs)).set_index("method"), fig
-
-
-def fig3(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """FedSHIBU Fig. 3: the CRSM per round (:func:`crsm_rounds`) and, per reading of D̂_i, its matrices at four
-    rounds beside the clients' label overlap (:func:`plot_crsm`). No figure while no run is stored."""
-    table = crsm_rounds(runs)
-    if table.empty:
-        return table, None
-    n = len({split_name(k)["method"] for k, r in runs.items() if isinstance(r, Record)})
-    fig, axes = plt.subplots(n, 5, figsize=(13, 2.8 * n), layout="constrained", squeeze=False)
-    plot_crsm(runs, axes)
-    fig.suptitle(f"FedSHIBU Fig. 3: CRSM of 10 clients at s = 5 ({dataset_name(dataset)})")
-    return table, fig
-
-
-def fig5(runs: Mapping[str, Run], dataset: str, column: str = "cifar10") -> tuple[pd.DataFrame, plt.Figure | None]:
-    """FedSHIBU Fig. 5 (s = 5): the final personalized accuracy and CRSM per method (mean ± std over seeds) and the
-    curves per round, with the paper's final FedAvg at s = 5 (Table 1 ``column``) as a dashed line."""
-    paper = (f"paper ({dataset_name(column)}), Table 1 s = 5: FedAvg {PAPER_T1[column][5][3]:.2f} %",
-             PAPER_T1[column][5][3])
-    fig = _curves_figure(runs, f"FedSHIBU Fig. 5: FedAvg vs FedAvg+CRSM, s = 5 ({dataset_name(dataset)})", {}, paper)
-    return seed_summary(runs_frame(runs)).set_index("method"), fig
 
 
 def _judge(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame | None, names: tuple[str, str], *,

@@ -2,7 +2,8 @@
 
 * :func:`crsm_readings` — the controlled test of ``benchmarks/crsm_groups.py`` (Fig. 1's label groups, Fig. 3's
   shards, IID data; quick preset, Fashion-MNIST, one seed): per reading of D̂_i, the CRSM's correlation with the
-  clients' label overlap and the weight a client keeps of its own body, per round.
+  clients' label overlap and the weight a client keeps of its own body, per round;
+  :func:`describe_crsm_readings` says what they reach.
 * :func:`finetune_table` — personalized accuracy before and after fine-tuning per method and shards per user, from
   the runs' records (:func:`fedlib.artifacts.fedshibu.runs_frame`), with the change it makes.
 """
@@ -15,50 +16,70 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-__all__ = ["CRSM_GROUPS", "SETTINGS", "READINGS", "crsm_readings", "finetune_table"]
+from ..plots import mean_curves
+
+__all__ = ["CRSM_GROUPS", "SETTINGS", "READINGS", "crsm_readings", "describe_crsm_readings", "finetune_table"]
 
 CRSM_GROUPS = Path(__file__).resolve().parents[2] / "benchmarks" / "crsm_groups.json"
 # the runs of the controlled test shown, each a body-training setting: label groups (Fig. 1), shards (Fig. 3), IID
 SETTINGS = {"groups_local": "label groups, bodies trained alone", "groups_shared": "label groups, FedSHIBU (shared)",
             "shards_local": "shards s = 5, bodies trained alone", "iid_local": "IID, bodies trained alone"}
 READINGS = {"own": "own samples", "shared": "shared samples"}
+STYLES = {"own samples": dict(ls="--", marker="o", mfc="none"), "shared samples": dict(ls="-", marker="s")}
+
+
+def _finding(df: pd.DataFrame) -> str:
+    """At the last step: the correlation each reading reaches on the label groups and the self-weight it leaves."""
+    last = df[df["steps"] == df["steps"].max()].set_index(["setting", "reading"])
+    groups, shards = SETTINGS["groups_shared"], SETTINGS["shards_local"]
+    own, shared = READINGS.values()
+    return (f"at {int(df['steps'].max())} local steps, label groups: own samples r = "
+            f"{last.loc[(groups, own), 'corr']:+.2f}, shared r = {last.loc[(groups, shared), 'corr']:+.2f} (FedSHIBU); "
+            f"shards s = 5: own {last.loc[(shards, own), 'corr']:+.2f}, "
+            f"shared {last.loc[(shards, shared), 'corr']:+.2f}"
+            f"; self-weight own {last.xs(own, level='reading')['self-weight'].min():.2f}-"
+            f"{last.xs(own, level='reading')['self-weight'].max():.2f}, shared "
+            f"{last.xs(shared, level='reading')['self-weight'].max():.2f} (uniform 0.10)")
 
 
 def crsm_readings(path: Path = CRSM_GROUPS) -> tuple[pd.DataFrame, plt.Figure]:
     """Per setting, reading and round: ``corr`` (the off-diagonal CRSM's correlation with label overlap),
     ``self-weight`` (after Algorithm 3's row normalization; 0.1 is uniform for 10 clients) and ``off-diagonal``
-    (mean CKA); the figure draws the first two over local steps, one panel each."""
+    (mean CKA); the figure draws the first two over local steps (one seed: :func:`fedlib.plots.mean_curves` draws
+    its curve alone), colour by setting and line by reading, titled with what they reach at the last step."""
     doc = json.loads(Path(path).read_text())
     rows = [{"setting": SETTINGS[k], "reading": READINGS[r], "round": e["round"], "steps": e["steps"],
              "corr": e[r]["corr_overlap"], "self-weight": e[r]["self_weight"], "off-diagonal": e[r]["offdiag"]}
             for k in SETTINGS for e in doc["runs"][k]["rounds"] for r in READINGS]
     df = pd.DataFrame(rows)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
-    styles = {"own samples": dict(ls="--", marker="o", mfc="none"), "shared samples": dict(ls="-", marker="s")}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), layout="constrained")
     colors = dict(zip(SETTINGS.values(), plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    for ax, col, label in ((axes[0], "corr", "correlation of the CRSM with label overlap"),
+    for ax, col, label in ((axes[0], "corr", "correlation r of the CRSM with label overlap"),
                            (axes[1], "self-weight", "self-weight (own body)")):
-        for (setting, reading), g in df.groupby(["setting", "reading"], sort=False):
-            if col == "corr" and setting.startswith("IID"):
-                continue  # no label overlap to follow: every pair of clients holds every label
-            ax.plot(g["steps"], g[col], color=colors[setting], label=f"{setting} · {reading}", ms=4,
-                    **styles[reading])
-        ax.set_xlabel("local steps per client")
-        ax.set_ylabel(label)
+        curves = {f"{s} · {r}": {0: g.set_index("steps")[col]} for (s, r), g in df.groupby(["setting", "reading"],
+                                                                                          sort=False)
+                  if not (col == "corr" and s.startswith("IID"))}  # IID: no label overlap to follow
+        note = mean_curves(ax, curves, percent=False, ylabel=label, xlabel="local steps per client")
+        for line in ax.get_lines():  # colour: the setting; solid squares: shared samples, dashed circles: own
+            setting, reading = line.get_label().split(" · ")
+            line.set(color=colors[setting], **STYLES[reading])
+        ax.get_legend().remove()
+        ax.set_title(note, fontsize=9)
     axes[0].axhline(0, color="grey", lw=0.8)
     axes[1].axhline(0.1, color="grey", lw=0.8, ls=":")
-    axes[1].text(0, 0.11, "uniform (1/10)", color="grey", fontsize=8)
+    axes[1].text(0, 0.12, "uniform (1/10)", color="grey", fontsize=8)
     axes[0].set_ylim(-1.05, 1.05)
     axes[1].set_ylim(0, 1)
-    handles, labels = axes[0].get_legend_handles_labels()
-    h1, l1 = axes[1].get_legend_handles_labels()
-    extra = [(h, lab) for h, lab in zip(h1, l1) if lab not in labels]
-    fig.legend(handles + [h for h, _ in extra], labels + [lab for _, lab in extra], loc="outside lower center",
-               ncol=3, fontsize=8)
-    fig.suptitle("What the CRSM detects (one seed, 10 clients): own samples sit at CKA's chance level whatever the "
-                 "labels; shared samples\nfind the label groups but their values near 1 leave the weights near "
-                 "uniform; neither follows the shards' overlap", fontsize=10)
+    axes[1].legend(*axes[1].get_legend_handles_labels(), fontsize=7, loc="center right")
+    fig.suptitle(f"What the CRSM detects (benchmarks/crsm_groups.py, 10 clients, one seed)\n{_finding(df)}",
+                 fontsize=10)
     return df.round(3), fig
+
+
+def describe_crsm_readings(df: pd.DataFrame) -> str:
+    """The controlled test in numbers (``df`` from :func:`crsm_readings`): what each reading of D̂_i reaches."""
+    return (f"One seed, 10 clients: {_finding(df)}. A CRSM that finds the groups but keeps the uniform weight "
+            f"aggregates like FedBABU; one at CKA's chance level keeps each client near its own body.")
 
 
 def finetune_table(frame: pd.DataFrame) -> pd.DataFrame:
