@@ -300,6 +300,8 @@ class Report:
             runs = self if self.provenance else None
         prov = provenance_line(self.scale, extra.pop("dataset", self.dataset), str(self.meta.get("device", "cpu")),
                                seeds if isinstance(seeds, list) else [], runs=runs, **extra)
+        if name not in self.meta.setdefault("figures", []):  # the summary lists them: claims link to their figures
+            self.meta["figures"].append(name)
         return save_figure(fig, name, prov, self.scale)
 
     def claims_frame(self) -> pd.DataFrame:

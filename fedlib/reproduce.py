@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -242,13 +243,24 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
 
 
 PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
+_ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8}
+
+
+def claim_figures(source: str, figures: list[str]) -> list[str]:
+    """The figures (of the notebook that decided a claim) drawn for the tables and figures its ``source`` cites:
+    "Table I" matches ``*_table1_*``, "Fig. 5" ``*_fig5_*``."""
+    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}{_ROMAN.get(num, num).__str__().replace('.', '')}"
+              for kind, num in re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)}
+    return [f for f in figures if any(re.search(rf"(^|_){t}(_|$)", f) for t in tokens)]
 
 
 def claims_overview(rows: list[dict], scale: str) -> str:
     """Every paper's claims in one scannable page (valid markdown), grouped by paper, then by notebook: the verdict,
     the claim, where the paper makes it, what it was decided on, the effect with its 95 % interval, and a link to the
-    notebook that shows it. The project's controls are not among them."""
+    notebook that shows it and to the figures drawn for the table or figure it cites. The project's controls are not
+    among them."""
     by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in PAPERS}
+    figures = {r["notebook"]: list(r.get("figures") or []) for r in rows}
     for r in rows:
         for c in r.get("claims", []):
             paper = next((p for p in PAPERS if c.get("source", "").startswith(p) or f" {p} " in
@@ -263,12 +275,15 @@ def claims_overview(rows: list[dict], scale: str) -> str:
             continue
         n = {v: sum(c.get("status") == v for _, c in claims) for v in VERDICT_COLUMNS}
         lines += [f"## {paper}", "", ", ".join(f"{k}: {v}" for k, v in n.items() if v), "",
-                  "| verdict | claim | source | decided on | d [95 % interval] | notebook |", "|---|---|---|---|---|---|"]
+                  "| verdict | claim | source | decided on | d [95 % interval] | notebook | figure |",
+                  "|---|---|---|---|---|---|---|"]
         for nb, c in claims:
             cells = claim_cells(c)
+            figs = claim_figures(c.get("source", ""), figures.get(nb, []))
             lines.append("| " + " | ".join(_cell(x) for x in (
                 cells["verdict"], cells["claim"], cells["source"], cells["decided on"], cells["d [95 % interval]"],
-                f"[{nb}](../notebooks/{nb}.ipynb)")) + " |")
+                f"[{nb}](../notebooks/{nb}.ipynb)")) + " | "
+                + (", ".join(f"[{f}](../figures/{scale}/{f}.png)" for f in figs) or "—") + " |")
         lines.append("")
     return "\n".join(lines)
 

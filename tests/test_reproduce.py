@@ -229,3 +229,15 @@ def test_claims_overview_groups_every_claim_by_paper_with_a_link_to_its_notebook
     assert text.index("## FedCKA") < text.index("## FedIntR") and "## FedER" not in text
     assert "[05_fedintr_benchmarks](../notebooks/05_fedintr_benchmarks.ipynb)" in text
     assert "+1.00 [+0.50, +1.50]" in text and "the paper: CIFAR-10" in text and "| ours |" not in text
+
+
+def test_a_claim_links_the_figures_drawn_for_the_table_or_figure_it_cites():
+    figs = ["fedintr_table1_curves_fmnist", "fedintr_table1_mu_fmnist", "fedintr_table3_beta_fmnist",
+            "fedintr_fig5_epochs_fmnist"]
+    assert rp.claim_figures("FedIntR Table I, Fashion-MNIST column", figs) == figs[:2]
+    assert rp.claim_figures("FedIntR Fig. 5 / Table III", figs) == figs[2:]
+    assert rp.claim_figures("FedIntR Table IV", figs) == [] and rp.claim_figures("§4.2", figs) == []
+    rows = [{"notebook": "05_x", "figures": figs,
+             "claims": [{"claim": "A beats B", "source": "FedIntR Table I", "status": "pending", "why": "-"}]}]
+    text = rp.claims_overview(rows, "quick")
+    assert "| figure |" in text and "[fedintr_table1_mu_fmnist](../figures/quick/fedintr_table1_mu_fmnist.png)" in text
