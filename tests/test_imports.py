@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,28 @@ def test_imports_inside_functions_are_only_optional_dependencies():
 @pytest.mark.parametrize("mod", sorted(m for m in MODULES if not m.endswith("__main__")))
 def test_every_module_imports_on_its_own(mod):
     importlib.import_module(mod)
+
+
+def _layers() -> dict[str, int]:
+    """docs/design.md's module map: each fedlib module's layer (a package name stands for its modules)."""
+    text = (ROOT.parent / "docs" / "design.md").read_text()
+    table = text[text.index("## Module map"):].split("\n\n")[2]
+    names: dict[str, int] = {}
+    for i, line in enumerate(ln for ln in table.splitlines()[2:] if ln.startswith("|")):
+        for name in re.findall(r"`([a-z_]+)`", line.split("|")[2]):
+            assert name not in names, f"{name} is listed twice in docs/design.md's module map"
+            names[name] = i
+    out = {}
+    for mod in MODULES:
+        parts = mod.split(".")
+        key = "fedlib" if mod == "fedlib" else parts[1]
+        assert key in names, f"{mod} is not in docs/design.md's module map"
+        out[mod] = names[key]
+    return out
+
+
+def test_every_module_is_on_the_design_docs_map_and_imports_only_its_layer_or_those_above():
+    layers = _layers()
+    upward = [f"{m} (layer {layers[m] + 1}) imports {t} (layer {layers[t] + 1})"
+              for m, ts in _graph().items() for t in ts if layers[t] > layers[m]]
+    assert not upward, "imports against docs/design.md's layers:\n" + "\n".join(upward)
