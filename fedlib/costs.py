@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 from .atomic import atomic_write_text
 from .config import Config
 from .provenance import device_name
+from .strategies import STRATEGIES
 
 __all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "split_sizes",
            "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "LONG_RUN_S", "LongRunError", "check_long",
@@ -54,15 +55,13 @@ DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
 # Cost of a strategy family relative to FedAvg: the contrastive methods run the global and previous models'
 # forward passes beside the local one (the target is <= 2x FedAvg); FedER computes EVBMF ranks every round.
 FAMILY_FACTOR = {"fedavg": 1.0, "prox": 1.1, "contrastive": 2.0, "feder": 1.3, "personal": 1.1}
-_FAMILY = {"fedavg": "fedavg", "centralized": "fedavg", "local_only": "fedavg", "fedbabu": "personal",
-           "fedshibu": "personal", "fedavg_crsm": "personal", "fedprox": "prox", "scaffold": "prox",
-           "moon": "contrastive", "fedcka": "contrastive", "fedintr": "contrastive", "feder": "feder"}
 RUN_OVERHEAD_S = {"cuda": 15.0, "cpu": 3.0}  # data to the device, model set-up, CUDA-graph capture
 
 
 def family(strategy: str) -> str:
-    """The cost family of a strategy (strategies of one family cost about the same per sample-pass)."""
-    return _FAMILY.get(strategy, strategy)
+    """The cost family a strategy declares (``Strategy.cost_family``: strategies of one family cost about the same
+    per sample-pass); an unregistered name is its own family."""
+    return STRATEGIES[strategy].cost_family if strategy in STRATEGIES else strategy
 
 
 def split_sizes(cfg: Config) -> tuple[int, int]:

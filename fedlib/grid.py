@@ -43,6 +43,9 @@ class Diverged:
         return Config.from_dict(self.config, migrate=True)
 
 
+Run = Record | Pending | Diverged  # what fetching a planned run gives: its record, or a placeholder saying why not
+
+
 def _diverged(store: Store, cfg: Config) -> Diverged | None:
     f = store.last_failure(cfg)
     if f is None or f.get("error", {}).get("type") != NonFiniteLossError.__name__:

@@ -149,3 +149,13 @@ def test_rendering_reads_a_timing_of_this_cpu_taken_with_another_thread_count(tm
     assert len(list((tmp_path / "costs").glob("*.json"))) == 1  # nothing timed again
     doc = json.loads(next((tmp_path / "costs").glob("*.json")).read_text())
     assert "1 threads" in doc["provenance"]["device"]
+
+
+def test_each_strategy_declares_its_cost_family():
+    from fedlib.strategies import STRATEGIES
+
+    fams = {n: costs.family(n) for n in STRATEGIES}
+    assert fams == {"fedavg": "fedavg", "fedprox": "prox", "scaffold": "prox", "moon": "contrastive",
+                    "fedcka": "contrastive", "fedintr": "contrastive", "feder": "feder", "centralized": "fedavg",
+                    "fedbabu": "personal", "fedshibu": "personal", "fedavg_crsm": "personal", "local_only": "fedavg"}
+    assert set(fams.values()) <= set(costs.FAMILY_FACTOR) and costs.family("unregistered") == "unregistered"

@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.colors import Normalize
 from matplotlib.ticker import MaxNLocator
 
-from ..grid import DIVERGED, PENDING, Diverged, cell, offs
+from ..grid import DIVERGED, PENDING, Diverged, Run, cell, offs
 from ..partition import Partition
 from ..plans import BASELINE_LEFT_OUT
 from ..plots import mean_curves, paper_panel, t_interval
@@ -44,7 +44,7 @@ PAPER_T1_DATASET = "fmnist"  # the column notebook 01's table and fidelity claim
 PAPER_FIG5 = {"Centralized": 70.0, "FedAvg": 64.37}
 CHANCE = 10.0  # ten classes
 
-Runs = Mapping[str, "Record | Pending | Diverged"]
+Runs = Mapping[str, Run]
 
 
 # ------------------------------------------------------------------------------------------- partitions (00)

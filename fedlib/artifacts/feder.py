@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..grid import DIVERGED, Diverged, cell, offs
+from ..grid import DIVERGED, Diverged, Run, cell, offs
 from ..plans.feder import split_name
 from ..report import compare
 from ..results import Pending, Record
@@ -43,7 +43,6 @@ FLOORED_MAX = 0.25  # above this mean share of floored client-layers, FedER is (
 SOURCE = "FedER thesis"
 _CLASSES = {"cifar100": 100, "tinyimagenet": 200}
 
-Run = Record | Pending | Diverged
 Runs = Mapping[str, Run] | Mapping[str, Mapping[str, Run]]
 
 
@@ -66,7 +65,7 @@ def plateau_rise(record: Record) -> float:
     return math.nan if rise is None else float(rise)
 
 
-def _flat(runs: Runs) -> dict[str, Run]:
+def flat_runs(runs: Runs) -> dict[str, Run]:
     """``{run name: run}`` from itself or from ``{artifact: {run name: run}}``."""
     return {n: r for k, v in runs.items() for n, r in (v.items() if isinstance(v, Mapping) else [(k, v)])}
 
@@ -75,7 +74,7 @@ def runs_frame(runs: Runs) -> pd.DataFrame:
     """One row per run: ``name, row, setting, seed, pending, diverged, acc`` (final test accuracy, %), ``floored``
     (FedER's mean floored share) and ``rise`` (:func:`plateau_rise`)."""
     rows = []
-    for name, r in _flat(runs).items():
+    for name, r in flat_runs(runs).items():
         row, setting, seed = split_name(name)
         ok = isinstance(r, Record)
         rows.append({"name": name, "row": row, "setting": setting, "seed": seed, "pending": isinstance(r, Pending),
@@ -189,7 +188,7 @@ def setup_line(runs: Mapping[str, Mapping[str, Any]], scale: str, dataset: str,
 
 def first_seed(records: Runs, seed: int) -> dict[tuple[str, str], Run]:
     """``{(optimizer row, setting): run}`` of one seed (the runs the figures draw)."""
-    return {split_name(n)[:2]: r for n, r in _flat(records).items() if split_name(n)[2] == seed}
+    return {split_name(n)[:2]: r for n, r in flat_runs(records).items() if split_name(n)[2] == seed}
 
 
 def stored(runs: Mapping[Any, Run | None]) -> bool:
@@ -199,7 +198,7 @@ def stored(runs: Mapping[Any, Run | None]) -> bool:
 
 def runs_table(df: pd.DataFrame, records: Runs) -> pd.DataFrame:
     """One row per run: final accuracy, FedER's floored share, the plateau rise, status and record key."""
-    keys = {n: r.key for n, r in _flat(records).items()}
+    keys = {n: r.key for n, r in flat_runs(records).items()}
     out = df.assign(acc=df["acc"].round(2), floored=df["floored"].round(2), rise=df["rise"].round(2),
                     record=df["name"].map(keys)).set_index("name")
     return out[["acc", "floored", "rise", "pending", "diverged", "record"]].rename(columns={
@@ -207,7 +206,7 @@ def runs_table(df: pd.DataFrame, records: Runs) -> pd.DataFrame:
 
 
 def _feder_entropy_runs(records: Runs) -> list[Record]:
-    return [r for n, r in _flat(records).items() if isinstance(r, Record) and split_name(n)[1] == "FedER"
+    return [r for n, r in flat_runs(records).items() if isinstance(r, Record) and split_name(n)[1] == "FedER"
             and r.config.get("strategy_kw", {}).get("metric", "entropy") == "entropy"]
 
 

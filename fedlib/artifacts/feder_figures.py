@@ -27,7 +27,7 @@ from ..presets import FEDER_OPTIMIZERS
 from ..results import Pending, Record
 from ..style import dataset_name
 from ..verdicts import PLATEAU_RISE
-from .feder import FLOOR, FLOORED_MAX, PAPER, SETTINGS, Runs, _flat
+from .feder import FLOOR, FLOORED_MAX, PAPER, SETTINGS, Runs, flat_runs
 
 __all__ = ["THESIS_FIGURES", "training_curves", "describe_training_curves", "floored_share_figure",
            "describe_floored", "rank_weights", "describe_rank_weights", "stable_rank_figure"]
@@ -44,7 +44,7 @@ def _by_setting(records: Runs, row: str, metric: str, settings: tuple[str, ...] 
     """``{setting: {seed: per-round series}}`` of ``row``'s stored runs; ``metric`` "train_loss" falls back to the
     mean of the clients' losses."""
     out: dict[str, dict[int, pd.Series]] = {}
-    for name, r in _flat(records).items():
+    for name, r in flat_runs(records).items():
         rw, s, seed = split_name(name)
         if rw != row or s not in settings or not isinstance(r, Record):
             continue
@@ -58,7 +58,7 @@ def _by_setting(records: Runs, row: str, metric: str, settings: tuple[str, ...] 
 
 def _pending(records: Runs, row: str | None = None) -> list[str]:
     """``"setting · row · seed=s"`` of the runs not stored yet (of ``row``, or all)."""
-    return [n for n, r in _flat(records).items() if isinstance(r, Pending) and (row is None or split_name(n)[0] == row)]
+    return [n for n, r in flat_runs(records).items() if isinstance(r, Pending) and (row is None or split_name(n)[0] == row)]
 
 
 def _plain_log(ax: plt.Axes) -> None:
@@ -81,7 +81,7 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
     panels), the training loss and the test loss (its (b) panels; log scale) of each setting, the mean over seeds
     with a 95 % t band; beside them Table 4.2's CIFAR-100 numbers of those rows in a panel of their own. ``None``
     before any run is stored."""
-    flat = {n: r for n, r in _flat(records).items() if split_name(n)[1] in SETTINGS}
+    flat = {n: r for n, r in flat_runs(records).items() if split_name(n)[1] in SETTINGS}
     rows = [row for row in dict.fromkeys(split_name(n)[0] for n in flat) if _by_setting(flat, row, "test_acc")]
     if not rows:
         return None
@@ -151,7 +151,7 @@ def floored_share_figure(records: Runs, dataset: str, scale: str) -> plt.Figure 
     """FedER's floored share per round, per optimizer row the mean over seeds with a 95 % t band, with the share
     above which the FedER-vs-FedAvg claims are not testable; ``None`` before a FedER run is stored. The thesis has
     no such figure (it is our check of what FedER does)."""
-    rows = list(dict.fromkeys(split_name(n)[0] for n in _flat(records)))
+    rows = list(dict.fromkeys(split_name(n)[0] for n in flat_runs(records)))
     runs = {f"FedER · {row}": got["FedER"] for row in rows
             if (got := _by_setting(records, row, "feder_floored", ("FedER",)))}
     if not runs:

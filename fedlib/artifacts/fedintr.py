@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..grid import DIVERGED, PENDING, Diverged, offs, seed_values
+from ..grid import DIVERGED, PENDING, Diverged, Run, offs, seed_values
 from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS, split_name
 from ..report import compare
 from ..results import Pending, Record, is_pending
@@ -75,7 +75,6 @@ T3_SOURCE = ("FedIntR Table III; §IV-B (ii): 'the superior performance of FedIn
 T5_SOURCE = ("FedIntR Table V; §IV-F: 'calculating a layer-wise weight α_k ... can significantly improve the "
              "performance'")
 
-Run = Record | Pending | Diverged
 Runs = Mapping[str, Run]
 _FLAGS = ["pending", "diverged", "off"]
 

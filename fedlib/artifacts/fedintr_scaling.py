@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..grid import Diverged, cell, offs
+from ..grid import Diverged, Run, cell, offs
 from ..plans.fedintr import split_name
 from ..results import Pending, Record
 from ..plots import mean_curves, paper_panel, sweep
@@ -51,7 +51,6 @@ PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each repo
 PAPER_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
 INTR = "FedIntR (μ=10)"
 
-Run = Record | Pending | Diverged
 
 
 def label(d: Mapping[str, Any]) -> str:

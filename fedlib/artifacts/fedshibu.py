@@ -23,7 +23,7 @@ import torch
 from ..config import Config
 from ..crsm import label_overlap, offdiag_corr
 from ..engine import build_partition, load_data
-from ..grid import Diverged, offs
+from ..grid import Diverged, Run, offs
 from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR, split_name
 from ..report import compare
 from ..results import Pending, Record
@@ -34,7 +34,6 @@ __all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "chance", "o
            "seed_summary", "wide", "table1", "table1_versus", "crsm_rounds", "table1_verdicts", "fig1_verdicts",
            "fig3_verdicts", "fig5_verdicts", "verdicts", "invariants", "runs_table"]
 
-Run = Record | Pending | Diverged
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
 PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
     "cifar10": {2: (94.04, 90.69, 68.43, 58.13), 3: (81.12, 78.62, 77.74, 69.58), 4: (85.07, 85.9, 84.06, 83.88),

@@ -64,6 +64,9 @@ class Strategy:
     """FedAvg (McMahan et al. 2017). Subclasses override only what their paper changes."""
 
     name = "fedavg"
+    # how its cost per sample-pass compares (fedlib.costs.FAMILY_FACTOR): "fedavg", "prox", "contrastive" (the global
+    # and previous models' forward passes beside the local one), "feder" (EVBMF ranks every round), "personal"
+    cost_family = "fedavg"
     needs = Needs()
     centralized = False  # one client holds the whole training set (the centralized baseline)
     trains_global_model = True  # False: only the personalized evaluation is a result (personal_eval=True)

@@ -62,6 +62,7 @@ def extractor_tap(model: nn.Module, head: str = "last") -> str:
 
 class FedBABU(Strategy):
     name = "fedbabu"
+    cost_family = "personal"
     option_ranges = {"ft_epochs": at_least(0), "ft_lr": at_least(0), "ft_momentum": between(0, 1, hi_open=True),
                      "ft_batch_size": at_least(1), "ft_part": FT_PARTS, "head": HEADS, "ft_backtrack": at_least(0)}
 

@@ -31,6 +31,7 @@ from .previous import WithPrevious
 
 class FedCKA(WithPrevious):
     name = "fedcka"
+    cost_family = "contrastive"
     needs = Needs(references=("global", "prev"))
     option_ranges = {"mu": at_least(0), "M": at_least(1), "sim": tuple(FEDCKA_SIMILARITIES),
                      "on": ("activations", "heads")}

@@ -51,6 +51,7 @@ def floored_share(ranks: dict[str, list[float]], floor: float = 1e-3) -> float:
 
 class FedER(Strategy):
     name = "feder"
+    cost_family = "feder"
     option_ranges = {"metric": METRICS, "version": VERSIONS, "floor": at_least(0),
                      "denoise": ("auto", "evbmf", "none")}
 

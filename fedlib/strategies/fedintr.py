@@ -30,6 +30,7 @@ from .previous import WithPrevious
 
 class FedIntR(WithPrevious):
     name = "fedintr"
+    cost_family = "contrastive"
     needs = Needs(references=("global", "prev"))
     option_ranges = {"mu": at_least(0), "tau": above(0), "weighting": ("alpha", "uniform")}
 

@@ -22,6 +22,7 @@ from .base import ClientContext, LocalBatch, Needs, Strategy
 
 class FedProx(Strategy):
     name = "fedprox"
+    cost_family = "prox"
     needs = Needs(global_params=True)
     option_ranges = {"mu": at_least(0)}
 

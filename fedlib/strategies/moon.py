@@ -27,6 +27,7 @@ from .previous import WithPrevious
 
 class MOON(WithPrevious):
     name = "moon"
+    cost_family = "contrastive"
     needs = Needs(references=("global", "prev"), tensors=("has_prev",))
     option_ranges = {"mu": at_least(0), "tau": above(0)}
 

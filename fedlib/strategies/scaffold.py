@@ -28,6 +28,7 @@ from .base import ClientContext, Needs, Params, Strategy
 
 class SCAFFOLD(Strategy):
     name = "scaffold"
+    cost_family = "prox"
     needs = Needs(tensors=("c", "c_i"))
 
     def __init__(self) -> None:
