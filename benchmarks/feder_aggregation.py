@@ -66,8 +66,8 @@ def main() -> None:
                     and v.numel() > 1 else v.clone()) for k, v in base.items()} for _ in range(clients)]
     w = torch.full((clients,), 1.0 / clients, dtype=torch.float64, device=dev)
     kinds = {"FedAvg (weighted average)": lambda: weighted_average(uploads, w),
-             "FedER, entropy of EVBMF-kept values (Alg. 4)": lambda: FedER().aggregate(0, base, uploads, w, []),
-             "FedER, stable rank (Appendix A)": lambda: FedER(metric="stable_rank").aggregate(0, base, uploads, w, [])}
+             "FedER, entropy of EVBMF-kept values (Alg. 4)": lambda: FedER().aggregate(0, base, uploads, w, [])[0],
+             "FedER, stable rank (Appendix A)": lambda: FedER(metric="stable_rank").aggregate(0, base, uploads, w, [])[0]}
     agg = {}
     for name, fn in kinds.items():
         ts = []

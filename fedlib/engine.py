@@ -334,7 +334,7 @@ class Engine:
         sizes = torch.tensor([c.n_samples for c in ctxs], dtype=torch.float64)
         weights = (sizes / sizes.sum()).to(self.device)
         uploads = [{k: u[k] for k in self.trained} for u in uploads]  # what training changed, nothing else
-        new = strat.aggregate(rnd, self.global_params, uploads, weights, ctxs)
+        new, metrics = strat.aggregate(rnd, self.global_params, uploads, weights, ctxs)
         new = {k: new[k] for k in self.trained}
         bad = first_non_finite(new)
         if bad is not None:
@@ -342,7 +342,6 @@ class Engine:
                                      f"(strategy {strat.name!r}); the server keeps the previous global model.")
         self.global_params = {**self.global_params, **new}  # the untrained tensors: the same, untouched
         train_time = time.perf_counter() - t0
-        metrics = strat.round_metrics()
 
         entry: dict[str, Any] = {
             "round": rnd + 1, "lr": ctxs[0].lr, "clients": [c.cid for c in ctxs],

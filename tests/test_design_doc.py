@@ -20,7 +20,7 @@ MODEL = {"fedintr": "intr_cnn"}  # the model a strategy is set up on (its paper'
 COLUMN_HOOKS = ("penalty", "correction", "client_end", "aggregate")
 # the hooks that supply a declared need: overridden exactly when that need is declared
 SUPPLIES = {"references": "references", "client_tensors": "tensors"}
-OTHER_HOOKS = ("trainable", "client_start", "round_metrics", "finetune", "eval_params", "state_dict")
+OTHER_HOOKS = ("trainable", "client_start", "finetune", "eval_params", "state_dict")
 
 
 def _table() -> dict[str, dict[str, str]]:

@@ -15,18 +15,18 @@ Hooks, in the order the engine calls them each round::
     penalty(ctx, batch)                    a term added to the cross-entropy of every local batch (LocalBatch)
     correction(ctx, tensors)               Params added to every local update: p ← p − lr · correction
     client_end(ctx, start, params)         what the client uploads; saves the strategy's per-client state
-    aggregate(rnd, global_params,          the server update (default: the sample-size-weighted mean, McMahan et
-              uploads, weights, ctxs)      al. 2017) of the uploads, which hold only the tensors local training
-                                           changes (the engine keeps the rest); may keep one model per client
-    round_metrics()                        a JSON-able dict merged into the round's history entry (e.g. FedER's
-                                           per-layer ranks and aggregation weights); default {}
+    aggregate(rnd, global_params,          (params, metrics): the server update (default: the sample-size-weighted
+              uploads, weights, ctxs)      mean, McMahan et al. 2017) of the uploads, which hold only the tensors
+                                           local training changes (the engine keeps the rest), and what it did, a
+                                           JSON-able dict merged into the round's history entry (e.g. FedER's
+                                           per-layer ranks and weights; default {}); may keep one model per client
     finetune()                             a FineTune for personalized evaluation, or None
     eval_params(cid, global_params, state) the parameters client ``cid`` starts its personalized evaluation from
 
 Per-client state lives in ``ctx.state`` (a dict the engine keeps and checkpoints: tensors, Params, numbers);
 server state in ``state_dict`` / ``load_state_dict``.
 
-``docs/design.md`` tabulates which hooks and declarations each of the eleven strategies uses;
+``docs/design.md`` tabulates which hooks and declarations each of the twelve strategies uses;
 ``tests/test_strategy_interface.py`` exercises the least obvious shapes in both executors: a per-client tensor
 carried across rounds into the penalty and the update (SCAFFOLD-shaped) and body-only training followed by
 per-client head fine-tuning before evaluation (FedBABU-shaped).
@@ -107,13 +107,10 @@ class Strategy:
         return params
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
-                  ctxs: list[ClientContext]) -> Params:
-        return weighted_average(uploads, weights)
-
-    def round_metrics(self) -> dict[str, Any]:
-        """What this round's server update did, for the record: a JSON-able dict the engine merges into the round's
-        history entry right after ``aggregate`` (keys must not clash with the engine's: prefix them)."""
-        return {}
+                  ctxs: list[ClientContext]) -> tuple[Params, dict[str, Any]]:
+        """The round's server update and what it did, for the record: a JSON-able dict the engine merges into the
+        round's history entry (keys must not clash with the engine's: prefix them)."""
+        return weighted_average(uploads, weights), {}
 
     def finetune(self) -> FineTune | None:
         """Fine-tuning each client runs before its personalized evaluation (None: evaluate as is)."""

@@ -22,7 +22,7 @@ whose clients all measure 0 falls back to uniform weights instead of 0/0) and no
 * ``"stable_rank"`` — ``‖W‖_F² / ‖W‖_2²`` (Appendix A, Fig. A.1), of the raw weight unless ``denoise="evbmf"``.
 
 ``denoise``: ``"auto"`` (EVBMF for the entropy metrics, the raw weight for the stable rank), ``"evbmf"`` or
-``"none"``. :meth:`round_metrics` records every conv layer's metric and weights per client (``feder_rank``,
+``"none"``. :meth:`aggregate` records every conv layer's metric and weights per client (``feder_rank``,
 ``feder_alpha``: ``{layer: [value per client]}``, the rank before the floor) in the round's history, and
 ``feder_floored``: the share of client-layers whose rank is at or below the floor (EVBMF kept no component, or
 one). Where it is 1, every weight is the floor's and FedER is FedAvg's uniform average.
@@ -64,7 +64,6 @@ class FedER(Strategy):
         if denoise not in ("auto", "evbmf", "none"):
             raise ValueError(f"FedER denoise {denoise!r} is not one of 'auto', 'evbmf', 'none'.")
         self.metric, self.version, self.floor, self.denoise = metric, version, float(floor), denoise
-        self._last: dict[str, Any] = {}
 
     def layer_rank(self, weight: torch.Tensor) -> float:
         """``er`` of one conv weight (Alg. 2), before any floor."""
@@ -95,14 +94,10 @@ class FedER(Strategy):
         return ranks, alphas
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: torch.Tensor,
-                  ctxs: list[ClientContext]) -> Params:
+                  ctxs: list[ClientContext]) -> tuple[Params, dict[str, Any]]:
         ranks, alphas = self.layer_weights(uploads)
         out: Params = {}
         for name, a in alphas.items():
             out.update(weighted_average([{name: u[name]} for u in uploads], a.to(uploads[0][name].device)))
-        self._last = {"feder_rank": ranks, "feder_alpha": {k: alphas[k].tolist() for k in ranks},
-                      "feder_floored": floored_share(ranks, self.floor)}
-        return out
-
-    def round_metrics(self) -> dict[str, Any]:
-        return self._last
+        return out, {"feder_rank": ranks, "feder_alpha": {k: alphas[k].tolist() for k in ranks},
+                     "feder_floored": floored_share(ranks, self.floor)}

@@ -86,7 +86,6 @@ class FedSHIBU(FedBABU):
         self.sim, self.n, self.samples, self.rbf_threshold, self.keep_crsm = sim, int(n), samples, \
             float(rbf_threshold), int(keep_crsm)
         self._uploads: dict[int, Tensor] = {}
-        self._last: dict[str, Any] = {}
 
     def setup(self, model, cfg) -> None:
         super().setup(model, cfg)
@@ -108,7 +107,7 @@ class FedSHIBU(FedBABU):
         return params
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
-                  ctxs: list[ClientContext]) -> Params:
+                  ctxs: list[ClientContext]) -> tuple[Params, dict[str, Any]]:
         if self.groups:
             S = group_crsm([c.cid for c in ctxs], self.groups)
         elif self.sim in CONTROLS:
@@ -117,13 +116,10 @@ class FedSHIBU(FedBABU):
             S = crsm([self._uploads.pop(c.cid) for c in ctxs], self.sim, self.rbf_threshold)
         for ctx, own in zip(ctxs, mix(uploads, row_weights(S), list(uploads[0]))):  # what the clients trained
             ctx.state["own"] = own
-        self._last = crsm_stats(S)
+        metrics = crsm_stats(S)
         if len(ctxs) <= self.keep_crsm:
-            self._last.update(crsm=S.cpu().tolist(), crsm_clients=[c.cid for c in ctxs])
-        return weighted_average(uploads, weights)
-
-    def round_metrics(self) -> dict[str, Any]:
-        return self._last
+            metrics.update(crsm=S.cpu().tolist(), crsm_clients=[c.cid for c in ctxs])
+        return weighted_average(uploads, weights), metrics
 
     def eval_params(self, cid: int, global_params: Params, state: dict[str, Any]) -> Params:
         return self.own(state, global_params)

@@ -21,8 +21,8 @@ class LocalOnly(Strategy):
         ctx.state["own"] = params
         return params
 
-    def aggregate(self, rnd, global_params, uploads, weights, ctxs) -> Params:
-        return global_params
+    def aggregate(self, rnd, global_params, uploads, weights, ctxs) -> tuple[Params, dict[str, Any]]:
+        return global_params, {}
 
     def eval_params(self, cid: int, global_params: Params, state: dict[str, Any]) -> Params:
         return state.get("own", global_params)

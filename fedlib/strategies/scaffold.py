@@ -69,7 +69,7 @@ class SCAFFOLD(Strategy):
         return params
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
-                  ctxs: list[ClientContext]) -> Params:
+                  ctxs: list[ClientContext]) -> tuple[Params, dict[str, Any]]:
         if self._dc is not None and self._c is not None:
             self._c = self._c + self._dc / self._n_clients
         self._dc = None
