@@ -180,3 +180,15 @@ def test_a_non_finite_fine_tuned_model_is_never_scored(tiny_data):
     with pytest.raises(NonFiniteLossError, match=r"fine-tuned .* non-finite .*fedbabu.*ft_lr"):
         eng.run()
     assert not eng.history
+
+
+def test_a_strategy_built_directly_checks_its_options_in_the_same_one_place():
+    from fedlib.strategies import FedCKA, FedProx, FedSHIBU
+
+    with pytest.raises(ValueError, match=r"strategy_kw\['mu'\] -1: strategy 'fedprox' takes mu as a finite number >= 0"):
+        FedProx(mu=-1)
+    with pytest.raises(ValueError, match=r"strategy_kw\['ft_epochs'\] -1: strategy 'fedshibu'"):  # a parent's option
+        FedSHIBU(ft_epochs=-1)
+    with pytest.raises(ValueError, match=r"\['M'\] 0.*\['sim'\] 'x'"):  # every bad option in one error
+        FedCKA(M=0, sim="x")
+    assert FedSHIBU(ft_epochs=2, samples="own").ft_epochs == 2 and FedProx(0.5).mu == 0.5

@@ -34,6 +34,8 @@ per-client head fine-tuning before evaluation (FedBABU-shaped).
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -41,6 +43,7 @@ import torch
 from torch import Tensor
 
 from ..local import ClientContext, LocalBatch, Needs
+from ..options import option_problems, signature_options
 from ..params import Params
 
 __all__ = ["Strategy", "FineTune", "ClientContext", "LocalBatch", "Needs", "Params", "weighted_average"]
@@ -73,6 +76,32 @@ class Strategy:
     # the valid range (fedlib.options.Interval) or values (a tuple) of each __init__ option; types come from the
     # signature. Config.validate and build_strategy check strategy_kw against both (fedlib.options)
     option_ranges: dict[str, Any] = {}
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """Every strategy's options are checked in one place, however it is built (``build_strategy``, a Config, or
+        a direct call): its ``__init__`` first checks the options given against their types (the signature) and
+        ``option_ranges`` (:func:`fedlib.options.option_problems`: one error naming each bad option and the valid
+        values); an ``__init__`` keeps only the checks that tie several options together."""
+        super().__init_subclass__(**kw)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        sig = inspect.signature(init)
+        var_kw = next((p.name for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+
+        @functools.wraps(init)
+        def checked(self: Strategy, *args: Any, **kwargs: Any) -> None:
+            if type(self) is cls:  # the class built checks its options once (not again in super().__init__)
+                given = dict(sig.bind(self, *args, **kwargs).arguments)
+                given.pop(next(iter(sig.parameters)))
+                given.update(given.pop(var_kw, {}) if var_kw else {})
+                options = signature_options(cls, ranges=cls.option_ranges)
+                problems = option_problems("strategy_kw", f"strategy {cls.name!r}", options, given)
+                if problems:
+                    raise ValueError(" ".join(problems))
+            init(self, *args, **kwargs)
+
+        cls.__init__ = checked  # type: ignore[method-assign]
 
     def setup(self, model: torch.nn.Module, cfg: Any) -> None:
         """Called once with the model the engine trains."""

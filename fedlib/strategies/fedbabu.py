@@ -68,13 +68,6 @@ class FedBABU(Strategy):
 
     def __init__(self, ft_epochs: int = 5, ft_lr: float = 1e-3, ft_momentum: float = 0.9, ft_batch_size: int = 50,
                  ft_part: str = "head", head: str = "last", ft_backtrack: int = 3) -> None:
-        if ft_part not in FT_PARTS:
-            raise ValueError(f"Unknown ft_part {ft_part!r}; valid: {FT_PARTS}.")
-        if head not in HEADS:
-            raise ValueError(f"Unknown head {head!r}; valid: {HEADS} (the final linear layer, or every dense layer "
-                             f"following the extractor).")
-        if ft_epochs < 0 or ft_lr < 0 or ft_batch_size < 1 or ft_backtrack < 0:
-            raise ValueError("FedBABU needs ft_epochs >= 0, ft_lr >= 0, ft_batch_size >= 1 and ft_backtrack >= 0.")
         self.ft_epochs, self.ft_lr, self.ft_momentum = int(ft_epochs), float(ft_lr), float(ft_momentum)
         self.ft_batch_size, self.ft_part, self.head = int(ft_batch_size), ft_part, head
         self.ft_backtrack = int(ft_backtrack)

@@ -57,12 +57,6 @@ class FedER(Strategy):
 
     def __init__(self, metric: str = "entropy", version: str = "improved", floor: float = 1e-3,
                  denoise: str = "auto") -> None:
-        if metric not in METRICS:
-            raise ValueError(f"FedER metric {metric!r} is not one of {METRICS}.")
-        if version not in VERSIONS:
-            raise ValueError(f"FedER version {version!r} is not one of {VERSIONS}.")
-        if denoise not in ("auto", "evbmf", "none"):
-            raise ValueError(f"FedER denoise {denoise!r} is not one of 'auto', 'evbmf', 'none'.")
         self.metric, self.version, self.floor, self.denoise = metric, version, float(floor), denoise
 
     def layer_rank(self, weight: torch.Tensor) -> float:

@@ -35,10 +35,6 @@ class FedIntR(WithPrevious):
     option_ranges = {"mu": at_least(0), "tau": above(0), "weighting": ("alpha", "uniform")}
 
     def __init__(self, mu: float = 10.0, tau: float = 0.5, per_sample: bool = False, weighting: str = "alpha") -> None:
-        if mu < 0 or tau <= 0:
-            raise ValueError(f"FedIntR needs mu >= 0 and tau > 0 (got mu={mu}, tau={tau}).")
-        if weighting not in ("alpha", "uniform"):
-            raise ValueError(f"Unknown FedIntR weighting {weighting!r}; valid: 'alpha' (Eq. 4-5), 'uniform' (Eq. 6).")
         self.mu, self.tau, self.per_sample, self.weighting = float(mu), float(tau), bool(per_sample), weighting
 
     def setup(self, model: torch.nn.Module, cfg: Any) -> None:

@@ -27,8 +27,6 @@ class FedProx(Strategy):
     option_ranges = {"mu": at_least(0)}
 
     def __init__(self, mu: float = 0.01, squared: bool = True) -> None:
-        if mu < 0:
-            raise ValueError(f"FedProx mu must be >= 0 (got {mu}).")
         self.mu = float(mu)
         self.squared = bool(squared)
 

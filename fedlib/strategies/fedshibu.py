@@ -73,13 +73,8 @@ class FedSHIBU(FedBABU):
     def __init__(self, sim: str = "linear", n: int = 100, samples: str = "shared", rbf_threshold: float = 0.5,
                  keep_crsm: int = 20, groups: list[list[int]] | None = None, head: str = "dense", **ft: Any) -> None:
         super().__init__(head=head, **ft)
-        if sim not in SIMS + ("groups",):
-            raise ValueError(f"Unknown CRSM similarity {sim!r}; valid: {SIMS + ('groups',)}.")
         if (sim == "groups") != (groups is not None):
             raise ValueError("sim='groups' (the oracle grouping of Fig. 1) and groups=[[client ids], ...] go together.")
-        if samples not in SAMPLES:
-            raise ValueError(f"Unknown samples {samples!r} (what each client's body is evaluated on for D̂_i); valid: "
-                             f"{SAMPLES} (its own samples, or the same samples for every client).")
         self.groups = None if groups is None else [list(map(int, g)) for g in groups]
         if n < 2:
             raise ValueError(f"FedSHIBU needs n >= 2 samples per client for the CRSM, got {n}.")

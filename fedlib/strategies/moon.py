@@ -32,8 +32,6 @@ class MOON(WithPrevious):
     option_ranges = {"mu": at_least(0), "tau": above(0)}
 
     def __init__(self, mu: float = 1.0, tau: float = 0.5, tap: str | None = None) -> None:
-        if mu < 0 or tau <= 0:
-            raise ValueError(f"MOON needs mu >= 0 and tau > 0 (got mu={mu}, tau={tau}).")
         self.mu, self.tau, self.tap = float(mu), float(tau), tap
 
     def setup(self, model: torch.nn.Module, cfg: Any) -> None:
