@@ -34,7 +34,7 @@ PRECISIONS = ("fp32", "bf16")
 DEVICE_TYPES = ("cpu", "cuda", "mps")
 
 # Fields that describe where/how a run executes, not what it computes.
-EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "chunk_size", "compile",
+EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "scale", "chunk_size", "compile",
                               "cuda_graph"})
 
 
@@ -106,6 +106,7 @@ class Config:
     # True: also say why when they do not; False: never (the eager vectorized steps)
     cuda_graph: bool | None = None
     label: str = ""
+    scale: str = ""  # the preset's scale ("smoke", "quick", "paper"); "" for a config no preset made
 
     def __post_init__(self) -> None:
         # numpy scalars (a sweep over np.arange) become Python ones: json would hash np.int64(10) as the string "10"
@@ -336,6 +337,7 @@ _RULES: dict[str, Any] = {
     "compile": _type_rule(bool, "True or False"),
     "cuda_graph": lambda v: None if v is None or isinstance(v, bool) else "None (auto), True or False",
     "label": _type_rule(str, "a string"),
+    "scale": _choice_rule(("",) + SCALES, "scales ('': no preset)"),
     "optimizer_kw": _kw_rule,
     "lr_step": _lr_step_rule,
     "persistent_optimizer": _type_rule(bool, "True or False"),

@@ -246,16 +246,11 @@ def check_long(seconds: float, device: str, what: str, source: str = "", *, allo
 CHECKPOINT_AFTER_S = 60.0  # a run estimated longer than this checkpoints every round (checkpoint_every=None)
 
 
-def _scale(cfg: Config) -> str:
-    parts = cfg.label.split("/")
-    return parts[1] if len(parts) > 1 else ""
-
-
 def check_runs(cfgs: Iterable[Config], *, allow_long: bool | None = None, log: Any = print) -> None:
     """The guard before training ``cfgs`` one after another (e.g. the runs of a notebook's artifact that are not
     stored yet): at paper scale their estimate together is printed and, on a CPU above :data:`LONG_RUN_S`,
     :func:`check_long` stops before the first one unless told to go on. Other scales pass silently."""
-    paper = [c for c in cfgs if _scale(c) == "paper"]
+    paper = [c for c in cfgs if c.scale == "paper"]
     if not paper:
         return
     table = CostTable()

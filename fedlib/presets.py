@@ -190,6 +190,7 @@ def preset(paper: str, scale: str = "paper", variant: str | None = None, **overr
     if variant is not None:
         base.update(VARIANTS[paper][variant])
     base["label"] = f"{paper}/{scale}" + (f"/{variant}" if variant else "")
+    base["scale"] = scale
     reject_unknown(overrides, f"preset({paper!r})")
     base.update(overrides)
     return Config(**base).validate()

@@ -68,7 +68,7 @@ def test_a_gpu_check_measurement_never_replaces_finished_runs(tmp_path):
 
 def tiny_paper(**kw):
     """A smoke-sized run labelled paper scale: what the guard sees of a paper run, trained in a second."""
-    return preset("fedintr", "smoke", label="fedintr/paper", **kw)
+    return preset("fedintr", "smoke", label="fedintr/paper", **kw).replace(scale="paper")
 
 
 def test_paper_scale_on_a_cpu_stops_before_training_unless_allowed(tmp_path, monkeypatch, capsys):

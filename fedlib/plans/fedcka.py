@@ -194,13 +194,9 @@ def keeps_artifacts(cfg: Config) -> bool:
     """Whether a run keeps its clients' final models (``fetch(..., artifacts=True)``): FedAvg and FedCKA (μ = 3,
     M = 2, linear CKA) at α = 5 and the preset's epochs, every seed — notebook 04's between-client variance per
     layer. Notebook 03 runs them too, and asks for the same, so that they are trained once."""
-    return (cfg.partition == "dirichlet" and cfg.partition_kw.get("beta") == 5.0
-            and cfg.local_epochs == preset("fedcka", _scale_of(cfg)).local_epochs
+    return (cfg.scale != "" and cfg.partition == "dirichlet" and cfg.partition_kw.get("beta") == 5.0
+            and cfg.local_epochs == preset("fedcka", cfg.scale).local_epochs
             and (cfg.strategy == "fedavg" or (cfg.strategy == "fedcka" and cfg.strategy_kw == {"mu": FEDCKA_MU})))
-
-
-def _scale_of(cfg: Config) -> str:
-    return cfg.label.split("/")[1] if cfg.label.count("/") >= 1 else "paper"
 
 
 def cost_setups(scale: str, device: str = "cpu") -> dict[str, dict[str, Any]]:
