@@ -173,6 +173,15 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
+# Classes of each dataset: what chance accuracy is (synthetic data: its default)
+CLASSES = {"fmnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10, "tinyimagenet": 200, "synthetic": 10}
+
+
+def chance(dataset: str) -> float:
+    """Chance accuracy (%) of a classifier of ``dataset``'s classes: 100 / classes."""
+    return 100.0 / CLASSES[canonical_name(dataset)]
+
+
 def canonical_name(name: str) -> str:
     """A dataset's key for any of its accepted spellings (``"Fashion-MNIST"`` -> ``"fmnist"``)."""
     return _ALIASES.get(str(name).lower(), str(name).lower())

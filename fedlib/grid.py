@@ -18,6 +18,7 @@ import pandas as pd
 
 from .config import Config
 from .costs import check_runs, no_check
+from .data import chance
 from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 from .verdicts import off_plateau
@@ -103,7 +104,8 @@ def method_name(strategy: str, kw: Mapping[str, Any] | None = None) -> str:
 
 def runs_frame(runs: Mapping[str, Record | Pending], metric: str = "test_acc") -> pd.DataFrame:
     """One row per run: ``name, method, strategy, mu, M, sim, alpha, E, seed, pending, diverged``, ``off`` (why it
-    is off its plateau, :func:`fedlib.verdicts.off_plateau`; None when on it), the final ``acc``
+    is off its plateau, :func:`fedlib.verdicts.off_plateau`; None when on it), ``chance`` (its dataset's chance
+    accuracy, %, :func:`fedlib.data.chance`), the final ``acc``
     (%, NaN when pending or diverged) and ``s / round`` (median local-training seconds per round, as recorded)."""
     rows = []
     for name, r in runs.items():
@@ -115,7 +117,7 @@ def runs_frame(runs: Mapping[str, Record | Pending], metric: str = "test_acc") -
                      "mu": kw.get("mu", np.nan), "M": kw.get("M", 2 if cfg.strategy == "fedcka" else np.nan),
                      "sim": kw.get("sim", "linear_cka" if cfg.strategy == "fedcka" else ""),
                      "alpha": cfg.partition_kw.get("beta", np.inf), "E": cfg.local_epochs, "seed": cfg.seed,
-                     "pending": pending, "diverged": diverged,
+                     "pending": pending, "diverged": diverged, "chance": chance(cfg.dataset),
                      "off": None if pending or diverged else off_plateau(r, metric),
                      "acc": np.nan if pending or diverged else 100 * r.final(metric),
                      "s / round": float(np.median(times)) if times else np.nan})

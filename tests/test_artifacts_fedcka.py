@@ -23,7 +23,7 @@ REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE = VERDICTS
 
 def _frame(accs, **flags):
     rows = [dict(name=f"{m} | seed={s}", method=m, mu=np.nan, alpha=5.0, seed=s, pending=flags.get("pending", False),
-                 diverged=flags.get("diverged", False) and m == "MOON", acc=a)
+                 diverged=flags.get("diverged", False) and m == "MOON", acc=a, chance=10.0)
             for m, per_seed in accs.items() for s, a in enumerate(per_seed)]
     return pd.DataFrame(rows)
 

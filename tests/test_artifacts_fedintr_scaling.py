@@ -18,10 +18,15 @@ from fedlib.results import Pending
 ACC = {"acc": lambda r: r.acc}
 
 
+def _rec(acc: float) -> SimpleNamespace:
+    """A stand-in record of a Fashion-MNIST run with its accuracy."""
+    return SimpleNamespace(acc=acc, cfg=SimpleNamespace(dataset="fmnist"))
+
+
 def fig5(values: dict[tuple[int, str], tuple[float, ...]]) -> dict:
     """Fig. 5 runs named as the plan names them, each a stand-in record with its accuracy."""
     mu = {"FedAvg": None, "FedIntR": 10}
-    return {f"E={e} | {run_name(m, mu[m], s)}": SimpleNamespace(acc=v) for (e, m), vs in values.items()
+    return {f"E={e} | {run_name(m, mu[m], s)}": _rec(v) for (e, m), vs in values.items()
             for s, v in enumerate(vs)}
 
 
@@ -59,7 +64,7 @@ def test_fig5_at_paper_scale_tests_the_best_e_and_the_large_e_against_the_strong
 
 def test_fig5_pending_and_chance_runs_are_no_verdict():
     runs = fig5(QUICK)
-    runs["E=1 | FedIntR | μ=10 | seed=1"] = SimpleNamespace(acc=11.0)  # within 2 points of chance
+    runs["E=1 | FedIntR | μ=10 | seed=1"] = _rec(11.0)  # within 2 points of chance
     runs["E=6 | FedAvg | seed=2"] = Pending("k", {})
     v = by_claim(fig5_verdicts(runs_frame(runs, ACC), default_e=6))
     assert v["E = 1 gives FedIntR (μ=10) a lower accuracy than E = 6"].verdict == "not testable at this scale"
@@ -83,7 +88,7 @@ def test_table4_fedavg_against_the_median_of_the_others_per_seed():
     for m, vs in acc.items():
         method, _, mu = m.partition(" (μ=")
         for s, v in enumerate(vs):
-            runs[f"N=50 | {run_name(method, float(mu[:-1]) if mu else None, s)}"] = SimpleNamespace(acc=v)
+            runs[f"N=50 | {run_name(method, float(mu[:-1]) if mu else None, s)}"] = _rec(v)
     df = runs_frame(runs, {"T=100": lambda r: r.acc, "T=200": lambda r: r.acc + 1, "T=800": lambda r: r.acc})
     v = by_claim(table4_verdicts(df))
     early = v["FedAvg beats the majority of the other methods early in training (N = 50, T = 100)"]

@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.colors import Normalize
 from matplotlib.ticker import MaxNLocator
 
+from ..data import chance
 from ..grid import DIVERGED, PENDING, Diverged, Run, cell, offs
 from ..partition import Partition
 from ..plans import BASELINE_LEFT_OUT
@@ -42,7 +43,6 @@ PAPER_T1: dict[str, dict[str, float]] = {
 PAPER_T1_DATASET = "fmnist"  # the column notebook 01's table and fidelity claim compare with
 # FedCKA Fig. 5 / §4.4 (CIFAR-10, α = 5): the centralized upper bound and FedAvg
 PAPER_FIG5 = {"Centralized": 70.0, "FedAvg": 64.37}
-CHANCE = 10.0  # ten classes
 
 Runs = Mapping[str, Run]
 
@@ -300,7 +300,7 @@ def baseline_verdicts(per_run: pd.DataFrame, scale: str, dataset: str) -> list[V
                    pending_verdict(text, source, f"pending: {with_status((a, b), PENDING)}")
                    if with_status((a, b), PENDING) else
                    decide(text, source, per_seed(a), per_seed(b), kind=kind, margin=margin, names=(a, b),
-                          chance=CHANCE, paper=paper, diverged=with_status((a, b), DIVERGED),
+                          chance=chance(dataset), paper=paper, diverged=with_status((a, b), DIVERGED),
                           off=offs(per_run[per_run["method"].isin((a, b))])))
     ref = PAPER_T1[PAPER_T1_DATASET]["FedAvg"]
     if scale != "paper" or dataset != PAPER_T1_DATASET:

@@ -25,7 +25,6 @@ __all__ = ["PAPER_T2", "PAPER_T3", "PAPER_T4", "T2_METHODS", "T2_VERSIONS", "com
            "fig5_verdicts", "similarity_verdicts", "ablation_verdicts", "table3_verdicts", "cost_verdicts",
            "variance_verdicts"]
 
-CHANCE = 10.0  # ten classes
 T2_METHODS = ("FedAvg", "FedProx", "SCAFFOLD", "MOON", "FedCKA")
 PAPER_T2 = {  # CIFAR-10, α -> (FedAvg, FedProx, SCAFFOLD, MOON, FedCKA); α = 5 is Table 1's CIFAR-10 column
     5.0: (64.37, 64.58, 64.33, 65.25, 67.86), 0.5: (59.81, 59.98, 59.47, 60.65, 61.13),
@@ -59,7 +58,8 @@ def compare_runs(claim: str, source: str, df: pd.DataFrame, a: Mapping[str, Any]
         return pending(claim, source)
     per_seed = lambda r: dict(zip(r["seed"].astype(int), r["acc"]))  # noqa: E731
     return decide(claim, source, per_seed(ra), per_seed(rb) if rb is not None else None, kind=kind, margin=margin,
-                  names=names, chance=CHANCE, diverged=list(both.loc[both["diverged"], "name"]), paper=paper,
+                  names=names, chance=float(both["chance"].max()), diverged=list(both.loc[both["diverged"], "name"]),
+                  paper=paper,
                   runs=list(both.loc[~both["diverged"], "acc"]), off=offs(both))
 
 
@@ -117,7 +117,8 @@ def _margin_verdict(df: pd.DataFrame, scope: Scope) -> Verdict:
                                                                                                        "acc"])}
         runs += [*cka["acc"], *avg["acc"]]
         off += offs(pd.concat([cka, avg]))
-    return decide(claim, src, gaps[5.0], gaps[0.1], names=("margin at α = 5", "margin at α = 0.1"), chance=CHANCE,
+    return decide(claim, src, gaps[5.0], gaps[0.1], names=("margin at α = 5", "margin at α = 0.1"),
+                  chance=float(df["chance"].max()),
                   runs=runs, paper=paper, off=off)
 
 
@@ -138,7 +139,8 @@ def fig5_verdicts(curves: Mapping[int, Mapping[str, pd.Series]], epochs: pd.Data
         pick = (lambda s: s[s.index <= 40]) if kind == "less" else (lambda s: s[s.index > 40])
         gap = {s: float((pick(c["FedCKA"]) - pick(c["FedAvg"])).mean()) for s, c in curves.items()}
         out.append(decide(claim, src, gap, kind=kind, names=("FedCKA − FedAvg (mean over rounds)", ""),
-                          runs=[float(v.iloc[-1]) for c in curves.values() for v in c.values()], chance=CHANCE))
+                          runs=[float(v.iloc[-1]) for c in curves.values() for v in c.values()],
+                          chance=float(epochs["chance"].max())))
     for m in ("FedAvg", "FedCKA"):
         claims = (f"{m}'s accuracy increases slightly as local epochs increase from the fewest",
                   f"{m}'s accuracy decreases again at the largest E (overfitting)")

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from ..data import chance
 from ..grid import DIVERGED, Diverged, Run, cell, offs
 from ..plans.feder import split_name
 from ..report import compare
@@ -41,14 +42,8 @@ SETTINGS = ("non-federated", "FedAvg", "FedER")
 FLOOR = 1e-3  # Alg. 4: er <- max(0.001, er)
 FLOORED_MAX = 0.25  # above this mean share of floored client-layers, FedER is (mostly) FedAvg: nothing to compare
 SOURCE = "FedER thesis"
-_CLASSES = {"cifar100": 100, "tinyimagenet": 200}
 
 Runs = Mapping[str, Run] | Mapping[str, Mapping[str, Run]]
-
-
-def chance(dataset: str) -> float:
-    """Chance accuracy (%) of ``dataset``'s classes."""
-    return 100.0 / _CLASSES.get(dataset, 10)
 
 
 def floored(record: Record) -> float:

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..data import chance
 from ..grid import DIVERGED, PENDING, Diverged, Run, offs, seed_values
 from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS, split_name
 from ..report import compare
@@ -27,11 +28,10 @@ from ..results import Pending, Record, is_pending
 from ..style import dataset_name
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 
-__all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "TIES", "CHANCE", "runs_frame",
+__all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "TIES", "runs_frame",
            "readable", "setup_line", "round_ticks", "Table1", "Table3", "table5", "runs_table",
            "claims"]
 
-CHANCE = 10.0  # ten classes
 PAPER_DATASETS = ("fmnist", "svhn", "cifar10", "cifar100")  # the columns of Tables I, II and V
 # FedIntR Table I (10 clients, β = 0.5, 100 rounds): dataset → {method: (accuracy, best μ)}
 PAPER_T1: dict[str, dict[str, tuple[float, float | None]]] = {
@@ -335,7 +335,7 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
             out.append(not_testable(text, T1_SOURCE, why[0]))
             continue
         judge(decide(text, T1_SOURCE, A["FedIntR"], A[m], kind="within" if tie else "at_least",
-                     margin=0.5, names=("FedIntR", m), chance=CHANCE,
+                     margin=0.5, names=("FedIntR", m), chance=chance(t1.dataset),
                      off=t1.off("FedIntR") + t1.off(m), paper=f"{P['FedIntR'] - P[m]:+.2f}" if P else ""))
     if t3 is not None:
         low_b = min(t3.runs3["β"])
@@ -343,7 +343,7 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
         g_low = {s: v - t1.per_seed("FedAvg", low).get(s, np.nan) for s, v in t1.per_seed("FedIntR", low).items()}
         g_mid = {s: v - A["FedAvg"].get(s, np.nan) for s, v in A["FedIntR"].items()}
         judge(decide(f"FedIntR's gain over FedAvg is larger at β = {low_b:g} than at β = {t3.beta:g}", T3_SOURCE,
-                     g_low, g_mid, names=(f"gain β={low_b:g}", f"gain β={t3.beta:g}"), chance=CHANCE,
+                     g_low, g_mid, names=(f"gain β={low_b:g}", f"gain β={t3.beta:g}"), chance=chance(t1.dataset),
                      runs=[*low["median (%)"], *A["FedAvg"].values(), *A["FedIntR"].values()],
                      off=offs(low, "run") + t1.off("FedAvg") + t1.off("FedIntR"),
                      paper=f"{t3.reference}: " + ", ".join(f"β={b:g} {v:+.2f}" for b, v in t3.paper_gain().items())),
@@ -358,7 +358,7 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
         alpha = seed_values(t1.long, "median (%)", method="FedIntR", μ=mu5)
         p5 = PAPER_T5.get(t1.dataset)
         judge(decide(f"α-weighting (Eq. 5) beats uniform weights (Eq. 6) at μ={mu5:g}", T5_SOURCE, alpha, uni,
-                     names=("α (Eq. 5)", "uniform (Eq. 6)"), chance=CHANCE, off=offs(t5, "run") + t1.off("FedIntR"),
+                     names=("α (Eq. 5)", "uniform (Eq. 6)"), chance=chance(t1.dataset), off=offs(t5, "run") + t1.off("FedIntR"),
                      paper=f"{p5[0] - p5[1]:+.2f}" if p5 else ""), "table5")
     else:
         out.append(not_testable("α-weighting (Eq. 5) beats uniform weights (Eq. 6)", T5_SOURCE,

@@ -2,7 +2,7 @@
 
 Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedintr_scaling_plan`); :func:`runs_frame` reads each run's method, N, E and seed from its name.
-Every claim is decided by :func:`fedlib.verdicts.decide` over seeds (10 classes: chance is 10 %); a claim whose runs
+Every claim is decided by :func:`fedlib.verdicts.decide` over seeds (chance: :func:`fedlib.data.chance` of the runs' dataset); a claim whose runs
 are not stored yet is pending, and one whose artifact a scale leaves out is not testable there, with the reason.
 The figures draw our runs with the shared kinds of :mod:`fedlib.plots` (means over seeds, 95 % t intervals) and the
 paper's numbers only in a panel of their own: Table IV's CIFAR-10 accuracies beside Fig. 4, Table I's accuracy of
@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..data import chance
 from ..grid import Diverged, Run, cell, offs
 from ..plans.fedintr import split_name
 from ..results import Pending, Record
@@ -28,11 +29,10 @@ from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 from .fedintr import PAPER_T1, round_ticks
 from .fedintr_figures import fmt
 
-__all__ = ["CHANCE", "PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "table4_frame", "curves",
+__all__ = ["PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "table4_frame", "curves",
            "mean_table", "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_figure",
            "fig5_points", "describe_fig5", "runs_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
 
-CHANCE = 10.0  # Fashion-MNIST and CIFAR-10 have 10 classes
 T4_SOURCE = "FedIntR §IV-D, Table IV"
 FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
 
@@ -75,9 +75,9 @@ def runs_frame(runs: Mapping[str, Run], values: Mapping[str, Callable[[Record], 
         for what, f in values.items():
             rows.append({"name": name, "method": label(d), "N": d.get("N"), "E": d.get("E"), "seed": d["seed"],
                          "pending": p, "diverged": dv, "off": off_plateau(r) if isinstance(r, Record) else None, "what": what,
-                         "acc": np.nan if p or dv else f(r)})
+                         "acc": np.nan if p or dv else f(r), "chance": chance(r.cfg.dataset)})
     return pd.DataFrame(rows, columns=["name", "method", "N", "E", "seed", "pending", "diverged", "off", "what",
-                                       "acc"])
+                                       "acc", "chance"])
 
 
 def table4_frame(runs: Mapping[str, Run], at: Mapping[int, tuple[int, ...]]) -> pd.DataFrame:
@@ -259,8 +259,9 @@ def _compare(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame, names: t
     (av, ap, ad), (bv, bp, bd) = _side(a), _side(b)
     if ap or bp:
         return pending(claim, source)
-    return decide(claim, source, av, bv, kind=kind, names=names, chance=CHANCE, diverged=ad + bd, paper=paper,
-                  off=offs(pd.concat([a, b]).drop_duplicates("name")))
+    both = pd.concat([a, b])
+    return decide(claim, source, av, bv, kind=kind, names=names, chance=float(both["chance"].max()), diverged=ad + bd,
+                  paper=paper, off=offs(both.drop_duplicates("name")))
 
 
 def _runner_up(df: pd.DataFrame, exclude: str) -> str | None:
@@ -304,8 +305,8 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
             others = [m for m in wide.columns if m != "FedAvg"]
             d = {int(s): float(wide.loc[s, "FedAvg"] - wide.loc[s, others].median()) for s in wide.index}
             out.append(decide(claim, src, d, kind="greater", names=("FedAvg − median of the others", ""),
-                              chance=CHANCE, runs=list(at["acc"]), diverged=list(at.loc[at["diverged"], "name"]),
-                              paper=paper))
+                              chance=float(at["chance"].max()), runs=list(at["acc"]),
+                              diverged=list(at.loc[at["diverged"], "name"]), paper=paper))
         T = ts[-1]
         _, eff, second = _paper_t4(pn, len(PAPER_T4_AT[pn]) - 1)
         claim = f"FedIntR (μ = 10) beats every other method after enough rounds (N = {n}, T = {T})"

@@ -30,7 +30,7 @@ from ..results import Pending, Record
 from ..strategies import build_strategy
 from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, off_plateau, pending
 
-__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "chance", "overlap", "runs_frame",
+__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "personal_chance", "overlap", "runs_frame",
            "seed_summary", "wide", "table1", "table1_versus", "crsm_rounds", "table1_verdicts", "fig1_verdicts",
            "fig3_verdicts", "fig5_verdicts", "verdicts", "invariants", "runs_table"]
 
@@ -66,7 +66,7 @@ def _counts(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
     return _LABELS[key]
 
 
-def chance(cfg: Config) -> float:
+def personal_chance(cfg: Config) -> float:
     """Personalized chance (%): per client the share of its test split's most frequent class, mean over clients."""
     test = _counts(cfg)[1]
     return float(100 * np.mean(test.max(1) / test.sum(1).clip(1)))
@@ -102,7 +102,7 @@ def runs_frame(runs: Mapping[str, Run]) -> pd.DataFrame:
     for name, r in runs.items():
         done = isinstance(r, Record)
         rows.append({"name": name, **split_name(name), "pending": isinstance(r, Pending),
-                     "diverged": isinstance(r, Diverged), "chance": chance(r.cfg),
+                     "diverged": isinstance(r, Diverged), "chance": personal_chance(r.cfg),
                      "off": off_plateau(r, "personal_acc_mean") if done else None,
                      "acc": 100 * _last(r, "personal_acc_mean") if done else np.nan,
                      "acc (no ft)": 100 * _last(r, "personal_noft_acc_mean") if done else np.nan,
