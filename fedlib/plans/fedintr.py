@@ -3,7 +3,7 @@
 Run names are ``"<method> | μ=<mu> | seed=<seed>"`` (FedAvg has no μ; Table III adds ``"β=<beta> | "`` in front,
 Table IV ``"N=<clients> | "``, Fig. 5 ``"E=<epochs> | "``); :func:`split_name` reads them back.
 
-``quick`` (the preset's 30 rounds × 6 epochs on 12,000 images at batch 64, FedAvg's plateau) runs each method at
+``quick`` (the preset's 40 rounds × 6 epochs on 12,000 images at batch 64, on the plateau) runs each method at
 the μ FedIntR Table I found best for the dataset, 5 seeds each, with Table III at β = 5 and 0.1 and Table V.
 Notebook 06 at quick leaves Table IV out (:data:`FEDINTR_SCALING_LEFT_OUT`: tens of worker-hours) and runs Fig. 5
 for FedAvg and FedIntR at E = 1 and the preset's E.
@@ -80,8 +80,8 @@ FEDINTR_TABLE4_METHODS = {"paper": _TABLE4_PAPER, "smoke": (("FedAvg", None), ("
 # preset's E = 6 (its stand-in for the paper's default 10) over the preset's rounds, FedAvg and FedIntR; E = 20 and 40
 # would take about 13 worker-hours for these two methods at 5 seeds (0.63 and 1.97 worker-minutes per epoch-run).
 FEDINTR_EPOCHS = {"paper": (1, 5, 10, 20, 40), "quick": (1, 6), "smoke": (1, 2)}
-# Rounds by E where quick departs from the preset's: at E = 1 the preset's 30 rounds end on the rise (FedAvg and
-# FedIntR still gain 1.2-7.2 points over their last 6 rounds, 72-74 % at round 30), so quick runs E = 1 to 90 rounds
+# Rounds by E where quick departs from the preset's: at E = 1, 30 rounds ended on the rise (FedAvg and FedIntR
+# still gained 1.2-7.2 points over their last 6 rounds, 72-74 % at round 30), so quick runs E = 1 to 90 rounds
 # (the paper keeps 100 rounds for every E; quick runs each E to its plateau, and the verdicts check it).
 FEDINTR_FIG5_ROUNDS: dict[str, dict[int, int]] = {"quick": {1: 90}}
 FEDINTR_DEFAULT_E = {"paper": 10, "quick": 6, "smoke": 2}  # the E that stands for the paper's default (10)
