@@ -44,6 +44,7 @@ from .campaign import collect, run_local
 from .config import device_problem, field_problem
 from .costs import ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError, check_long, fmt_s
 from .ledger import runs_section, seeds_section
+from .plots import FIGURES
 from .progress import ROUND_LOG_ENV
 from .provenance import code_commit
 from .report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
@@ -288,6 +289,12 @@ def claims_overview(rows: list[dict], scale: str) -> str:
     return "\n".join(lines)
 
 
+def stale_figures(rows: list[dict], folder: Path) -> list[str]:
+    """The figures in ``folder`` that no notebook of a whole batch drew (each notebook's summary lists its figures)."""
+    drawn = {f for r in rows for f in r.get("figures") or []}
+    return sorted(p.stem for p in folder.glob("*.json") if p.stem not in drawn)
+
+
 def _ledger(scale: str, only: list[str] | None) -> str:
     """The ledger's runs-by-artifact and seed sections for the summary (empty if the plans cannot be listed)."""
     store = Store.for_scale(scale)
@@ -402,6 +409,10 @@ def _main(argv: list[str] | None = None) -> int:
     atomic_write_text(results.DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
                       claims_overview(rows, args.scale))
     print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
+    if whole and not args.collect and (old := stale_figures(rows, FIGURES / args.scale)):
+        print(f"[reproduce] figures/{args.scale}/ holds {len(old)} figure(s) no notebook drew from the current records "
+              f"and plans (an earlier plan's, or runs no longer planned): {', '.join(old)}; remove them "
+              f"(git rm figures/{args.scale}/<name>.*) so that no reader takes them for current results.")
     if not whole:
         print(f"{results.DEFAULT_ROOT / f'summary-{args.scale}.md'} is left as it was ("
               f"{'a notebook failed' if not ok else 'not every notebook was in this batch'}); `python -m "

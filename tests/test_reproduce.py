@@ -241,3 +241,10 @@ def test_a_claim_links_the_figures_drawn_for_the_table_or_figure_it_cites():
              "claims": [{"claim": "A beats B", "source": "FedIntR Table I", "status": "pending", "why": "-"}]}]
     text = rp.claims_overview(rows, "quick")
     assert "| figure |" in text and "[fedintr_table1_mu_fmnist](../figures/quick/fedintr_table1_mu_fmnist.png)" in text
+
+
+def test_a_whole_batch_names_the_figures_no_notebook_drew(tmp_path):
+    for name in ("fedintr_table1_curves_fmnist", "fedintr_old_plan_fmnist"):
+        (tmp_path / f"{name}.json").write_text("{}")
+    rows = [{"notebook": "05_x", "figures": ["fedintr_table1_curves_fmnist"]}, {"notebook": "00_y"}]
+    assert rp.stale_figures(rows, tmp_path) == ["fedintr_old_plan_fmnist"]
