@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from fedlib.config import preset
+from fedlib.presets import preset
 from fedlib.engine import Engine
 
 SETUPS = {"fedintr (IntR CNN)": "fedintr", "fedcka (simple CNN)": "fedcka"}

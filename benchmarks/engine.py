@@ -28,7 +28,9 @@ Setups: (a) FedCKA — simple CNN, 10 clients (Dirichlet β=5), batch 128, synth
 images (lr 0.01 as in MOON's code: at the paper's 0.1 the simple CNN diverges on this synthetic data, which does not
 change the timing but makes the Δ column meaningless); (b) FedIntR — Fashion-MNIST, FedIntR CNN, 10 clients
 (Dirichlet β=0.5), batch 512; (c) Fashion-MNIST, FedIntR CNN, 100 clients (Dirichlet β=0.5), 20% sampled,
-batch 512. ``--quick`` trains on a 20% stratified subset; ``--setups b,c`` runs only those.
+batch 512; (d) and (e) the quick presets of FedIntR and FedCKA as the campaign trains them (batch 64, 12,000 and
+15,000 Fashion-MNIST images). ``--quick`` trains (a)-(c) on a 20% stratified subset; ``--setups b,c`` runs only
+those.
 
 Timing: each executor first trains one client (warm-up: allocator, oneDNN/cuDNN primitives), then the whole round
 ``--reps`` times, round-robin over the rows and precisions so background load hits them alike. Seconds per round
@@ -63,6 +65,7 @@ from fedlib.config import Config  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine, sample_clients  # noqa: E402
 from fedlib.models import build_model  # noqa: E402
+from fedlib.presets import preset  # noqa: E402
 from fedlib.results import device_name, git_commit  # noqa: E402
 from fedlib.executors import SequentialExecutor, VectorizedExecutor  # noqa: E402
 from fedlib.local import ClientJob  # noqa: E402
@@ -81,6 +84,7 @@ def setups(quick: bool, device: str) -> list[tuple[str, Config, Callable]]:
                  **common)
     intr = Config(dataset="fmnist", model="intr_cnn", partition="dirichlet", partition_kw={"beta": 0.5},
                   num_clients=10, batch_size=512, lr=0.01, momentum=0.9, weight_decay=1e-5, augment="flip", **common)
+    quick = {p: preset(p, "quick").replace(**{**common, "eval_every": 1}) for p in ("fedintr", "fedcka")}
     synth = lambda: load_dataset("synthetic", n_train=int(50_000 * frac), n_test=1000, signal=2.0)  # noqa: E731
     fmnist = lambda: load_dataset("fmnist").subset(int(60_000 * frac), 1000)  # noqa: E731
     return [
@@ -88,6 +92,11 @@ def setups(quick: bool, device: str) -> list[tuple[str, Config, Callable]]:
         ("(b) FedIntR: FMNIST, IntR CNN, 10 clients, B=512", intr, fmnist),
         ("(c) FMNIST, IntR CNN, 100 clients, 20% sampled, B=512", intr.replace(num_clients=100, sample_fraction=0.2),
          fmnist),
+        # the quick presets as the campaign trains them (batch 64), one local epoch
+        ("(d) FedIntR quick: FMNIST, IntR CNN, 10 clients, B=64, 12,000 images", quick["fedintr"],
+         lambda: load_dataset("fmnist").subset(12_000, 1000)),
+        ("(e) FedCKA quick: FMNIST, simple CNN, 10 clients, B=64, 15,000 images", quick["fedcka"],
+         lambda: load_dataset("fmnist").subset(15_000, 1000)),
     ]
 
 
@@ -246,8 +255,6 @@ def bench_eval(reps: int, device: str, sizes: tuple[int, ...] = (256, 512, 1024,
 def bench_eval_precision(reps: int, device: str, rounds: int = 8) -> None:
     """FedAvg in FedIntR's quick setup trained in bf16; after each round its global model is evaluated on the test
     set in fp32 and in bf16 (autocast): accuracy and loss of both, and their times interleaved over ``reps``."""
-    from fedlib.config import preset
-
     cfg = preset("fedintr", "quick", dataset="fmnist", device=device, precision="bf16", rounds=rounds, seed=0)
     eng = Engine(cfg, progress=False)
     x, y = eng.data.x_test, eng.data.y_test
@@ -282,7 +289,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20%% of the data")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--reps", type=int, default=None, help="timed repeats per row (default 3)")
-    ap.add_argument("--setups", default="a,b,c", help="which setups to run, e.g. 'b' or 'a,c' (default all)")
+    ap.add_argument("--setups", default="a,b,c,d,e", help="which setups to run, e.g. 'b' or 'a,c' (default all)")
     ap.add_argument("--precisions", default="fp32,bf16", help="'fp32', 'bf16' or both (default 'fp32,bf16')")
     ap.add_argument("--eval", action="store_true", help="time the test-set evaluation at several batch sizes")
     ap.add_argument("--eval-precision", action="store_true",

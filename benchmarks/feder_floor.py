@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from fedlib.config import preset
+from fedlib.presets import preset
 from fedlib.engine import Engine
 from fedlib.schedule import num_batches
 

@@ -29,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fedlib.config import preset  # noqa: E402
+from fedlib.presets import preset  # noqa: E402
 from fedlib.crsm import crsm, mix, row_weights  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.results import device_name, git_commit  # noqa: E402

@@ -41,7 +41,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fedlib.config import Config, preset  # noqa: E402
+from fedlib.config import Config  # noqa: E402
+from fedlib.presets import preset  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.results import device_name, git_commit  # noqa: E402

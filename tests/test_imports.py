@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +136,17 @@ def test_every_module_is_on_the_design_docs_map_and_imports_only_its_layer_or_th
     upward = [f"{m} (layer {layers[m] + 1}) imports {t} (layer {layers[t] + 1})"
               for m, ts in _graph().items() for t in ts if layers[t] > layers[m]]
     assert not upward, "imports against docs/design.md's layers:\n" + "\n".join(upward)
+
+
+SCRIPTS = sorted([*(ROOT.parent / "benchmarks").glob("*.py"), *(ROOT.parent / "scripts").glob("*.py")])
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_benchmark_and_script_imports_what_fedlib_offers(path, monkeypatch):
+    """A benchmark imports fedlib's names at its top: loading it (its main() does not run) fails on a name fedlib
+    no longer offers."""
+    name = f"_script_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
