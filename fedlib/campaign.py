@@ -65,8 +65,8 @@ def dataset_missing(name: str) -> str | None:
         return None
     if name == "fmnist":
         ok = L.find_fmnist(root) is not None
-    elif name in L._CIFAR:
-        spec = L._CIFAR[name]
+    elif name in L.CIFAR_FILES:
+        spec = L.CIFAR_FILES[name]
         ok = all((root / spec["folder"] / f).is_file() for f in spec["train"] + spec["test"])
     elif name == "svhn":
         ok = all((root / f"{s}_32x32.mat").is_file() for s in ("train", "test"))

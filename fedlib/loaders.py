@@ -181,7 +181,7 @@ def _load_fmnist(root: Path, download: bool) -> Raw:
 
 # ----- CIFAR-10 / CIFAR-100
 
-_CIFAR = {
+CIFAR_FILES = {
     "cifar10": dict(folder="cifar-10-batches-py", train=[f"data_batch_{i}" for i in range(1, 6)],
                     test=["test_batch"], meta="batches.meta", label_key="labels", names_key="label_names",
                     num_classes=10, tv="CIFAR10", url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
@@ -218,7 +218,7 @@ def _read_cifar_batches(folder: Path, files: list[str], label_key: str) -> tuple
 
 
 def _load_cifar(name: str, root: Path, download: bool) -> Raw:
-    spec = _CIFAR[name]
+    spec = CIFAR_FILES[name]
     folder = root / spec["folder"]
     need = spec["train"] + spec["test"]
     tried = [f"{folder}/ (needs {', '.join(need)})"]

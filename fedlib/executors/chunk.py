@@ -67,9 +67,9 @@ def split_shared(items: list[Any]) -> bool:
 
 
 def _indices(exe: VectorizedExecutor, cid: int) -> Tensor:
-    if cid not in exe._cpu_idx:
-        exe._cpu_idx[cid] = exe.task.client_indices[cid].detach().cpu().long()
-    return exe._cpu_idx[cid]
+    if cid not in exe.cpu_indices:
+        exe.cpu_indices[cid] = exe.task.client_indices[cid].detach().cpu().long()
+    return exe.cpu_indices[cid]
 
 
 def prepare_chunk(exe: VectorizedExecutor, jobs: list[ClientJob]) -> Chunk:
@@ -169,7 +169,7 @@ def auto_chunk_size(exe: VectorizedExecutor, jobs: list[ClientJob]) -> int:
     """Clients per chunk on CUDA: ``FEDLIB_VEC_CHUNK_MEM`` of the free memory over one client's footprint
     (the peak of one probe training step, plus four copies of its trainable parameters for the stacked
     parameters, gradients and optimizer state). Measured once per executor."""
-    if exe._auto_size is None:
+    if exe.auto_size is None:
         task, dev = exe.task, exe.device
         torch.cuda.synchronize(dev)
         base = torch.cuda.memory_allocated(dev)
@@ -188,5 +188,5 @@ def auto_chunk_size(exe: VectorizedExecutor, jobs: list[ClientJob]) -> int:
         del probe, out, logits
         param_bytes = sum(start[k].numel() * start[k].element_size() for k in exe.state_names)
         free, _ = torch.cuda.mem_get_info(dev)
-        exe._auto_size = max(1, int(exe.chunk_mem * free // max(act + 4 * param_bytes, 1)))
-    return min(len(jobs), exe._auto_size)
+        exe.auto_size = max(1, int(exe.chunk_mem * free // max(act + 4 * param_bytes, 1)))
+    return min(len(jobs), exe.auto_size)

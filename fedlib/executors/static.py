@@ -189,7 +189,7 @@ class StaticSteps:
         client's summed training loss (the eager loop's ``loss_sum``)."""
         exe = self.exe
         # the context the penalty sees (a captured graph keeps the one of its capture: no per-round values)
-        exe._cur["ctx"] = chunk_ctx(ch.ctxs, rnd=-1, lr=math.nan)
+        exe.current["ctx"] = chunk_ctx(ch.ctxs, rnd=-1, lr=math.nan)
         S = self._static_for(ch)
         self._load(S, ch)
         cnt = ch.cnt.to(exe.device)
@@ -220,8 +220,8 @@ class StaticSteps:
         names = list(S.train)
         leaves = {k: S.train[k].detach().requires_grad_(True) for k in names}
         # the fixed addresses a capture records
-        exe._cur.update(shared=S.shared, glob=S.glob, tensors=S.tensors, amp_cache=False)
-        losses = exe._loss_fn(True)(leaves, {}, {}, x, y, mask, {}, S.tensors_stacked)
+        exe.current.update(shared=S.shared, glob=S.glob, tensors=S.tensors, amp_cache=False)
+        losses = exe.loss_fn(True)(leaves, {}, {}, x, y, mask, {}, S.tensors_stacked)
         grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
         active = S.cnt > 0
         params = [S.train[k] for k in names]

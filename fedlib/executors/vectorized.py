@@ -137,10 +137,13 @@ class VectorizedExecutor:
         self.buffer_names = [n for n, _ in task.model.named_buffers()]
         self.mode = "exact" if (self.buffer_names or task.needs.unpadded) else "padded"
         self.chunk_mem = float(os.environ.get("FEDLIB_VEC_CHUNK_MEM", "0.6"))
-        self._auto_size: int | None = None
+        # what the chunk helpers (fedlib.executors.chunk, .static) read and fill, public: the clients per chunk on
+        # CUDA once measured, the chunk being trained (task, ctx, shared params/tensors, global params), and each
+        # client's sample indices on the CPU
+        self.auto_size: int | None = None
         self._loss_fns: dict[bool, Callable] = {}
-        self._cur: dict[str, Any] = {}  # the chunk being trained: task, ctx, shared params/tensors, global params
-        self._cpu_idx: dict[int, Tensor] = {}
+        self.current: dict[str, Any] = {}
+        self.cpu_indices: dict[int, Tensor] = {}
         self.steps = StaticSteps(self, want=cuda_graph if static is None else bool(static),
                                  require_cuda=static is None)
 
@@ -170,7 +173,7 @@ class VectorizedExecutor:
     def _train_chunk(self, jobs: list[ClientJob]) -> list[ClientResult]:
         ch = prepare_chunk(self, jobs)
         N = len(ch.steps)
-        self._cur.update(task=self.task, ctx=chunk_ctx(ch.ctxs), shared=ch.shared,
+        self.current.update(task=self.task, ctx=chunk_ctx(ch.ctxs), shared=ch.shared,
                          glob=self.task.global_params, tensors=ch.tensors, amp_cache=True)
         self.model.train()
         if self.steps.enabled and not ch.frozen and self.task.optimizer.lr_step is None:  # static: one rate
@@ -251,7 +254,7 @@ class VectorizedExecutor:
         if masked and not self.compile:  # per-client convs skip the padding rows (CPU)
             self._rows[0] = tuple(ch.cnt[:, t][sel if isinstance(sel, slice) else sel.cpu()].tolist())
         try:
-            losses = self._loss_fn(masked)(leaves, bufs, frozen, x, y, mask, refs, tensors)
+            losses = self.loss_fn(masked)(leaves, bufs, frozen, x, y, mask, refs, tensors)
             grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
         finally:
             self._rows[0] = None
@@ -305,12 +308,12 @@ class VectorizedExecutor:
                 refs[r] = list(vmap(lambda p, xi: functional_call(ref, p, (xi,), {"taps": taps})[1])(stacked, x))
         return refs
 
-    def _loss_fn(self, masked: bool) -> Callable:
+    def loss_fn(self, masked: bool) -> Callable:
         """vmap over clients of :func:`fedlib.local.local_loss`. The chunk-level context and everything the
-        clients share (task, non-trained parameters, declared tensors, global parameters) come from ``self._cur``."""
+        clients share (task, non-trained parameters, declared tensors, global parameters) come from ``self.current``."""
         if masked in self._loss_fns:
             return self._loss_fns[masked]
-        model, cur = self.model, self._cur
+        model, cur = self.model, self.current
 
         def client_loss(train: Params, bufs: Params, frozen: Params, x: Tensor, y: Tensor, mask: Tensor | None,
                         refs: dict[str, list[Tensor]], tensors: dict[str, Tensor]) -> Tensor:
