@@ -37,7 +37,7 @@ from ._base import center_gram, no_tf32
 from .cka import MinibatchCKA, choose_cka_form, cka_matrix, debiased_cka, hsic1, linear_cka, rbf_cka
 from .evbmf import EVBMFResult, evbmf, evbmf_tau_bar
 from .rank import condition_number, effective_rank, entropy_of_singular_values, layer_metric, stable_rank, unfold_conv
-from .similarity import DISTANCE_METRICS, SIMILARITIES, frobenius_sq, get_similarity, vec_cosine
+from .metrics import DISTANCE_METRICS, SIMILARITIES, frobenius_sq, get_similarity, vec_cosine
 
 __all__ = [
     "no_tf32",
