@@ -188,7 +188,7 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
     if logy:
         ax.set_yscale("log")
     ax.grid(alpha=0.3)
-    if runs:
+    if seeds:
         ax.legend(fontsize=8)
     return seeds_note(seeds, "band")
 

@@ -134,7 +134,8 @@ def curves_figure(curves: Curves, dataset: str, scale: str) -> plt.Figure:
     note = mean_curves(ax, curves, percent=False, xlabel="communication round")
     rounds = max((int(s.index.max()) for c in curves.values() for s in c.values() if len(s)), default=1)
     round_ticks(ax, rounds)
-    ax.legend(fontsize=8, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:  # no run stored yet: nothing to name (and no warning on stderr)
+        ax.legend(fontsize=8, loc="lower right")
     start = max(1, round(2 * rounds / 3))
     mean_curves(zoom, {k: {s: c[c.index >= start] for s, c in v.items()} for k, v in curves.items()},
                 percent=False, xlabel="communication round")
