@@ -37,6 +37,7 @@ from .config import Config, ConfigError, device_problem
 from .costs import before_run
 from .engine import Engine
 from .provenance import device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
+from .verdicts import learning_warnings  # noqa: F401  (re-exported)
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parent.parent / "results"))
 
@@ -451,20 +452,3 @@ def _save_failure(store: Store, cfg: Config, engine: Any, err: BaseException, wa
         return
     if hasattr(err, "add_note"):
         err.add_note(f"fedlib: the {len(engine.history)} finished round(s) and this error are saved in {path}.")
-
-
-def learning_warnings(cfg: Config, history: list[dict[str, Any]], num_classes: int) -> list[str]:
-    """Why a finished run's numbers should not be trusted: a final test accuracy that is not finite, or at chance
-    level (<= 1.5 / classes) after at least 5 local epochs in total (rounds x local_epochs), when it should have
-    learned. Empty when nothing is suspicious."""
-    accs = [h["test_acc"] for h in history if "test_acc" in h]
-    if not accs or num_classes < 2:
-        return []
-    final, chance = float(accs[-1]), 1.0 / num_classes
-    if not math.isfinite(final):
-        return [f"the final test accuracy is {final}"]
-    if cfg.rounds * cfg.local_epochs >= 5 and final <= 1.5 * chance:
-        return [f"the final test accuracy {final:.3f} is at chance level (1/{num_classes} = {chance:.3f}) after "
-                f"{cfg.rounds} rounds of {cfg.local_epochs} local epoch(s): the network did not learn. Try a lower "
-                f"learning rate (lr={cfg.lr}) or check the data and the model."]
-    return []

@@ -106,6 +106,23 @@ def off_plateau(record: Any, metric: str = "test_acc") -> str | None:
     return f"rises {rise:+.2f} points over its last 20 % of rounds" if rise > PLATEAU_RISE else None
 
 
+def learning_warnings(cfg: Any, history: list[dict[str, Any]], num_classes: int) -> list[str]:
+    """Why a finished run's numbers should not be trusted: a final test accuracy that is not finite, or at chance
+    level (<= 1.5 / classes) after at least 5 local epochs in total (rounds x local_epochs), when it should have
+    learned. Empty when nothing is suspicious."""
+    accs = [h["test_acc"] for h in history if "test_acc" in h]
+    if not accs or num_classes < 2:
+        return []
+    final, chance = float(accs[-1]), 1.0 / num_classes
+    if not math.isfinite(final):
+        return [f"the final test accuracy is {final}"]
+    if cfg.rounds * cfg.local_epochs >= 5 and final <= 1.5 * chance:
+        return [f"the final test accuracy {final:.3f} is at chance level (1/{num_classes} = {chance:.3f}) after "
+                f"{cfg.rounds} rounds of {cfg.local_epochs} local epoch(s): the network did not learn. Try a lower "
+                f"learning rate (lr={cfg.lr}) or check the data and the model."]
+    return []
+
+
 def _region(kind: str, margin: float) -> tuple[float, float, str]:
     if kind not in REGIONS:
         raise ValueError(f"decide: kind={kind!r}; valid kinds: {', '.join(REGIONS)}.")

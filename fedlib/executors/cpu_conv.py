@@ -14,12 +14,11 @@ kernels (up to ~1e-5 in a narrow ResNet's activations), and BatchNorm ResNets on
 differences ~1e4-fold within a few steps. Per client (the sequential executor's kernels, memory formats and operand
 alignment) a model's gradients and running statistics are the sequential executor's bit for bit. The rest
 (elementwise ops, pooling, the loss, the optimizer) stays batched.
-:func:`keep_freed_memory` tunes glibc to reuse freed memory.
+:func:`fedlib.executors.memory.keep_freed_memory` tunes glibc to reuse freed memory.
 """
 
 from __future__ import annotations
 
-import ctypes
 import copy
 from typing import Any
 
@@ -29,7 +28,7 @@ from torch import Tensor, nn
 
 from .layout import empty_stack, stack_rows
 
-__all__ = ["per_client_convs", "keep_freed_memory", "Rows"]
+__all__ = ["per_client_convs", "Rows"]
 
 # ------------------------------------------------------------------------------ per-client conv on the CPU
 #
@@ -436,26 +435,6 @@ class _PerClientLinear(nn.Linear):
         if input.dim() != 2 or torch.is_autocast_enabled(input.device.type):
             return super().forward(input)
         return _ClientLinear.apply(input, self.weight, self.bias, self.rows[0])
-
-
-def keep_freed_memory() -> bool:
-    """Ask glibc to keep freed memory for reuse instead of returning it to the OS (``mallopt(M_MMAP_MAX, 0)``,
-    ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``). A chunk's activations are 10x one client's (100+ MB per tensor); by
-    default glibc serves such blocks with fresh ``mmap`` pages on every step and the page faults cost the
-    vectorized executor 1.3-1.6x on a 2-core CPU (``benchmarks/RESULTS.md``). Process-wide; set
-    ``FEDLIB_CPU_MALLOC=0`` to leave the allocator alone. Returns whether it applied (glibc only)."""
-    global _MALLOC_TUNED
-    if _MALLOC_TUNED:
-        return True
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        _MALLOC_TUNED = bool(libc.mallopt(-4, 0)) and bool(libc.mallopt(-1, 1 << 30))  # M_MMAP_MAX, M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        _MALLOC_TUNED = False
-    return _MALLOC_TUNED
-
-
-_MALLOC_TUNED = False
 
 
 def per_client_convs(model: nn.Module, rows: list) -> nn.Module:

@@ -66,8 +66,9 @@ from ..local import ClientJob, ClientResult, LocalTask, local_loss
 from ..params import Params
 from ..schedule import non_finite_loss
 from .chunk import Chunk, auto_chunk_size, chunk_ctx, prepare_chunk
-from .cpu_conv import keep_freed_memory, per_client_convs
+from .cpu_conv import per_client_convs
 from .layout import gather, write
+from .memory import keep_freed_memory
 from .static import StaticSteps
 
 __all__ = ["VectorizedExecutor"]
