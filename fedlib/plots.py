@@ -206,6 +206,7 @@ def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, floa
     methods = list(dict.fromkeys(k for m in drawn.values() for k, v in m.items() if len(v)))
     width = 0.8 / max(1, len(methods))
     seeds: set[int] = set()
+    labelled: set[str] = set()
     for j, method in enumerate(methods):
         style = method_style(method)
         for i, (g, m) in enumerate(drawn.items()):
@@ -215,8 +216,9 @@ def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, floa
             if n == 0:
                 continue
             x = i - 0.4 + width * (j + 0.5)
-            ax.bar(x, mean, width * 0.9, color=style["color"], alpha=0.85, label=method if i == next(
-                k for k, (_, mm) in enumerate(drawn.items()) if len(mm.get(method) or {})) else None)
+            ax.bar(x, mean, width * 0.9, color=style["color"], alpha=0.85,
+                   label=None if method in labelled else method)  # one legend entry per method
+            labelled.add(method)
             if n > 1:
                 ax.errorbar(x, mean, yerr=half, color="black", capsize=3, lw=1)
             ax.plot([x] * n, list(vals.values()), ls="none", marker=".", color="black", ms=3)
