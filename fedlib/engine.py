@@ -33,6 +33,7 @@ from .atomic import atomic_save
 from .config import Config, ConfigError
 from .data import FedDataset, load_dataset
 from .executors import Executor, make_executor
+from .finetune import HeadTuner, Tuned, head_path_problem, select
 from .local import ClientContext, ClientJob, ClientResult, LocalTask, Needs
 from .models import build_model, representations
 from .optim import OptimizerSpec
@@ -230,13 +231,10 @@ class Engine:
 
     def personalize(self, cids: list[int], finetune: bool = True) -> list[Params]:
         """Each client's model for its personalized evaluation: ``strategy.eval_params``, then (``finetune``) the
-        strategy's fine-tuning (``strategy.finetune()``) on the client's training split, run by the executor.
-
-        With ``FineTune.backtrack = k``, fine-tuning must not raise the client's loss on its own training split
-        (eval mode, all of it, no augmentation): a client whose loss ends higher than it started (or non-finite)
-        fine-tunes again from the same start, with the same batches, at lr/10, then lr/100, ... (k retries); a
-        client that none of them helps keeps its un-fine-tuned model. ``self.finetune_log`` records, per client, the
-        learning rate kept (0.0: un-fine-tuned) and the training loss before and after."""
+        strategy's fine-tuning (``strategy.finetune()``) on the client's training split: its ladder of learning rates
+        and the rule that keeps one model (:func:`fedlib.finetune.select`), on the head's cached features where the
+        model allows (:class:`~fedlib.finetune.HeadTuner`), else run by the executor. ``self.finetune_log`` records,
+        per client, the learning rate kept (0.0: un-fine-tuned) and the training loss before and after."""
         s = self.strategy
         starts = [s.eval_params(cid, self.global_params, self.client_state[cid]) for cid in cids]
         ft = s.finetune() if finetune else None
@@ -245,48 +243,50 @@ class Engine:
         c = self.cfg
         spec = self.optimizer.replace(**{k: v for k, v in dict(lr=ft.lr, momentum=ft.momentum,
                                                                weight_decay=ft.weight_decay).items() if v is not None})
-        bs = ft.batch_size or c.batch_size
-        task = self.task(trainable=self._trainable(ft.trainable), optimizer=spec, epochs=ft.epochs, batch_size=bs,
-                         needs=Needs(), penalty=None, correction=None, stream=1, what=f"fine-tuning of {s.name!r}")
+        bs, trainable = ft.batch_size or c.batch_size, self._trainable(ft.trainable)
+        if head_path_problem(self.model, ft.features, trainable, self.augment, c.precision) is None:
+            head = HeadTuner(self.model, str(ft.features), trainable, spec, ft.epochs, bs, c.drop_last,
+                             self.data.x_train, self.data.y_train, self.client_idx, c.seed, self.round)
+            before = [head.loss(cid, p) for cid, p in zip(cids, starts)]
+
+            def tune(todo: list[int], lr: float) -> list[Tuned]:
+                return [head(cids[i], starts[i], lr) for i in todo]
+        else:
+            before = [self.train_loss(cid, p) for cid, p in zip(cids, starts)]
+            tune = self._executor_tuner(cids, starts, spec, trainable, ft.epochs, bs)
+
+        def why(i: int, what: str, lowest: float) -> str:
+            return (f"Client {cids[i]}'s fine-tuned {what} is non-finite (fine-tuning of strategy {s.name!r} for a "
+                    f"personalized evaluation: lr {spec.lr} to {lowest}, {ft.epochs} epoch(s), batch {bs}), so it "
+                    f"has no personalized accuracy. Lower the fine-tuning learning rate (strategy_kw['ft_lr']).")
+
+        tuned, self.finetune_log = select(ft.select, ft.backtrack, float(spec.lr), before, tune, starts, why)
+        return tuned
+
+    def _executor_tuner(self, cids: list[int], starts: list[Params], spec: OptimizerSpec, trainable: tuple[str, ...],
+                        epochs: int, bs: int) -> Callable[[list[int], float], list[Tuned]]:
+        """Fine-tuning run by the executor (the whole model's forward pass at every step)."""
+        task = self.task(trainable=trainable, optimizer=spec, epochs=epochs, batch_size=bs, needs=Needs(),
+                         penalty=None, correction=None, stream=1, what=f"fine-tuning of {self.strategy.name!r}")
         if self._finetune_executor is None:
             self._finetune_executor = self._make_executor(task)
 
-        def tune(todo: list[int], lr: float) -> list[Params | str]:
+        def tune(todo: list[int], lr: float) -> list[Tuned]:
             """Clients ``cids[i]`` (i in ``todo``) fine-tuned at ``lr``; a non-finite model is replaced by a str."""
             ctxs = [ClientContext(cid=cids[i], round=self.round, n_samples=len(self.client_idx[cids[i]]),
-                                  steps=ft.epochs * num_batches(len(self.client_idx[cids[i]]), bs, c.drop_last),
+                                  steps=epochs * num_batches(len(self.client_idx[cids[i]]), bs, self.cfg.drop_last),
                                   lr=lr, first_visit=False, state={}) for i in todo]
             try:
                 results = self._finetune_executor(task, [ClientJob(ctx=x, start=starts[i]) for x, i in zip(ctxs, todo)])
             except NonFiniteLossError:  # the executor stops at the first such client: retry them one by one
-                return ["model's training loss"] if len(todo) == 1 else [p for i in todo for p in tune([i], lr)]
-            return [r.params if (bad := first_non_finite(r.params)) is None else repr(bad) for r in results]
-
-        tuned, lrs, todo = list(starts), [0.0] * len(cids), list(range(len(cids)))
-        before = [self.train_loss(cid, p) for cid, p in zip(cids, starts)]
-        after, finite = list(before), [False] * len(cids)
-        for k in range(ft.backtrack + 1):
-            lr, failed = float(spec.lr) / 10 ** k, []
-            for i, p in zip(todo, tune(todo, lr)):
-                if isinstance(p, str):  # a NaN model would still "score" an accuracy: never keep one
-                    if k == ft.backtrack and not finite[i]:
-                        raise NonFiniteLossError(
-                            f"Client {cids[i]}'s fine-tuned {p} is non-finite (fine-tuning of strategy {s.name!r} "
-                            f"for a personalized evaluation: lr {spec.lr} to {lr}, {ft.epochs} epoch(s), batch {bs}), "
-                            f"so it has no personalized accuracy. Lower the fine-tuning learning rate "
-                            f"(strategy_kw['ft_lr']).")
-                    failed.append(i)
-                    continue
-                finite[i], loss = True, self.train_loss(cids[i], p)
-                if ft.backtrack and not loss <= before[i]:
-                    failed.append(i)
-                else:
-                    tuned[i], lrs[i], after[i] = p, lr, loss
-            if not failed:
-                break
-            todo = failed
-        self.finetune_log = {"lr": lrs, "loss_before": before, "loss_after": after}
-        return tuned
+                return ["model's training loss"] if len(todo) == 1 else [t for i in todo for t in tune([i], lr)]
+            out: list[Tuned] = []
+            for i, r in zip(todo, results):
+                bad = first_non_finite(r.params)
+                loss = self.train_loss(cids[i], r.params) if bad is None else math.nan
+                out.append((r.params, loss) if math.isfinite(loss) else repr(bad or "model's training loss"))
+            return out
+        return tune
 
     def train_loss(self, cid: int, params: Params) -> float:
         """Mean cross-entropy of ``params`` (eval mode) on client ``cid``'s whole training split, unaugmented."""

@@ -65,6 +65,13 @@ class FedModel(nn.Module):
     def _run(self, x: Tensor, want: frozenset[str]) -> dict[str, Tensor]:
         raise NotImplementedError
 
+    tail_taps: tuple[str, ...] = ()  # the main-path taps :meth:`tail` can start from
+
+    def tail(self, tap: str, h: Tensor) -> Tensor:
+        """The logits from main-path tap ``tap``'s output ``h`` (the rest of the forward pass): fine-tuning a head
+        on features computed once (:mod:`fedlib.finetune`). Models that can set :attr:`tail_taps`."""
+        raise ValueError(f"{type(self).__name__} cannot run from tap {tap!r}; it can from {list(self.tail_taps)}.")
+
     def head_parameter_names(self) -> list[str]:
         """Names (as in ``named_parameters``) of the final classifier (FedBABU's head); the rest is the body."""
         return [n for n, _ in self.named_parameters() if n.startswith(self.head + ".")]
@@ -193,6 +200,20 @@ class IntrCNN(FedModel):
         self.layer_taps = self._layers + ("fc3",)
         self.side_taps = self.intr_taps = tuple(f"proj:{k}" for k in self._layers)
         self.moon_tap, self.head = "proj:fc2", "fc3"
+        self.tail_taps = ("conv3", "fc1", "fc2")
+
+    def _dense(self) -> tuple[tuple[str, Callable[[Tensor], Tensor]], ...]:
+        """The main path after conv3, one (tap, step) a layer: what :meth:`_run` and :meth:`tail` both run."""
+        return (("fc1", lambda h: F.relu(self.fc1(h.flatten(1)))), ("fc2", lambda h: F.relu(self.fc2(h))),
+                ("fc3", self.fc3))
+
+    def tail(self, tap: str, h: Tensor) -> Tensor:
+        if tap not in self.tail_taps:
+            return super().tail(tap, h)
+        steps = self._dense()
+        for _, step in steps[("conv3", *(t for t, _ in steps)).index(tap):]:
+            h = step(h)
+        return h
 
     def _run(self, x: Tensor, want: frozenset[str]) -> dict[str, Tensor]:
         o: dict[str, Tensor] = {}
@@ -202,9 +223,8 @@ class IntrCNN(FedModel):
         o["conv1"] = h = conv_pool_relu(self.conv1, x)
         o["conv2"] = h = conv_pool_relu(self.conv2, h)
         o["conv3"] = h = conv_pool_relu(self.conv3, h)
-        o["fc1"] = h = F.relu(self.fc1(h.flatten(1)))
-        o["fc2"] = h = F.relu(self.fc2(h))
-        o["fc3"] = self.fc3(h)
+        for tap, step in self._dense():
+            o[tap] = h = step(h)
         for k in self._layers:
             if f"proj:{k}" in want:
                 o[f"proj:{k}"] = self.proj[k](o[k].flatten(1))

@@ -7,8 +7,12 @@ import pytest
 import torch
 from torch.func import functional_call
 
+import fedlib.engine as engine_module
 from fedlib.config import Config
 from fedlib.engine import Engine
+from fedlib.finetune import head_path_problem, select
+from fedlib.models import build_model
+from fedlib.schedule import NonFiniteLossError
 from fedlib.params import Params
 from fedlib.strategies import build_strategy
 
@@ -72,11 +76,20 @@ def test_protocol_settings(tiny_data):
     assert build_strategy("fedavg_crsm").finetune() is None
 
 
-@pytest.mark.parametrize("executor", ["sequential", "vectorized"])
-def test_finetuning_never_raises_a_clients_training_loss(trained, tiny_data, executor):
+def by_executor(monkeypatch) -> None:
+    """Fine-tune through the executor (the whole model at every step), not on the head's cached features."""
+    monkeypatch.setattr(engine_module, "head_path_problem", lambda *a: "the executor's path, chosen by the test")
+
+
+@pytest.mark.parametrize("executor", ["features", "sequential", "vectorized"])
+def test_finetuning_never_raises_a_clients_training_loss(trained, tiny_data, executor, monkeypatch):
     """Each client's trained model fits its own training split; with its features 30× larger (the same function)
     the papers' lr 1e-3 is past the edge of stability of the head's loss. Fine-tuning on that very split must not
-    end with a higher loss than it started from."""
+    end with a higher loss than it started from (on the head's cached features, or by either executor)."""
+    if executor == "features":
+        executor = "sequential"
+    else:
+        by_executor(monkeypatch)
     cids = list(range(5))
     eng = engine_like(trained, tiny_data, INFLATE, executor)
     plain = engine_like(trained, tiny_data)
@@ -116,3 +129,91 @@ def test_both_accuracies_and_the_kept_rates_are_recorded(trained, tiny_data):
     assert {"personal_acc_mean", "personal_acc_std", "personal_noft_acc_mean", "personal_noft_acc_std"} <= set(out)
     assert len(out["personal_ft_lr"]) == 5 and all(0 <= lr <= 1e-3 for lr in out["personal_ft_lr"])
     assert out["personal_train_loss_mean"] <= out["personal_noft_train_loss_mean"]
+
+
+def test_the_head_on_cached_features_trains_as_the_executor_does(trained, tiny_data, monkeypatch):
+    """The fast path (the body run once per client, the head trained on its output) gives the executor's models:
+    the same batches, optimizer and steps, at a stable lr and one at the edge of stability."""
+    cids = list(range(5))
+    for inflate in (1.0, INFLATE):
+        fast = engine_like(trained, tiny_data, inflate, ft_backtrack=0)
+        tuned = fast.personalize(cids)
+        with monkeypatch.context() as m:
+            by_executor(m)
+            slow = engine_like(trained, tiny_data, inflate, ft_backtrack=0)
+            ref = slow.personalize(cids)
+        for t, r in zip(tuned, ref):
+            for k in r:
+                torch.testing.assert_close(t[k], r[k], rtol=1e-4, atol=1e-5 * inflate)
+        assert fast.finetune_log["loss_after"] == pytest.approx(slow.finetune_log["loss_after"], rel=1e-3, abs=1e-5)
+
+
+def test_tail_is_the_rest_of_the_forward_pass(tiny_data):
+    torch.manual_seed(0)
+    model = build_model("intr_cnn", tiny_data.in_shape, tiny_data.num_classes).eval()
+    x = tiny_data.x_train[:16]
+    with torch.no_grad():
+        for tap in model.tail_taps:
+            torch.testing.assert_close(model.tail(tap, model(x, taps=(tap,))[1][0]), model(x))
+        with pytest.raises(ValueError, match="cannot run from tap 'conv2'"):
+            model.tail("conv2", model(x, taps=("conv2",))[1][0])
+
+
+def test_the_fast_path_is_taken_only_where_it_is_exact(tiny_data):
+    """It needs a tap the model can run from, every fine-tuned layer after it, nothing that trains differently
+    (BatchNorm, dropout), no augmentation, fp32."""
+    cnn = build_model("intr_cnn", tiny_data.in_shape, tiny_data.num_classes)
+    head = ("fc1.weight", "fc1.bias", "fc3.weight")
+    assert head_path_problem(cnn, "conv3", head, "none", "fp32") is None
+    assert head_path_problem(cnn, "conv3", head, None, "fp32") is None
+    assert "names no feature tap" in head_path_problem(cnn, None, head, "none", "fp32")
+    assert "before tap 'fc1'" in head_path_problem(cnn, "fc1", head, "none", "fp32")
+    assert "augmented" in head_path_problem(cnn, "conv3", head, "flip", "fp32")
+    assert "bf16" in head_path_problem(cnn, "conv3", head, "none", "bf16")
+    resnet = build_model("resnet18", tiny_data.in_shape, tiny_data.num_classes, width=4)
+    assert "cannot run from" in head_path_problem(resnet, "layer4", ("fc.weight",), "none", "fp32")
+
+
+def test_best_keeps_the_lowest_training_loss_of_the_ladder(trained, tiny_data):
+    """ft_select="best": every lr of the ladder, the model of lowest training-split loss kept (the un-fine-tuned one
+    among them); each rung checked against fine-tuning at that lr alone."""
+    cids = list(range(5))
+    best = engine_like(trained, tiny_data, INFLATE, ft_select="best")
+    kept = [train_loss(best, c, p) for c, p in zip(cids, best.personalize(cids))]
+    before = best.finetune_log["loss_before"]
+    rungs = {}
+    for k in range(4):
+        lr = 1e-3 / 10 ** k
+        alone = engine_like(trained, tiny_data, INFLATE, ft_lr=lr, ft_backtrack=0)
+        rungs[lr] = [train_loss(alone, c, p) for c, p in zip(cids, alone.personalize(cids))]
+    for i in cids:
+        options = {0.0: before[i], **{lr: losses[i] for lr, losses in reversed(rungs.items())}}
+        assert kept[i] == pytest.approx(min(options.values()), rel=1e-4, abs=1e-6)
+        assert options[best.finetune_log["lr"][i]] == pytest.approx(kept[i], rel=1e-4, abs=1e-6)
+    first = engine_like(trained, tiny_data, INFLATE)  # the default keeps the first lr that does not raise it
+    first.personalize(cids)
+    assert sum(first.finetune_log["loss_after"]) >= sum(best.finetune_log["loss_after"]) - 1e-6
+
+
+def test_the_selection_rule():
+    """With training losses given per lr: "best" keeps the lowest (ties: the larger lr; none lower: the start),
+    "first" the first that does not raise it; a client with no finite model at any lr is an error."""
+    losses = {1e-3: [0.5, 0.2, 3.0], 1e-4: [0.1, 0.2, 2.5], 1e-5: [0.3, 0.25, 2.1]}
+    before, starts = [1.0, 1.0, 2.0], [{"w": torch.zeros(1)} for _ in range(3)]
+
+    def tune(todo, lr):
+        return [({"w": torch.full((1,), lr)}, losses.get(lr, [9.0] * 3)[i]) for i in todo]
+
+    why = lambda i, what, lr: f"client {i}: {what}"  # noqa: E731
+    kept, log = select("best", 2, 1e-3, before, tune, starts, why)
+    assert log["lr"] == [1e-4, 1e-3, 0.0] and log["loss_after"] == [0.1, 0.2, 2.0]
+    assert kept[2] is starts[2] and float(kept[0]["w"]) == pytest.approx(1e-4)
+    _, log = select("first", 2, 1e-3, before, tune, starts, why)
+    assert log["lr"] == [1e-3, 1e-3, 0.0]
+    _, log = select("first", 0, 1e-3, before, tune, starts, why)  # the papers' protocol: one lr, kept
+    assert log["lr"] == [1e-3] * 3 and log["loss_after"] == [0.5, 0.2, 3.0]
+    with pytest.raises(NonFiniteLossError, match="client 1: model's training loss"):
+        select("best", 1, 1e-3, before, lambda todo, lr: ["model's training loss" if i == 1 else
+                                                          ({"w": torch.zeros(1)}, 0.5) for i in todo], starts, why)
+    with pytest.raises(ValueError, match="valid: \\('first', 'best'\\)"):
+        select("lowest", 1, 1e-3, before, tune, starts, why)

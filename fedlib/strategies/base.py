@@ -46,13 +46,17 @@ from ..local import ClientContext, LocalBatch, Needs
 from ..options import option_problems, signature_options
 from ..params import Params
 
-__all__ = ["Strategy", "FineTune", "ClientContext", "LocalBatch", "Needs", "Params", "weighted_average"]
+__all__ = ["Strategy", "FineTune", "SELECTS", "ClientContext", "LocalBatch", "Needs", "Params", "weighted_average"]
+
+
+SELECTS = ("first", "best")  # FineTune.select (fedlib.finetune.select)
 
 
 @dataclass(frozen=True)
 class FineTune:
     """Fine-tuning before a personalized evaluation (FedBABU: the head, on the client's training split; ``None``: the
-    run's value). ``backtrack``: retries at lr/10, lr/100, ... of a fine-tuning that raised that split's loss."""
+    run's value). ``backtrack``: the ladder lr/10, lr/100, ...; ``select``: how a client's model is kept from it;
+    ``features``: the main-path tap that is the fine-tuned layers' only input, if one is (:mod:`fedlib.finetune`)."""
 
     trainable: Callable[[str], bool]
     epochs: int = 1
@@ -61,6 +65,8 @@ class FineTune:
     weight_decay: float | None = None
     batch_size: int | None = None
     backtrack: int = 0
+    select: str = "first"
+    features: str | None = None
 
 
 class Strategy:

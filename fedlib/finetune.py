@@ -1,0 +1,156 @@
+"""Fine-tuning for a personalized evaluation: the learning-rate ladder, the rule that keeps one model per client,
+and a fast path that trains a head on its input features computed once.
+
+A client fine-tunes from its evaluation model on its own training split (:class:`~fedlib.strategies.FineTune`: what,
+for how many epochs, at which lr). The ladder is ``lr, lr/10, ..., lr/10^k`` (``k = FineTune.backtrack``); its
+models are judged by the client's mean cross-entropy on its whole training split (eval mode, unaugmented), never by
+a test split. ``FineTune.select``:
+
+* ``"first"``: the first lr whose model does not raise that loss (with ``k = 0``, the one lr, whatever it does);
+  none: the client keeps its un-fine-tuned model.
+* ``"best"``: every lr of the ladder; the model with the lowest loss (ties: the larger lr), the un-fine-tuned one
+  included, so a client whose fine-tuning only hurts keeps its start.
+
+The fast path (:class:`HeadTuner`): when every fine-tuned layer sees only the output of one main-path tap
+(``FineTune.features``, FedBABU's head) and the model can run from it (``FedModel.tail``), nothing in the model
+behaves differently when training (no BatchNorm, no dropout), batches are not augmented and the run is fp32, the body
+runs once per client and the head trains on its output: the executor's batches (:func:`fedlib.schedule.epoch_plan`),
+optimizer and steps, without the body's forward pass at every step and every lr.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .optim import OptimizerSpec
+from .params import Params, load_params_
+from .schedule import NonFiniteLossError, epoch_plan, num_batches
+from .strategies.base import SELECTS
+
+__all__ = ["SELECTS", "Tuned", "select", "HeadTuner", "head_path_problem"]
+
+Tuned = tuple[Params, float] | str  # a fine-tuned model and its training-split loss, or why it is not finite
+_MODAL = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)
+
+
+def select(rule: str, backtrack: int, lr: float, before: list[float],
+           tune: Callable[[list[int], float], list[Tuned]], starts: list[Params],
+           why_not_finite: Callable[[int, str, float], str]) -> tuple[list[Params], dict[str, list[float]]]:
+    """Each client's kept model by ``rule`` (see the module docstring), and the log: per client the lr kept (0.0:
+    un-fine-tuned) and the training-split loss before and after. ``tune(todo, lr)``: clients ``todo`` (positions)
+    fine-tuned at ``lr``. A client none of whose models is finite raises :class:`NonFiniteLossError`
+    (``why_not_finite(i, what, lowest lr)``: its message)."""
+    if rule not in SELECTS:
+        raise ValueError(f"Unknown fine-tuning selection {rule!r}; valid: {SELECTS}.")
+    n = len(starts)
+    kept, lrs, after, finite = list(starts), [0.0] * n, list(before), [False] * n
+    todo = list(range(n))
+    for k in range(backtrack + 1):
+        rate, failed = lr / 10 ** k, []
+        for i, t in zip(todo, tune(todo, rate)):
+            if isinstance(t, str):  # a NaN model would still "score" an accuracy: never keep one
+                if k == backtrack and not finite[i]:
+                    raise NonFiniteLossError(why_not_finite(i, t, rate))
+                failed.append(i)
+                continue
+            finite[i], (params, loss) = True, t
+            if rule == "best":
+                if loss < after[i]:
+                    kept[i], lrs[i], after[i] = params, rate, loss
+            elif backtrack and not loss <= before[i]:
+                failed.append(i)
+            else:
+                kept[i], lrs[i], after[i] = params, rate, loss
+        if rule == "first":
+            if not failed:
+                break
+            todo = failed
+    return kept, {"lr": lrs, "loss_before": before, "loss_after": after}
+
+
+def head_path_problem(model: nn.Module, tap: str | None, trainable: tuple[str, ...], augment: Any,
+                      precision: str) -> str | None:
+    """Why :class:`HeadTuner` cannot fine-tune ``trainable`` on ``model`` exactly as the executor would (None: it
+    can)."""
+    if tap is None:
+        return "the strategy names no feature tap"
+    if tap not in getattr(model, "tail_taps", ()):
+        return f"{type(model).__name__} cannot run from tap {tap!r}"
+    after = set(model.layer_taps[model.layer_taps.index(tap) + 1:])
+    if any(n.split(".")[0] not in after for n in trainable):
+        return f"a fine-tuned parameter lies before tap {tap!r}"
+    if any(isinstance(m, _MODAL) for m in model.modules()):
+        return "the model has BatchNorm or dropout"
+    if augment not in (None, "none"):
+        return "training batches are augmented"
+    return None if precision == "fp32" else f"precision {precision!r}"
+
+
+class HeadTuner:
+    """Fine-tunes a head on the features of its input tap (the module docstring's fast path).
+
+    ``model``: the run's model, reused (its parameters are overwritten); ``client_indices``: each client's training
+    indices into ``x`` / ``y``; ``seed``, ``round``, ``stream``: the batches' key, as the executor's."""
+
+    def __init__(self, model: nn.Module, tap: str, trainable: tuple[str, ...], spec: OptimizerSpec, epochs: int,
+                 batch_size: int, drop_last: bool, x: Tensor, y: Tensor, client_indices: list[Tensor], seed: int,
+                 round: int, stream: int = 1) -> None:
+        self.model, self.tap, self.trainable, self.spec = model, tap, trainable, spec
+        self.epochs, self.batch_size, self.drop_last = epochs, batch_size, drop_last
+        self.x, self.y, self.client_indices = x, y, client_indices
+        self.seed, self.round, self.stream = seed, round, stream
+        self._feats: dict[int, Tensor] = {}
+        live = dict(model.named_parameters())
+        self._opt = spec.build([live[n] for n in trainable])
+
+    @torch.no_grad()
+    def loss(self, cid: int, params: Params) -> float:
+        """Mean cross-entropy of ``params`` on client ``cid``'s whole training split (from its cached features)."""
+        load_params_(self.model, params)
+        self.model.eval()
+        return float(F.cross_entropy(self.model.tail(self.tap, self._features(cid, params)),
+                                     self.y[self.client_indices[cid]]))
+
+    @torch.no_grad()
+    def _features(self, cid: int, params: Params) -> Tensor:
+        """The tap's output on the client's training split (the body's, the same for every lr: computed once)."""
+        if cid not in self._feats:
+            load_params_(self.model, params)
+            self.model.eval()
+            self._feats[cid] = self.model(self.x[self.client_indices[cid]], taps=(self.tap,))[1][0]
+        return self._feats[cid]
+
+    def __call__(self, cid: int, start: Params, lr: float) -> Tuned:
+        """Client ``cid`` fine-tuned from ``start`` at ``lr``: its model and training-split loss, or why it is not
+        finite."""
+        model, spec, opt = self.model, self.spec, self._opt
+        h, idx = self._features(cid, start), self.client_indices[cid]
+        load_params_(model, start)
+        trainable = set(self.trainable)
+        for n, p in model.named_parameters():
+            p.requires_grad_(n in trainable)
+        spec.reset(opt)
+        model.train()
+        B, n = self.batch_size, len(idx)
+        for epoch in range(self.epochs):
+            for group in opt.param_groups:
+                group["lr"] = spec.epoch_lr(lr, self.round * self.epochs + epoch)
+            pos = epoch_plan(n, "none", self.seed, self.round, cid, epoch, self.stream)[0].to(h.device)
+            for b in range(num_batches(n, B, self.drop_last)):
+                sl = pos[b * B:(b + 1) * B]
+                loss = F.cross_entropy(model.tail(self.tap, h[sl]), self.y[idx[sl]])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            spec.end_epoch(opt)
+        live = dict(model.named_parameters())
+        out = {k: live[k].detach().clone() if k in trainable else v for k, v in start.items()}
+        bad = next((k for k in self.trainable if not torch.isfinite(out[k]).all()), None)
+        if bad is not None:
+            return repr(bad)
+        final = self.loss(cid, out)
+        return (out, final) if final == final and abs(final) != float("inf") else "model's training loss"
