@@ -10,7 +10,10 @@ separately, in the same process:
 * ``representations`` — every client's D̂_i (its body's output on n = 100 of its own samples);
 * ``CRSM + mixing`` — the all-pairs CKA matrix (one batched call) and every client's body (one weighted sum per
   tensor);
-* ``head fine-tuning`` — every client's 5-epoch head fine-tuning before its personalized evaluation (FedBABU's).
+* ``head fine-tuning`` — every client's 5-epoch head fine-tuning before its personalized evaluation (FedBABU's,
+  at the papers' lr and ``--ft-select``'s ladder): on the head's input features computed once per client
+  (``fedlib.finetune.HeadTuner``, where the model allows: the FedIntR CNN does, batch-normalized ResNets do not),
+  and through the executor (the whole model's forward pass at every step), with the ratio of the two.
 
 Ratios are to local training (medians over ``--reps``). Aggregation runs once a round and must stay small next to
 local training; fine-tuning runs at every personalized evaluation.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import statistics
 import sys
 import time
@@ -47,18 +51,20 @@ def main() -> None:
     ap.add_argument("--model", default="intr_cnn")
     ap.add_argument("--executor", default="auto")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--ft-select", default="first", choices=["first", "best"])
     a = ap.parse_args()
     dev = torch.device(a.device)
     print(f"fedlib personalized-aggregation benchmark — {datetime.date.today()}, commit {git_commit()}, torch "
           f"{torch.__version__}, {device_name(dev)}, {a.clients} clients, model {a.model}, reps={a.reps}\n")
     cfg = preset("fedshibu", "paper", dataset="fmnist", model=a.model, num_clients=a.clients, rounds=2,
-                 device=a.device, executor=a.executor, lr=0.01)
+                 device=a.device, executor=a.executor, lr=0.01, strategy_kw={"ft_select": a.ft_select})
     eng = Engine(cfg, progress=False)
     strat, g = eng.strategy, eng.global_params
     ctxs = [eng.context(c, 0) for c in range(eng.n_clients)]
     starts = [strat.client_start(c, g) for c in ctxs]
     times: dict[str, list[float]] = {k: [] for k in ("local training", "representations", "CRSM + mixing",
-                                                     "head fine-tuning")}
+                                                     "head fine-tuning (cached features)",
+                                                     "head fine-tuning (executor)")}
 
     def timed(name: str, fn):
         _sync(dev)
@@ -74,14 +80,19 @@ def main() -> None:
         uploads = [r.params for r in results]
         feats = timed("representations", lambda: [c.features(p, (strat._tap,), strat.n)[0]
                                                   for c, p in zip(ctxs, uploads)])
-        timed("CRSM + mixing", lambda: mix(uploads, row_weights(crsm(feats, "linear")), strat._names))
-        timed("head fine-tuning", lambda: eng.personalize(list(range(eng.n_clients))))
+        timed("CRSM + mixing", lambda: mix(uploads, row_weights(crsm(feats, "linear")), list(uploads[0])))
+        everyone = list(range(eng.n_clients))
+        timed("head fine-tuning (cached features)", lambda: eng.personalize(everyone))
+        timed("head fine-tuning (executor)", lambda: eng.personalize(everyone, cached=False))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"executor: {eng.executor_name} (training), fine-tuning: {eng._finetune_executor.name}\n")
+    print(f"executor: {eng.executor_name} (training and the executor's fine-tuning), ft_select {a.ft_select}, "
+          f"load average {os.getloadavg()[0]:.1f}\n")
     print("| step | s / round | vs local training |")
     print("|:--|--:|--:|")
     for k, v in med.items():
         print(f"| {k} | {v:.3f} | {v / med['local training']:.3f}x |")
+    ft = med["head fine-tuning (executor)"] / med["head fine-tuning (cached features)"]
+    print(f"\nhead fine-tuning: cached features {ft:.1f}x faster than the executor's path")
     print("\nIndividual runs (s): " + "; ".join(f"{k} " + "/".join(f"{t:.2f}" for t in v) for k, v in times.items()))
 
 

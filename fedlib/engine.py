@@ -229,12 +229,13 @@ class Engine:
             loss += F.cross_entropy(logits, yb, reduction="sum")
         return float(correct) / len(y), float(loss) / len(y)
 
-    def personalize(self, cids: list[int], finetune: bool = True) -> list[Params]:
+    def personalize(self, cids: list[int], finetune: bool = True, cached: bool = True) -> list[Params]:
         """Each client's model for its personalized evaluation: ``strategy.eval_params``, then (``finetune``) the
         strategy's fine-tuning (``strategy.finetune()``) on the client's training split: its ladder of learning rates
         and the rule that keeps one model (:func:`fedlib.finetune.select`), on the head's cached features where the
         model allows (:class:`~fedlib.finetune.HeadTuner`), else run by the executor. ``self.finetune_log`` records,
-        per client, the learning rate kept (0.0: un-fine-tuned) and the training loss before and after."""
+        per client, the learning rate kept (0.0: un-fine-tuned) and the training loss before and after.
+        ``cached=False``: through the executor even where the head could train on cached features."""
         s = self.strategy
         starts = [s.eval_params(cid, self.global_params, self.client_state[cid]) for cid in cids]
         ft = s.finetune() if finetune else None
@@ -244,7 +245,7 @@ class Engine:
         spec = self.optimizer.replace(**{k: v for k, v in dict(lr=ft.lr, momentum=ft.momentum,
                                                                weight_decay=ft.weight_decay).items() if v is not None})
         bs, trainable = ft.batch_size or c.batch_size, self._trainable(ft.trainable)
-        if head_path_problem(self.model, ft.features, trainable, self.augment, c.precision) is None:
+        if cached and head_path_problem(self.model, ft.features, trainable, self.augment, c.precision) is None:
             head = HeadTuner(self.model, str(ft.features), trainable, spec, ft.epochs, bs, c.drop_last,
                              self.data.x_train, self.data.y_train, self.client_idx, c.seed, self.round)
             before = [head.loss(cid, p) for cid, p in zip(cids, starts)]
