@@ -50,7 +50,7 @@ from .costs import fmt_s as _fmt_s
 from .data import data_root
 from .ledger import ledger_path, write_ledger
 from .plan_text import DOC_BEGIN, DOC_END, format_plan, plan_doc, write_plan_doc  # noqa: F401
-from .plans import DATASET_FIRST, DEFAULT_PRIORITY, PRIORITIES, keeps_models, priority  # noqa: F401
+from .plans import DATASET_FIRST, DEFAULT_PRIORITY, PRIORITIES, Plan, RunId, keeps_models, priority  # noqa: F401
 from .results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
 from .schedule import NonFiniteLossError
 from .workers import default_jobs
@@ -83,7 +83,7 @@ class Item:
 
     key: str
     cfg: Config
-    uses: list[tuple[str, str, str]] = field(default_factory=list)  # (notebook, artifact, run name)
+    uses: list[tuple[str, str, RunId]] = field(default_factory=list)  # (notebook, artifact, run id)
     priority: int = DEFAULT_PRIORITY
     order: int = 0  # declaration order (ties)
     status: str = "pending"  # done | diverged | pending | partial | blocked
@@ -95,7 +95,8 @@ class Item:
 
     @property
     def what(self) -> str:
-        """``notebook · artifact · run name [key]`` of its first use: how the campaign's log names it."""
+        """``notebook · artifact · run name [key]`` of its first use (the name: ``str`` of its run id): how the
+        campaign's log names it."""
         nb, art, name = self.uses[0]
         return f"{nb} · {art} · {name} [{self.key}]"
     recompute: bool = False  # its stored record is a diverged one: retrying replaces it
@@ -107,7 +108,7 @@ class Item:
         return self.priority, self.cfg.dataset != DATASET_FIRST, -self.estimate_s, self.order
 
 
-def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> dict[str, dict[str, Config]]:
+def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> Plan:
     params = inspect.signature(fn).parameters
     takes = "dataset" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
     kw = {"dataset": dataset} if dataset and takes else {}
@@ -134,14 +135,14 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
             (errors if errors is not None else []).append(f"{nb}: {type(e).__name__}: {e}")
             continue
         for art, runs in arts:
-            for name, cfg in runs.items():
+            for rid, cfg in runs.items():
                 k = cfg.key()
                 it = items.get(k)
                 if it is None:
                     every = cfg.checkpoint_every or max(1, math.ceil(cfg.rounds / 20))
                     it = items[k] = Item(k, cfg.replace(device=device, checkpoint_every=every),
                                          priority=priority(nb, art), order=len(items), retry=retry_diverged)
-                it.uses.append((nb, art, name))
+                it.uses.append((nb, art, rid))
                 it.priority = min(it.priority, priority(nb, art))
     missing: dict[str, str | None] = {}
     dev_name = device_name(device)  # without CUDA here: "cuda (none ...)", never the CPU's name

@@ -1,17 +1,17 @@
 """Grids of runs as tables: one row per run, seeds summarized as mean ± std, the best μ per method, "pending" cells.
 
-:func:`fetch_runs` gets ``{run name: Record | Pending | Diverged}`` through :func:`fedlib.results.fetch`;
-:func:`runs_frame` reads each run's setting from its config (strategy and its options, Dirichlet α, local epochs,
-seed), so tables group by what was run, not by parsing names. A :class:`~fedlib.results.Pending` run has no numbers:
-its cells read "pending". A run that stopped with a non-finite loss is a result, :class:`Diverged`: its cells read
-"diverged", and it is never the best μ.
+:func:`fetch_runs` gets ``{run id: Record | Pending | Diverged}`` through :func:`fedlib.results.fetch` (a plan's run
+ids, :class:`fedlib.plans.RunId`, or any other keys); :func:`runs_frame` reads each run's setting from its config
+(strategy and its options, Dirichlet α, local epochs, seed), so tables group by what was run, not by names. A
+:class:`~fedlib.results.Pending` run has no numbers: its cells read "pending". A run that stopped with a non-finite
+loss is a result, :class:`Diverged`: its cells read "diverged", and it is never the best μ.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -45,6 +45,7 @@ class Diverged:
 
 
 Run = Record | Pending | Diverged  # what fetching a planned run gives: its record, or a placeholder saying why not
+K = TypeVar("K", bound=Hashable)  # a run's key: a plan's RunId (its str() is the run's name), or e.g. a seed
 
 
 def _diverged(store: Store, cfg: Config) -> Diverged | None:
@@ -61,15 +62,14 @@ def _stored(store: Store, cfg: Config) -> Record | None:
         return None
 
 
-def fetch_runs(runs: Mapping[str, Config], *, store: Store, train: bool = True,
-               artifacts: Callable[[Config], bool] = lambda c: False, **run_kw: Any
-               ) -> dict[str, Record | Pending | Diverged]:
+def fetch_runs(runs: Mapping[K, Config], *, store: Store, train: bool = True,
+               artifacts: Callable[[Config], bool] = lambda c: False, **run_kw: Any) -> dict[K, Run]:
     """:func:`~fedlib.results.fetch` every run (``artifacts(cfg)``: keep its models). A run whose last attempt
     stopped with a non-finite loss is :class:`Diverged` (training is deterministic: it is not retried), and so is a
     stored record with non-finite metrics; one that diverges now is recorded as such by :func:`~fedlib.results.run`
     and returned as :class:`Diverged`. Before training anything, the runs to train are checked together
     (:func:`fedlib.costs.check_runs`: at paper scale on a CPU, over an hour stops unless ``allow_long``)."""
-    out: dict[str, Record | Pending | Diverged] = {}
+    out: dict[K, Run] = {}
     if train:
         todo = [c for c in runs.values() if _stored(store, c) is None and _diverged(store, c) is None]
         check_runs(todo, allow_long=run_kw.get("allow_long"))
@@ -102,18 +102,18 @@ def method_name(strategy: str, kw: Mapping[str, Any] | None = None) -> str:
     return _LABEL.get(strategy, strategy) + (f" ({', '.join(parts)})" if parts else "")
 
 
-def runs_frame(runs: Mapping[str, Record | Pending], metric: str = "test_acc") -> pd.DataFrame:
-    """One row per run: ``name, method, strategy, mu, M, sim, alpha, E, seed, pending, diverged``, ``off`` (why it
-    is off its plateau, :func:`fedlib.verdicts.off_plateau`; None when on it), ``chance`` (its dataset's chance
-    accuracy, %, :func:`fedlib.data.chance`), the final ``acc``
-    (%, NaN when pending or diverged) and ``s / round`` (median local-training seconds per round, as recorded)."""
+def runs_frame(runs: Mapping[Any, Run], metric: str = "test_acc") -> pd.DataFrame:
+    """One row per run: ``name`` (``str`` of its run id), ``method, strategy, mu, M, sim, alpha, E, seed, pending,
+    diverged``, ``off`` (why it is off its plateau, :func:`fedlib.verdicts.off_plateau`; None when on it), ``chance``
+    (its dataset's chance accuracy, %, :func:`fedlib.data.chance`), the final ``acc`` (%, NaN when pending or
+    diverged) and ``s / round`` (median local-training seconds per round, as recorded)."""
     rows = []
-    for name, r in runs.items():
+    for rid, r in runs.items():
         cfg = r.cfg
         kw = dict(cfg.strategy_kw)
         pending, diverged = isinstance(r, Pending), isinstance(r, Diverged)
         times = [] if pending or diverged else [h["train_time_s"] for h in r.history if "train_time_s" in h]
-        rows.append({"name": name, "method": _LABEL.get(cfg.strategy, cfg.strategy), "strategy": cfg.strategy,
+        rows.append({"name": str(rid), "method": _LABEL.get(cfg.strategy, cfg.strategy), "strategy": cfg.strategy,
                      "mu": kw.get("mu", np.nan), "M": kw.get("M", 2 if cfg.strategy == "fedcka" else np.nan),
                      "sim": kw.get("sim", "linear_cka" if cfg.strategy == "fedcka" else ""),
                      "alpha": cfg.partition_kw.get("beta", np.inf), "E": cfg.local_epochs, "seed": cfg.seed,

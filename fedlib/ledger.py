@@ -14,7 +14,6 @@ content changes.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -83,15 +82,11 @@ def claims_section(scale: str, items: list[Any], store: Store, summary_root: Pat
     return out + [""] + notes + [""]
 
 
-def _strip_seed(name: str) -> str:
-    return re.sub(r"\s*[|·,(]?\s*seed\s*=?\s*\d+\)?", "", name).strip()
-
-
 def seeds_section(items: list[Any], store: Store, scale: str) -> list[str]:
     groups: dict[tuple[str, str, str], list[Any]] = {}
     for it in items:
         base = it.cfg.replace(seed=0).key()
-        for nb, art, name in it.uses:
+        for nb, art, _ in it.uses:
             g = groups.setdefault((nb, art, base), [])
             if it not in g:
                 g.append(it)
@@ -103,7 +98,7 @@ def seeds_section(items: list[Any], store: Store, scale: str) -> list[str]:
     for (nb, art, _), its in groups.items():
         if len(its) < 2:
             continue
-        name = _strip_seed(next(n for it in its for b, a, n in it.uses if (b, a) == (nb, art)))
+        name = next(rid for it in its for b, a, rid in it.uses if (b, a) == (nb, art)).unseeded()
         recs = [(it.cfg.seed, store.get(it.key)) for it in its if it.status == "done"]
         vals = [(s, _final(r, scale)) for s, r in recs if r is not None]
         div = sorted(it.cfg.seed for it in its if it.status == "diverged")

@@ -9,10 +9,11 @@ import numpy as np  # noqa: E402
 
 from fedlib.artifacts.baseline import (ALPHAS, PAPER_T1, baseline_verdicts, curves_figure,  # noqa: E402
                                        describe_baseline, dirichlet_stats, label_entropy, partition_checks,
-                                       partition_figure, runs_table, summary_table, versus_paper)
+                                       partition_figure, per_run_frame, summary_table, versus_paper)
 from fedlib.config import Config  # noqa: E402
 from fedlib.grid import Diverged  # noqa: E402
 from fedlib.partition import dirichlet, label_groups, shards  # noqa: E402
+from fedlib.plans import RunId  # noqa: E402
 from fedlib.results import Pending, Record  # noqa: E402
 
 LABELS = np.repeat(np.arange(10), 60)
@@ -70,8 +71,8 @@ def _records(prox: str = "done"):
     for s in (0, 1, 2):
         avg = Config(seed=s, rounds=3)
         prox_cfg = avg.replace(strategy="fedprox", strategy_kw={"mu": 0.001})
-        out[f"FedAvg | seed={s}"] = _rec(avg, [0.5, 0.8, 0.84 + 0.01 * s])
-        out[f"FedProx (μ=0.001) | seed={s}"] = (
+        out[RunId("FedAvg", s)] = _rec(avg, [0.5, 0.8, 0.84 + 0.01 * s])
+        out[RunId("FedProx (μ=0.001)", s)] = (
             _rec(prox_cfg, [0.5, 0.8, 0.85 + 0.01 * s]) if prox == "done" or s else
             Pending(prox_cfg.key(), prox_cfg.to_dict()) if prox == "pending" else
             Diverged(prox_cfg.key(), prox_cfg.to_dict(), 2, "loss is nan"))
@@ -79,7 +80,7 @@ def _records(prox: str = "done"):
 
 
 def test_runs_and_summary_tables_give_mean_std_and_the_paper_beside_ours():
-    per_run = runs_table(_records(), last=1)
+    per_run = per_run_frame(_records(), last=1)
     assert list(per_run["method"].unique()) == ["FedAvg", "FedProx (μ=0.001)"] and len(per_run) == 6
     assert np.allclose(per_run.loc[per_run.method == "FedAvg", "final"], [84, 85, 86])
     summary = summary_table(per_run)
@@ -93,14 +94,14 @@ def test_runs_and_summary_tables_give_mean_std_and_the_paper_beside_ours():
 
 def test_pending_and_diverged_runs_are_named_and_decide_nothing():
     for status in ("pending", "diverged"):
-        per_run = runs_table(_records(prox=status), last=1)
+        per_run = per_run_frame(_records(prox=status), last=1)
         assert (per_run["status"] == status).sum() == 1 and per_run["final"].isna().sum() == 1
         expected = "86.50 ± 0.71" if status == "pending" else "diverged"  # the seeds done, or no mean at all
         assert summary_table(per_run).loc["FedProx (μ=0.001)", "final test acc (%)"] == expected
         verdicts = baseline_verdicts(per_run, "quick", "fmnist")
         within = next(v for v in verdicts if v.claim.startswith("FedProx"))
         assert within.verdict == ("pending" if status == "pending" else "not testable at this scale")
-    done = baseline_verdicts(runs_table(_records(), last=1), "quick", "fmnist")
+    done = baseline_verdicts(per_run_frame(_records(), last=1), "quick", "fmnist")
     assert [v.verdict for v in done[1:]] == ["not testable at this scale"]  # the fidelity target: not paper scale
     assert done[0].verdict in {"reproduced", "contradicted", "inconclusive"}
     assert all(v.control for v in done)  # the paper makes neither claim: both are the project's controls
@@ -112,7 +113,7 @@ def _table_texts(fig) -> list[str]:
 
 
 def test_curves_figure_draws_mean_curves_and_keeps_the_papers_numbers_off_our_axes():
-    per_run = runs_table(_records(), last=1)
+    per_run = per_run_frame(_records(), last=1)
     fig = curves_figure(_records(), per_run, "fmnist", "quick")
     ours, paper = fig.axes[0], fig.axes[1]
     lines = {ln.get_label(): ln for ln in ours.get_lines()}
@@ -129,21 +130,21 @@ def test_curves_figure_draws_mean_curves_and_keeps_the_papers_numbers_off_our_ax
     other = curves_figure(_records(), per_run, "svhn", "quick")
     assert "86.04" in _table_texts(other)
     pending = {k: Pending(r.key, r.config) for k, r in _records().items()}
-    assert curves_figure(pending, runs_table(pending, last=1), "fmnist", "quick") is None
+    assert curves_figure(pending, per_run_frame(pending, last=1), "fmnist", "quick") is None
 
 
 def test_curves_figure_names_pending_seeds_in_the_title():
-    per_run = runs_table(_records(prox="pending"), last=1)
+    per_run = per_run_frame(_records(prox="pending"), last=1)
     ax = curves_figure(_records(prox="pending"), per_run, "fmnist", "quick").axes[0]
     assert "pending or diverged: FedProx (μ=0.001) 1 of 3 seeds" in ax.get_title()
 
 
 def test_describe_baseline_states_the_numbers_and_what_is_pending():
-    text = describe_baseline(runs_table(_records(), last=1))
+    text = describe_baseline(per_run_frame(_records(), last=1))
     assert "FedAvg 85.00 % ± 2.48 (3 seeds)" in text and "FedProx (μ=0.001) 86.00 %" in text
     assert "FedProx (μ=0.001) − FedAvg = +1.00 points" in text and "Pending" not in text
-    text = describe_baseline(runs_table(_records(prox="pending"), last=1))
+    text = describe_baseline(per_run_frame(_records(prox="pending"), last=1))
     assert "FedProx (μ=0.001) 86.50 % ± 6.35 (2 seeds)" in text
     assert text.endswith("Pending or diverged: FedProx (μ=0.001) 1 of 3 seeds.")
     pending = {k: Pending(r.key, r.config) for k, r in _records().items()}
-    assert describe_baseline(runs_table(pending, last=1)).startswith("Pending: no baseline run is stored yet")
+    assert describe_baseline(per_run_frame(pending, last=1)).startswith("Pending: no baseline run is stored yet")

@@ -15,6 +15,7 @@ from fedlib.artifacts.fedcka_ablations import (PAPER_M, T3_COLUMNS, describe_lev
 from fedlib.artifacts.fedcka_accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
                                               epochs_artifact, mean_rounds, rounds_figure, seed_curves)
 from fedlib.config import Config
+from fedlib.plans import FedCKARunId, RunId
 from fedlib.results import Pending, Record
 from fedlib.similarity import LayerSimilarity
 
@@ -29,12 +30,12 @@ def _t2_records(pending_moon: bool = False):
     out = {}
     for s in (0, 1, 2):
         base = Config(partition_kw={"beta": 5.0}, seed=s)
-        out[f"FedAvg | α=5 | seed={s}"] = _rec(base, [0.5, 0.80 + 0.01 * s])
+        out[FedCKARunId("FedAvg", s, alpha=5)] = _rec(base, [0.5, 0.80 + 0.01 * s])
         for mu, acc in ((3.0, 0.84), (5.0, 0.82)):
-            out[f"FedCKA (μ={mu:g}) | α=5 | seed={s}"] = _rec(base.replace(strategy="fedcka", strategy_kw={"mu": mu}),
-                                                             [0.4, acc + 0.01 * s])
+            out[FedCKARunId(f"FedCKA (μ={mu:g})", s, alpha=5)] = _rec(
+                base.replace(strategy="fedcka", strategy_kw={"mu": mu}), [0.4, acc + 0.01 * s])
         moon = base.replace(strategy="moon", strategy_kw={"mu": 10.0})
-        out[f"MOON (μ=10) | α=5 | seed={s}"] = Pending(moon.key(), moon.to_dict()) if pending_moon else \
+        out[FedCKARunId("MOON (μ=10)", s, alpha=5)] = Pending(moon.key(), moon.to_dict()) if pending_moon else \
             _rec(moon, [0.3, 0.81])
     return out
 
@@ -75,7 +76,7 @@ def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_p
     assert paper.tables and f"{PAPER_T2[0.1]['FedCKA']:.2f}" in _texts(fig)
     legend = [t.get_text() for t in ours.get_legend().get_texts()]
     assert legend == ["FedAvg", "FedCKA"]  # the papers' method order; MOON pending
-    one_seed = Table2.from_records({k: v for k, v in _t2_records().items() if k.endswith("seed=0")})
+    one_seed = Table2.from_records({k: v for k, v in _t2_records().items() if k.seed == 0})
     assert "1 seed (0), no interval" in one_seed.figure("fmnist").axes[0].get_title()
     assert not one_seed.figure("fmnist").axes[0].collections  # one seed: no error bars at all
 
@@ -88,7 +89,7 @@ def test_describe_table2_states_the_means_and_what_is_pending():
     assert "+4.00 ± 0.00 (3 seeds)" in text and "Not run yet: α = 1 (Appl. Sci.)" in text
     assert "MOON at α = 5: pending" in text
     assert "pending" in describe_table2(Table2.from_records({k: v for k, v in _t2_records(True).items()
-                                                             if k.startswith("MOON")}))
+                                                             if k.method == "MOON (μ=10)"}))
 
 
 def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():
@@ -113,9 +114,9 @@ def _epoch_records():
     for s in (0, 1, 2):
         for e, acc in ((5, 0.80), (10, 0.82)):
             base = Config(partition_kw={"beta": 5.0}, seed=s, local_epochs=e)
-            out[f"FedAvg | E={e} | seed={s}"] = _rec(base, [0.5, acc + 0.01 * s])
+            out[FedCKARunId("FedAvg", s, E=e)] = _rec(base, [0.5, acc + 0.01 * s])
         c = Config(partition_kw={"beta": 5.0}, seed=s, local_epochs=20)
-        out[f"FedAvg | E=20 | seed={s}"] = Pending(c.key(), c.to_dict())
+        out[FedCKARunId("FedAvg", s, E=20)] = Pending(c.key(), c.to_dict())
     return out
 
 
@@ -138,11 +139,11 @@ def _m_runs(ms=(2,)):
         base = Config(partition_kw={"beta": 5.0}, seed=s)
         for m in (1, 2, 3):
             cfg = base.replace(strategy="fedcka", strategy_kw={"mu": 3.0, "M": m})
-            m_runs[f"FedCKA (μ=3, M={m}) | seed={s}"] = _rec(cfg, [0.85 + 0.01 * m]) if m in ms else \
+            m_runs[RunId(f"FedCKA (μ=3, M={m})", s)] = _rec(cfg, [0.85 + 0.01 * m]) if m in ms else \
                 Pending(cfg.key(), cfg.to_dict())
-        bounds[f"FedAvg | seed={s}"] = _rec(base, [0.86 + 0.01 * s])
+        bounds[RunId("FedAvg", s)] = _rec(base, [0.86 + 0.01 * s])
         c = base.replace(strategy="centralized")
-        bounds[f"centralized | seed={s}"] = Pending(c.key(), c.to_dict())
+        bounds[RunId("centralized", s)] = Pending(c.key(), c.to_dict())
     return m_runs, bounds
 
 

@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 from fedlib.artifacts.fedcka_layers import (PAPER_SIMILAR_LAYERS, R50_TAPS, between_figure,  # noqa: E402
                                             client_matrices_figure, describe_between, describe_matrices,
                                             describe_runs, describe_to_global, layer_orders, layer_table,
-                                            resnet50_artifact, resnet50_left_out, runs_table, setup_text, stored,
+                                            resnet50_artifact, resnet50_left_out, seed_table, setup_text, stored,
                                             to_global_figure)
 from fedlib.config import Config  # noqa: E402
 from fedlib.results import Pending, Record  # noqa: E402
@@ -120,10 +120,10 @@ def test_descriptions_state_the_numbers_and_say_pending_without_runs():
     assert f"conv2 [{sim.between[1][iu].min():.3f}, {sim.between[1][iu].max():.3f}]" in describe_matrices(sim, 0)
 
 
-def test_runs_table_and_description_name_pending_runs():
+def test_seed_table_and_description_name_pending_runs():
     cfg = Config(seed=1)
     records = {0: _rec(0), 1: Pending(cfg.key(), cfg.to_dict())}
-    table = runs_table(records, 200)
+    table = seed_table(records, 200)
     assert table.loc[0, "test acc (%)"] == pytest.approx(80.0) and table.loc[1, "test acc (%)"] == "pending"
     assert "pending" in describe_runs(records, None, "fmnist", 200)
     assert "linear CKA on 200 test images" in describe_runs(records, _sim(), "fmnist", 200)

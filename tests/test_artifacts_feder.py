@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from matplotlib.colors import LogNorm
 
-from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, first_seed, invariants, mean_table, plateau_rise,
-                                    runs_frame, runs_table, stored, verdicts, versus_paper)
+from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, first_seed, grid_frame, grid_table, invariants,
+                                    mean_table, plateau_rise, stored, verdicts, versus_paper)
 from fedlib.artifacts.feder_figures import (THESIS_FIGURES, describe_floored, describe_rank_weights,
                                             describe_training_curves, floored_share_figure, rank_weights,
                                             stable_rank_figure, training_curves)
 from fedlib.grid import Diverged
-from fedlib.plans import plan
-from fedlib.plans.feder import FEDER_LEFT_OUT, run_name, split_name
+from fedlib.plans import FedERRunId, plan
+from fedlib.plans.feder import FEDER_LEFT_OUT
 from fedlib.presets import preset
 from fedlib.results import Pending, Record
 from fedlib.schedule import num_batches
@@ -28,8 +28,12 @@ def record(final: float, floored: float | None = None, rounds: int = 10) -> Reco
     return Record("k", {"rounds": rounds}, hist, {}, "", "")
 
 
+def rid(row: str, setting: str, seed: int) -> FedERRunId:
+    return FedERRunId(setting, seed, optimizer=row)
+
+
 def runs(acc: dict[tuple[str, str], tuple[float, ...]], floored: float = 0.1) -> dict:
-    return {run_name(row, s, i): record(v, floored if s == "FedER" else None) for (row, s), vs in acc.items()
+    return {rid(row, s, i): record(v, floored if s == "FedER" else None) for (row, s), vs in acc.items()
             for i, v in enumerate(vs)}
 
 
@@ -40,7 +44,8 @@ def by_claim(vs):
 def test_quick_plan_is_adams_fedavg_and_feder_once_on_its_step_budget():
     p = plan("07_feder_optimizer_grid", "quick")
     assert set(p) == {"table4.2"} and set(FEDER_LEFT_OUT["quick"]) == {"table4.2", "figA1"}
-    assert {split_name(n) for n in p["table4.2"]} == {("Adam", "FedAvg", 0), ("Adam", "FedER", 0)}
+    assert set(p["table4.2"]) == {rid("Adam", "FedAvg", 0), rid("Adam", "FedER", 0)}
+    assert str(rid("Adam + StepLR", "FedER", 2)) == "Adam + StepLR · FedER · seed=2"
     q = preset("feder", "quick", dataset="fmnist")
     per_client = q.n_train // q.num_clients
     steps = num_batches(per_client, q.batch_size, q.drop_last) * q.local_epochs
@@ -53,7 +58,7 @@ ADAM = {("Adam", "FedAvg"): (80.0, 81.0, 80.5), ("Adam", "FedER"): (80.6, 81.7, 
 
 
 def test_feder_vs_fedavg_is_decided_over_seeds_when_the_floor_is_rare():
-    df = runs_frame(runs(ADAM, floored=0.05))
+    df = grid_frame(runs(ADAM, floored=0.05))
     v = by_claim(verdicts(df, "fmnist"))
     adam = v["FedER out-performs FedAvg with Adam"]
     assert adam.verdict == "reproduced" and adam.n == {"Adam · FedER": 3, "Adam · FedAvg": 3}
@@ -63,7 +68,7 @@ def test_feder_vs_fedavg_is_decided_over_seeds_when_the_floor_is_rare():
 
 
 def test_quick_says_why_it_tests_nothing_with_the_floored_share_it_saw():
-    df = runs_frame(runs({("Adam", "FedAvg"): (80.0,), ("Adam", "FedER"): (80.2,)}, floored=0.65))
+    df = grid_frame(runs({("Adam", "FedAvg"): (80.0,), ("Adam", "FedER"): (80.2,)}, floored=0.65))
     v = by_claim(verdicts(df, "fmnist", FEDER_LEFT_OUT["quick"]))
     assert {x.verdict for x in v.values()} == {"not testable at this scale"}
     adam = v["FedER out-performs FedAvg with Adam"].why
@@ -71,15 +76,15 @@ def test_quick_says_why_it_tests_nothing_with_the_floored_share_it_saw():
 
 
 def test_a_floored_feder_is_fedavg_and_its_claim_not_testable():
-    df = runs_frame(runs(ADAM, floored=FLOORED_MAX + 0.5))
+    df = grid_frame(runs(ADAM, floored=FLOORED_MAX + 0.5))
     adam = by_claim(verdicts(df, "fmnist"))["FedER out-performs FedAvg with Adam"]
     assert adam.verdict == "not testable at this scale" and "75 %" in adam.why
 
 
 def test_pending_and_table():
     r = runs(ADAM)
-    r[run_name("Adam", "FedER", 2)] = Pending("k", {})
-    df = runs_frame(r)
+    r[rid("Adam", "FedER", 2)] = Pending("k", {})
+    df = grid_frame(r)
     assert by_claim(verdicts(df, "fmnist"))["FedER out-performs FedAvg with Adam"].verdict == "pending"
     t = mean_table(df)
     assert t.loc["Adam", "FedAvg"] == "80.50 ± 0.50" and t.loc["Adam", "FedER"] == "pending"
@@ -116,34 +121,34 @@ def plain_record(final: float, rounds: int = 4, clients: int = 4) -> Record:
 def nb_records(pending_feder: bool = False) -> dict:
     """``{artifact: {run name: run}}`` as notebook 07 fetches them: Adam's three settings and Fig. A.1's run."""
     feder = Pending("p", {}) if pending_feder else feder_record(80.0)
-    return {"table4.2": {run_name("Adam", "non-federated", 0): plain_record(78.0, clients=1),
-                         run_name("Adam", "FedAvg", 0): plain_record(79.0), run_name("Adam", "FedER", 0): feder},
-            "figA1": {run_name("Adam", "FedER (stable rank)", 0): feder_record(79.5, metric="stable_rank")}}
+    return {"table4.2": {rid("Adam", "non-federated", 0): plain_record(78.0, clients=1),
+                         rid("Adam", "FedAvg", 0): plain_record(79.0), rid("Adam", "FedER", 0): feder},
+            "figA1": {rid("Adam", "FedER (stable rank)", 0): feder_record(79.5, metric="stable_rank")}}
 
 
 def test_versus_paper_puts_table_4_2_beside_ours_and_names_what_a_scale_left_out():
-    t = versus_paper(runs_frame(nb_records()), "quick")
+    t = versus_paper(grid_frame(nb_records()), "quick")
     assert len(t) == 5 * 3 and t.loc["Adam · FedAvg", "paper (%)"] == PAPER["Adam"][1]
     assert t.loc["Adam · FedER", "ours (%)"] == 80.0
     assert t.loc["Adam · FedER", "diff"] == round(80 - PAPER["Adam"][2], 2)
     assert t.loc["RMSGD · FedER", "ours (%)"] == "not run at scale=quick"
-    t = versus_paper(runs_frame(nb_records(pending_feder=True)), "quick")
+    t = versus_paper(grid_frame(nb_records(pending_feder=True)), "quick")
     assert t.loc["Adam · FedER", "ours (%)"] == "pending"
     r = nb_records()
-    r["table4.2"][run_name("Adam", "FedAvg", 0)] = Diverged("d", {}, 3, "nan loss")
-    assert versus_paper(runs_frame(r), "quick").loc["Adam · FedAvg", "ours (%)"] == "diverged"
+    r["table4.2"][rid("Adam", "FedAvg", 0)] = Diverged("d", {}, 3, "nan loss")
+    assert versus_paper(grid_frame(r), "quick").loc["Adam · FedAvg", "ours (%)"] == "diverged"
 
 
-def test_runs_table_and_invariants_over_nested_records():
+def test_grid_table_and_invariants_over_nested_records():
     recs = nb_records()
-    t = runs_table(runs_frame(recs), recs)
+    t = grid_table(grid_frame(recs), recs)
     assert list(t.columns) == ["final test acc (%)", "FedER floored share", "rise, last 20 % (points)", "pending",
                                "diverged", "record"]
-    assert len(t) == 4 and t.loc[run_name("Adam", "FedER", 0), "record"] == "feder"
+    assert len(t) == 4 and t.loc["Adam · FedER · seed=0", "record"] == "feder"
     assert set(invariants(recs).values()) == {True}
     bad = feder_record(80.0)
     bad.history[1]["feder_alpha"][LAYERS[2]] = [0.5, 0.5, 0.5, 0.5]
-    recs["table4.2"][run_name("Adam", "FedER", 0)] = bad
+    recs["table4.2"][rid("Adam", "FedER", 0)] = bad
     assert not invariants(recs)["FedER records a weight per client for every conv layer each round, summing to 1"]
 
 
@@ -167,7 +172,7 @@ def test_training_curves_separate_accuracy_and_loss_and_keep_the_thesis_in_its_o
     title = acc_axes[0].get_title()
     assert "4.1a (non-federated)" in title and "4.6a (FedAvg)" in title and "4.11a (FedER)" in title
     assert "4.6b (FedAvg)" in loss_axes[0].get_title()
-    del recs["table4.2"][run_name("Adam", "FedAvg", 0)].history[0]["test_loss"]  # a round without a test loss
+    del recs["table4.2"][rid("Adam", "FedAvg", 0)].history[0]["test_loss"]  # a round without a test loss
     assert len([a for a in training_curves(recs, "fmnist", "quick").axes if a.get_yscale() == "log"]) == 2
     sup = fig.get_suptitle()
     assert "Fashion-MNIST" in sup and "CIFAR-100" in sup and "1 seed (0), no interval" in sup
@@ -182,7 +187,7 @@ def test_training_curves_name_pending_runs_and_wait_for_a_stored_one():
     assert {ln.get_label() for a in fig.axes for ln in a.lines} == {"FedAvg", "non-federated"}
     none = {"table4.2": {k: Pending("p", {}) for k in recs["table4.2"]}}
     assert training_curves(none, "fmnist", "quick") is None
-    assert floored_share_figure({"table4.2": {k: v for k, v in recs["table4.2"].items() if "FedER" not in k}},
+    assert floored_share_figure({"table4.2": {k: v for k, v in recs["table4.2"].items() if k.method != "FedER"}},
                                 "fmnist", "quick") is None
     assert not stored({("Adam", "FedER"): Pending("p", {})})
 
@@ -194,21 +199,21 @@ def test_thesis_figures_follow_table_4_2s_rows_per_setting():
 
 
 def test_describe_training_curves_states_the_numbers_and_what_is_pending():
-    text = describe_training_curves(runs_frame(runs(ADAM)))
+    text = describe_training_curves(grid_frame(runs(ADAM)))
     assert "FedAvg · Adam 80.50 % ± 1.24 (3 seeds)" in text and "FedER · Adam 81.10 %" in text
     assert "FedER − FedAvg: Adam +0.60 points (thesis, CIFAR-100: +0.18)" in text and "Pending" not in text
     r = runs(ADAM)
-    r[run_name("Adam", "FedER", 2)] = Pending("k", {})
-    assert describe_training_curves(runs_frame(r)).endswith("Pending: Adam · FedER · seed=2.")
-    none = runs_frame({run_name("Adam", "FedAvg", 0): Pending("k", {})})
+    r[rid("Adam", "FedER", 2)] = Pending("k", {})
+    assert describe_training_curves(grid_frame(r)).endswith("Pending: Adam · FedER · seed=2.")
+    none = grid_frame({rid("Adam", "FedAvg", 0): Pending("k", {})})
     assert describe_training_curves(none).startswith("Pending: no run of Table 4.2 is stored yet")
 
 
 def test_describe_floored_and_rank_weights_state_the_numbers():
-    text = describe_floored(runs_frame(runs(ADAM, floored=0.65)))
+    text = describe_floored(grid_frame(runs(ADAM, floored=0.65)))
     assert "Adam: 0.65 (seed 0), 0.65 (seed 1), 0.65 (seed 2)" in text and "not testable" in text
-    assert "are judged" in describe_floored(runs_frame(runs(ADAM, floored=0.05)))
-    assert describe_floored(runs_frame({run_name("Adam", "FedER", 0): Pending("k", {})})).startswith("Pending")
+    assert "are judged" in describe_floored(grid_frame(runs(ADAM, floored=0.05)))
+    assert describe_floored(grid_frame({rid("Adam", "FedER", 0): Pending("k", {})})).startswith("Pending")
     text = describe_rank_weights(feder_record(80.0), 0)
     assert "1 of 3 conv layers stay at the floor for all 4 clients in all 4 rounds" in text
     assert "largest weight relative to 1/K is 1.33× (layer1.0.conv1, client 1, round 1)" in text  # 0.5 / 1.501 × 4
@@ -241,4 +246,4 @@ def test_floored_share_and_stable_rank_figures():
     ours = ax.lines
     assert len(ours) == 4 and len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 4
     assert "CIFAR-100" in ax.get_title() and "1 seed (0)" in ax.get_title()
-    assert stable_rank_figure({run_name("Adam", "FedAvg", 0): Pending("p", {})}, "fmnist", "quick") is None
+    assert stable_rank_figure({rid("Adam", "FedAvg", 0): Pending("p", {})}, "fmnist", "quick") is None

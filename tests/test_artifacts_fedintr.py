@@ -12,6 +12,7 @@ from fedlib.artifacts import fedintr as fi  # noqa: E402
 from fedlib.artifacts import fedintr_figures as ff  # noqa: E402
 from fedlib.config import Config  # noqa: E402
 from fedlib.grid import Diverged  # noqa: E402
+from fedlib.plans import FedIntRRunId as R  # noqa: E402
 from fedlib.results import Pending, Record  # noqa: E402
 
 ROUNDS = 12
@@ -34,13 +35,13 @@ def table1_runs(intr_pending: bool = False, prox_diverged: bool = False) -> dict
     """Table I runs as the plan names them: FedAvg, FedProx (μ = 0.001) and FedIntR (μ = 1, 10), three seeds."""
     runs = {}
     for s in (0, 1, 2):
-        runs[f"FedAvg | seed={s}"] = _rec(84.0 + s, s)
-        runs[f"FedProx | μ=0.001 | seed={s}"] = _rec(84.5 + s, s)
-        runs[f"FedIntR | μ=1 | seed={s}"] = _rec(83.0 + s, s)
-        runs[f"FedIntR | μ=10 | seed={s}"] = _pending() if intr_pending and s == 2 else _rec(86.0 + s, s)
+        runs[R("FedAvg", s)] = _rec(84.0 + s, s)
+        runs[R("FedProx", s, mu=0.001)] = _rec(84.5 + s, s)
+        runs[R("FedIntR", s, mu=1)] = _rec(83.0 + s, s)
+        runs[R("FedIntR", s, mu=10)] = _pending() if intr_pending and s == 2 else _rec(86.0 + s, s)
     if prox_diverged:
         cfg = Config(strategy="fedprox")
-        runs["FedProx | μ=0.001 | seed=1"] = Diverged(cfg.key(), cfg.to_dict(), 3, "loss is nan")
+        runs[R("FedProx", 1, mu=0.001)] = Diverged(cfg.key(), cfg.to_dict(), 3, "loss is nan")
     return runs
 
 
@@ -78,7 +79,7 @@ def test_pending_and_diverged_runs_are_no_numbers():
     assert fi.readable(runs).loc["FedIntR | μ=10 | seed=2", "median (%)"] == "pending"
     assert np.isnan(t1.all.loc[("FedProx", 0.001), "median (%)"])  # a diverged seed: no mean for its μ
     assert t1.all.loc[("FedIntR", 10.0), "seeds"] == 2  # the pending seed is not counted
-    all_prox_diverged = {k: (Diverged("k", Config().to_dict(), 2, "nan") if k.startswith("FedProx") else v)
+    all_prox_diverged = {k: (Diverged("k", Config().to_dict(), 2, "nan") if k.method == "FedProx" else v)
                          for k, v in table1_runs().items()}
     vs = fi.Table1.from_records(all_prox_diverged, 3, "fmnist").versus_paper()
     assert vs.loc["FedProx", "ours (%)"] == "diverged"
@@ -145,7 +146,7 @@ def test_curves_figure_draws_the_mean_of_every_seed_with_a_zoom_and_the_paper_in
     ax, zoom, panel = fig.axes
     ours = [ln for ln in ax.get_lines() if str(ln.get_label()).endswith("(n=3)")]
     assert len(ours) == 3 and len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 3
-    mean = np.mean([100 * r.metric("test_acc").iloc[-1] for k, r in table1_runs().items() if k.startswith("FedAvg")])
+    mean = np.mean([100 * r.metric("test_acc").iloc[-1] for k, r in table1_runs().items() if k.method == "FedAvg"])
     fedavg = next(ln for ln in ax.get_lines() if ln.get_label() == "FedAvg (n=3)")
     assert fedavg.get_ydata()[-1] == pytest.approx(mean)  # percent, once
     assert list(ax.get_xticks())[:2] == [1, 2] and 0 not in ax.get_xticks()
@@ -174,8 +175,8 @@ def test_round_ticks_read_naturally():
 
 def test_table3_and_table5_put_the_papers_numbers_beside_ours():
     t1 = fi.Table1.from_records(table1_runs(), 3, "fmnist")
-    low = {f"β=0.1 | FedAvg | seed={s}": _rec(70.0 + s, s) for s in (0, 1, 2)}
-    low |= {f"β=0.1 | FedIntR | μ=10 | seed={s}": _rec(74.0 + s, s) for s in (0, 1, 2)}
+    low = {R("FedAvg", s, beta=0.1): _rec(70.0 + s, s) for s in (0, 1, 2)}
+    low |= {R("FedIntR", s, beta=0.1, mu=10): _rec(74.0 + s, s) for s in (0, 1, 2)}
     t3 = fi.Table3.from_records(low, t1, 0.5)
     table = t3.table()
     assert list(table.columns) == ["β=0.5", "β=0.1"] and t3.reference == "cifar10"
@@ -195,7 +196,7 @@ def test_table3_and_table5_put_the_papers_numbers_beside_ours():
     records = {"table1": table1_runs(), "table3": low}
     v = {x.claim: x for x in fi.claims(t1, records, "paper", t3)}
     assert v["FedIntR's gain over FedAvg is larger at β = 0.1 than at β = 0.5"].verdict == "reproduced"
-    uniform = {f"uniform (Eq. 6) | μ=10 | seed={s}": _rec(85.0 + s, s) for s in (0, 1)}
+    uniform = {R("uniform (Eq. 6)", s, mu=10): _rec(85.0 + s, s) for s in (0, 1)}
     t5 = fi.table5(uniform, t1, 10)
     assert list(t5.index) == ["α (Eq. 5)", "uniform (Eq. 6)"] and list(t5["seeds"]) == [2, 2]
     assert list(t5["paper (%)"]) == list(fi.PAPER_T5["fmnist"]) and t5.attrs["seeds"] == [0, 1]

@@ -10,9 +10,9 @@ import pytest
 from fedlib.artifacts.fedintr import PAPER_T1
 from fedlib.artifacts.fedintr_figures import fmt
 from fedlib.artifacts.fedintr_scaling import (describe_fig4, describe_fig5, fig4_figure, fig5_figure, fig5_verdicts,
-                                              mean_table, runs_frame, table4_verdicts)
+                                              mean_table, table4_verdicts, values_frame)
 from fedlib.plots import t_interval
-from fedlib.plans.fedintr import run_name
+from fedlib.plans import FedIntRRunId as R
 from fedlib.results import Pending
 
 ACC = {"acc": lambda r: r.acc}
@@ -24,10 +24,9 @@ def _rec(acc: float) -> SimpleNamespace:
 
 
 def fig5(values: dict[tuple[int, str], tuple[float, ...]]) -> dict:
-    """Fig. 5 runs named as the plan names them, each a stand-in record with its accuracy."""
+    """Fig. 5 runs identified as the plan identifies them, each a stand-in record with its accuracy."""
     mu = {"FedAvg": None, "FedIntR": 10}
-    return {f"E={e} | {run_name(m, mu[m], s)}": _rec(v) for (e, m), vs in values.items()
-            for s, v in enumerate(vs)}
+    return {R(m, s, E=e, mu=mu[m]): _rec(v) for (e, m), vs in values.items() for s, v in enumerate(vs)}
 
 
 def by_claim(verdicts):
@@ -39,7 +38,7 @@ QUICK = {(1, "FedAvg"): (60.0, 62.0, 61.0), (1, "FedIntR"): (55.0, 58.0, 56.0),
 
 
 def test_fig5_at_quick_decides_what_e_1_and_the_default_can_show_and_says_why_not_the_rest():
-    v = by_claim(fig5_verdicts(runs_frame(fig5(QUICK), ACC), default_e=6, budget_note="no E > 6 fits"))
+    v = by_claim(fig5_verdicts(values_frame(fig5(QUICK), ACC), default_e=6, budget_note="no E > 6 fits"))
     assert v["E = 1 gives FedAvg a lower accuracy than E = 6"].verdict == "reproduced"
     e1 = v["E = 1 gives FedIntR (μ=10) a lower accuracy than E = 6"]
     assert e1.n == {"E=1": 3, "E=6": 3} and e1.method.startswith("paired t") and e1.estimate == pytest.approx(-24.9)
@@ -55,7 +54,7 @@ def test_fig5_at_quick_decides_what_e_1_and_the_default_can_show_and_says_why_no
 def test_fig5_at_paper_scale_tests_the_best_e_and_the_large_e_against_the_strongest_other_setting():
     runs = {**QUICK, (20, "FedAvg"): (78.0, 79.0, 78.4), (20, "FedIntR"): (79.0, 79.9, 79.5),
             (40, "FedAvg"): (75.0, 76.0, 75.5), (40, "FedIntR"): (76.0, 77.0, 76.5)}
-    v = by_claim(fig5_verdicts(runs_frame(fig5(runs), ACC), default_e=6))
+    v = by_claim(fig5_verdicts(values_frame(fig5(runs), ACC), default_e=6))
     best = v["FedAvg is best at the default E = 6 (the paper's 10)"]
     assert best.verdict == "reproduced" and set(best.means) == {"E=6", "E=20"}  # vs the best other E
     assert v["E ≥ 20 lowers FedIntR (μ=10)'s accuracy below E = 6"].verdict == "reproduced"
@@ -64,9 +63,9 @@ def test_fig5_at_paper_scale_tests_the_best_e_and_the_large_e_against_the_strong
 
 def test_fig5_pending_and_chance_runs_are_no_verdict():
     runs = fig5(QUICK)
-    runs["E=1 | FedIntR | μ=10 | seed=1"] = _rec(11.0)  # within 2 points of chance
-    runs["E=6 | FedAvg | seed=2"] = Pending("k", {})
-    v = by_claim(fig5_verdicts(runs_frame(runs, ACC), default_e=6))
+    runs[R("FedIntR", 1, E=1, mu=10)] = _rec(11.0)  # within 2 points of chance
+    runs[R("FedAvg", 2, E=6)] = Pending("k", {})
+    v = by_claim(fig5_verdicts(values_frame(runs, ACC), default_e=6))
     assert v["E = 1 gives FedIntR (μ=10) a lower accuracy than E = 6"].verdict == "not testable at this scale"
     assert v["E = 1 gives FedAvg a lower accuracy than E = 6"].verdict == "pending"
     assert v["FedIntR (μ=10) beats FedAvg at E = 6"].verdict == "pending"
@@ -82,14 +81,10 @@ def test_table4_left_out_is_not_testable_and_keeps_the_papers_effects():
 
 
 def test_table4_fedavg_against_the_median_of_the_others_per_seed():
-    acc = {"FedAvg": (50.0, 51.0, 49.0), "FedProx (μ=0.01)": (48.0, 49.5, 47.0), "FedIntR (μ=10)": (45.0, 47.0, 44.0),
-           "MOON (μ=1)": (52.0, 53.0, 51.0)}
-    runs = {}
-    for m, vs in acc.items():
-        method, _, mu = m.partition(" (μ=")
-        for s, v in enumerate(vs):
-            runs[f"N=50 | {run_name(method, float(mu[:-1]) if mu else None, s)}"] = _rec(v)
-    df = runs_frame(runs, {"T=100": lambda r: r.acc, "T=200": lambda r: r.acc + 1, "T=800": lambda r: r.acc})
+    acc = {("FedAvg", None): (50.0, 51.0, 49.0), ("FedProx", 0.01): (48.0, 49.5, 47.0),
+           ("FedIntR", 10.0): (45.0, 47.0, 44.0), ("MOON", 1.0): (52.0, 53.0, 51.0)}
+    runs = {R(method, s, N=50, mu=mu): _rec(v) for (method, mu), vs in acc.items() for s, v in enumerate(vs)}
+    df = values_frame(runs, {"T=100": lambda r: r.acc, "T=200": lambda r: r.acc + 1, "T=800": lambda r: r.acc})
     v = by_claim(table4_verdicts(df))
     early = v["FedAvg beats the majority of the other methods early in training (N = 50, T = 100)"]
     assert early.estimate == pytest.approx(11 / 6) and early.verdict == "reproduced"  # medians 48, 49.5, 47
@@ -112,7 +107,7 @@ def _panel_text(ax) -> set[str]:
 
 def test_fig5_figure_draws_dots_with_95_t_bars_and_the_papers_table_i_in_a_panel():
     matplotlib.use("Agg")
-    df = runs_frame(fig5(QUICK), ACC)
+    df = values_frame(fig5(QUICK), ACC)
     ax, panel = fig5_figure(df, "fmnist", "quick", last=5).axes
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["FedAvg", "FedIntR (μ=10)"]
@@ -125,21 +120,21 @@ def test_fig5_figure_draws_dots_with_95_t_bars_and_the_papers_table_i_in_a_panel
                    for y in np.atleast_1d(ln.get_ydata()))
     assert {"88.90", "89.15"} <= _panel_text(panel)
     assert "3 seeds (0-2); bars: 95 % t interval" in ax.get_title() and "Fashion-MNIST" in ax.get_title()
-    runs = fig5(QUICK) | {f"E=1 | {run_name(m, mu, s)}": Pending("k", {}) for m, mu in (("FedAvg", None),
-                                                                                       ("FedIntR", 10)) for s in (0, 1, 2)}
-    assert "not run yet: E = 1" in fig5_figure(runs_frame(runs, ACC), "fmnist", "quick", 5).axes[0].get_title()
+    runs = fig5(QUICK) | {R(m, s, E=1, mu=mu): Pending("k", {}) for m, mu in (("FedAvg", None), ("FedIntR", 10))
+                          for s in (0, 1, 2)}
+    assert "not run yet: E = 1" in fig5_figure(values_frame(runs, ACC), "fmnist", "quick", 5).axes[0].get_title()
 
 
 def test_describe_fig5_states_each_e_and_the_paired_differences_or_pending():
-    df = runs_frame(fig5(QUICK), ACC)
+    df = values_frame(fig5(QUICK), ACC)
     text = describe_fig5(df, 6)
     assert f"FedAvg {fmt(QUICK[(1, 'FedAvg')])}" in text and "E = 6:" in text
     d = [a - b for a, b in zip(QUICK[(1, "FedIntR")], QUICK[(6, "FedIntR")])]
     assert f"FedIntR (μ=10): E = 1 − E = 6 {fmt(d, '+')}" in text
     assert "FedIntR (μ=10) − FedAvg at E = 6" in text
-    pend = {k: Pending("k", {}) if k.startswith("E=1") else v for k, v in fig5(QUICK).items()}
-    assert "Pending: E = 1." in describe_fig5(runs_frame(pend, ACC), 6)
-    assert "pending" in describe_fig5(runs_frame({k: Pending("k", {}) for k in fig5(QUICK)}, ACC), 6)
+    pend = {k: Pending("k", {}) if k.E == 1 else v for k, v in fig5(QUICK).items()}
+    assert "Pending: E = 1." in describe_fig5(values_frame(pend, ACC), 6)
+    assert "pending" in describe_fig5(values_frame({k: Pending("k", {}) for k in fig5(QUICK)}, ACC), 6)
 
 
 def _curve(v: float) -> pd.Series:

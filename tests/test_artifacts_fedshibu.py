@@ -15,6 +15,7 @@ from fedlib.artifacts.fedshibu import PAPER_ORDER, PAPER_T1  # noqa: E402
 from fedlib.artifacts.fedshibu_figures import plot_shards  # noqa: E402
 from fedlib.artifacts.fedshibu_findings import crsm_readings, describe_crsm_readings, finetune_table  # noqa: E402
 from fedlib.config import Config  # noqa: E402
+from fedlib.plans import FedSHIBURunId as R  # noqa: E402
 from fedlib.plans.fedshibu import AVG, BABU, IDENTITY, LINEAR  # noqa: E402
 from fedlib.results import Pending, Record  # noqa: E402
 from fedlib.style import method_style  # noqa: E402
@@ -39,14 +40,14 @@ def _runs(methods, *, pending: str = "", crsm: bool = True, seeds=(0, 1), flat: 
     for k, m in enumerate(methods):
         for s in seeds:
             c = BASE.replace(seed=s, lr=0.01 * (k + 1))  # one key per method and seed
-            out[f"{m} | s=5 | seed={s}"] = Pending(c.key(), c.to_dict()) if m == pending else \
+            out[R(m, s, s=5)] = Pending(c.key(), c.to_dict()) if m == pending else \
                 _rec(c, [0.4 + 0.1 * k] * (flat - 1) * bool(flat) + [0.4 + 0.1 * k, 0.6 + 0.1 * k + 0.01 * s][
                     bool(flat):], crsm)
     return out
 
 
 def _frame(rows):
-    """Rows of runs_frame: (method, s, seed, acc | "pending" | "diverged")."""
+    """Rows of personal_frame: (method, s, seed, acc | "pending" | "diverged")."""
     return pd.DataFrame([{"name": f"{m} | s={s} | seed={n}", "method": m, "s": s, "seed": n,
                           "pending": a == "pending", "diverged": a == "diverged", "chance": 20.0,
                           "acc": a if isinstance(a, float) else np.nan, "acc (no ft)": np.nan,
@@ -126,11 +127,11 @@ def test_fig1_mean_curves_after_and_before_fine_tuning_in_the_methods_styles():
 
 def test_describe_fig1_states_both_accuracies_and_the_paired_difference():
     runs = _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"], crsm=False)
-    text = ff.describe_fig1(art.runs_frame(runs))
+    text = ff.describe_fig1(art.personal_frame(runs))
     assert "70.5 ± 6.4 %" in text and "(60.5 % before)" in text and "60.5 ± 6.4 %" in text
     assert "+10.0 ± 0.0 points over 2 paired seed(s)" in text
-    pend = ff.describe_fig1(art.runs_frame(_runs(["aggregated within each group"],
-                                                 pending="aggregated within each group")))
+    pend = ff.describe_fig1(art.personal_frame(_runs(["aggregated within each group"],
+                                                     pending="aggregated within each group")))
     assert "pending" in pend and "0 of 2 runs stored" in pend
 
 
@@ -152,21 +153,21 @@ def _same_as_local(runs):
     """FedAvg+CRSM's records given local-only's accuracies: a near-identity CRSM's result."""
     out = dict(runs)
     for s in (0, 1):
-        crsm, local = out[f"FedAvg+CRSM | s=5 | seed={s}"], out[f"Local only | s=5 | seed={s}"]
+        crsm, local = out[R("FedAvg+CRSM", s, s=5)], out[R("Local only", s, s=5)]
         hist = [{**e, "personal_acc_mean": f["personal_acc_mean"]} for e, f in zip(crsm.history, local.history)]
-        out[f"FedAvg+CRSM | s=5 | seed={s}"] = Record(key=crsm.key, config=crsm.config, history=hist,
+        out[R("FedAvg+CRSM", s, s=5)] = Record(key=crsm.key, config=crsm.config, history=hist,
                                                       provenance={}, partition_hash="", final_params_hash="")
     return out
 
 
 def test_describe_fig5_says_which_control_fedavg_crsm_follows():
     runs = _same_as_local(_runs(["FedAvg", "FedAvg+CRSM", "Local only"]))
-    text = ff.describe_fig5(art.runs_frame(runs), runs)
+    text = ff.describe_fig5(art.personal_frame(runs), runs)
     assert "FedAvg 60.5 ± 6.4 %" in text and "FedAvg+CRSM − FedAvg +20.0 ± 0.0 points over 2 paired seed(s)" in text
     assert "self-weight of 0.50" in text and "within 0.0 points of local-only training's at every round" in text
     assert "local-only training" in ff.fig5(runs, "fmnist")[1]._suptitle.get_text()
     pend = _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg")
-    assert "pending" in ff.describe_fig5(art.runs_frame(pend), pend)
+    assert "pending" in ff.describe_fig5(art.personal_frame(pend), pend)
 
 
 def test_fig3_one_row_per_reading_with_the_label_overlap_and_the_crsm_table():
@@ -204,12 +205,12 @@ def test_describe_fig4_per_level_with_the_paired_gap_and_what_is_pending():
     assert "pending" in ff.describe_fig4(_frame([(LINEAR, 2, 0, "pending")]))
 
 
-def test_verdicts_invariants_and_runs_table_with_pending_runs():
+def test_verdicts_invariants_and_personal_table_with_pending_runs():
     records = {"table1": {}, "fig1": _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"],
                                            pending="aggregated within each group"),
                "fig3": _runs(["own samples (§4.3)"], pending="own samples (§4.3)"),
                "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg", flat=10)}
-    frames = {a: art.runs_frame(rs) for a, rs in records.items() if rs}
+    frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
     frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
     vs = {v.claim: v.verdict for v in art.verdicts(frames, records, "quick")}
     stored = "FedAvg+CRSM ends more accurate than local-only training (the identity CRSM) at s = 5"
@@ -220,7 +221,7 @@ def test_verdicts_invariants_and_runs_table_with_pending_runs():
     assert all(ok.values()) and len(ok) == 2
     ident = _frame([(IDENTITY, 2, 0, 50.0)]).assign(**{"self-weight": 0.9, "off-diagonal": 0.1})
     assert not all(art.invariants({"table1": ident}).values())
-    runs = art.runs_table(frames)
+    runs = art.personal_table(frames)
     assert runs.index.names == ["artifact", "name"] and len(runs) == sum(map(len, frames.values()))
 
 

@@ -19,6 +19,7 @@ import fedlib.plans
 from fedlib import campaign
 from fedlib.campaign import collect, dataset_missing, parse_budget, priority
 from fedlib.costs import CostTable, cost_key
+from fedlib.plans import RunId
 from fedlib.presets import preset
 from fedlib.results import Store, run
 from fedlib.workers import cores
@@ -161,7 +162,7 @@ def test_run_respects_the_budget_and_a_second_invocation_does_nothing(tmp_path, 
 def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
     from fedlib.ledger import ledger
 
-    runs = {f"FedAvg | seed={s}": smoke(seed=s) for s in (0, 1)}
+    runs = {RunId("FedAvg", s): smoke(seed=s) for s in (0, 1)}
     plans(**{"01_fedavg_baseline": lambda scale, **kw: {"table1": runs}})
     store = Store(tmp_path)
     recs = [run(c, store=store, progress=False) for c in runs.values()]

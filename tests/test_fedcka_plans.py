@@ -12,7 +12,7 @@ from fedlib.config import Config
 from fedlib.timing import cached_costs, repeat_times, round_costs, synthetic_like
 from fedlib.grid import best_mu, cell, runs_frame, seed_summary
 from fedlib.report import compare
-from fedlib.plans import plan
+from fedlib.plans import FedCKARunId, RunId, plan
 from fedlib.plans.budget import MAX_PART_S, Part, estimate_s, fit
 from fedlib.plans.fedcka import (FEDCKA_MU_GRID, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
                                  keeps_artifacts, similarity_scope, table2_part)
@@ -42,8 +42,8 @@ def test_paper_plans_are_the_papers_grids():
 @pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
 def test_runs_shared_between_notebooks_are_one_config(scale):
     p3, p4 = plan("03_fedcka_heterogeneity", scale), plan("04_fedcka_ablations", scale)
-    fedavg5 = next(c for n, c in p3["table2"].items() if n.startswith("FedAvg | α=5 | seed=0"))
-    cka5 = next(c for n, c in p3["table2"].items() if n.startswith("FedCKA (μ=3) | α=5 | seed=0"))
+    fedavg5 = p3["table2"][FedCKARunId("FedAvg", 0, alpha=5)]
+    cka5 = p3["table2"][FedCKARunId("FedCKA (μ=3)", 0, alpha=5)]
     assert {fedavg5.key(), cka5.key()} <= _keys(p4)
     seeds = {c.seed for c in p3["table2"].values()}
     assert {c.key() for c in p4["variance"].values()} == {c.key() for c in p3["table2"].values() if
@@ -158,7 +158,7 @@ def test_round_costs_times_every_config_against_the_first_in_interleaved_repeats
 
 
 def test_train_false_on_an_empty_store_gives_pending_runs_and_similarity(tmp_path):
-    cfg = plan("04_fedcka_ablations", "smoke")["variance"]["FedAvg | seed=0"]
+    cfg = plan("04_fedcka_ablations", "smoke")["variance"][RunId("FedAvg", 0)]
     store = Store(tmp_path)
     assert isinstance(fetch(cfg, store=store, train=False), Pending)
     assert isinstance(run_similarity(cfg, store=store, train=False), Pending)
@@ -192,7 +192,7 @@ def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, mon
 
 
 def test_similarity_is_kept_in_the_store_and_a_rerun_for_models_keeps_the_stored_record(tmp_path):
-    cfg = plan("04_fedcka_ablations", "smoke")["variance"]["FedAvg | seed=0"].replace(rounds=1)
+    cfg = plan("04_fedcka_ablations", "smoke")["variance"][RunId("FedAvg", 0)].replace(rounds=1)
     store = Store(tmp_path)
     first = fetch(cfg, store=store)  # a record without models
     text = store.record_path(first.key).read_text()

@@ -1,4 +1,4 @@
-"""The FedIntR notebooks' plans: the paper's grids at paper scale, shared records at quick scale, names that parse."""
+"""The FedIntR notebooks' plans: the paper's grids at paper scale, shared records at quick scale, their run ids."""
 
 from __future__ import annotations
 
@@ -8,33 +8,32 @@ from pathlib import Path
 import pytest
 
 from fedlib.presets import preset
-from fedlib.plans import plan
+from fedlib.plans import FedIntRRunId, plan
 from fedlib.plans.fedintr import (FEDINTR_BEST_MU, FEDINTR_DEFAULT_E, FEDINTR_METHODS, FEDINTR_QUICK_LEFT_OUT,
-                                  FEDINTR_SCALING_LEFT_OUT, mu_grid, run_name, split_name)
+                                  FEDINTR_SCALING_LEFT_OUT, mu_grid)
 
 
 def test_paper_grids_are_the_papers():
     p = plan("05_fedintr_benchmarks", "paper", dataset="cifar10", seeds=(0, 1, 2))
     mus = {}
-    for name, cfg in p["table1"].items():
-        d = split_name(name)
-        mus.setdefault(d["method"], set()).add(d["μ"])
+    for rid, cfg in p["table1"].items():
+        mus.setdefault(rid.method, set()).add(rid.mu)
         assert cfg.rounds == 100 and cfg.local_epochs == 10 and cfg.batch_size == 512 and cfg.n_train is None
         assert cfg.partition_kw["beta"] == 0.5 and cfg.num_clients == 10
     assert mus == {"FedAvg": {None}, "FedCKA": {0.1, 1, 3, 5, 10}, "FedProx": {0.001, 0.01, 0.1, 1},
                    "MOON": {0.1, 1, 5, 10}, "FedIntR": {0.1, 1, 3, 5, 10}}
     assert len(p["table1"]) == 3 * 19  # every run with 3 seeds
     assert {c.partition_kw["beta"] for c in p["table3"].values()} == {5.0, 0.1}
-    uniform = [c for n, c in p["table5"].items() if n.startswith("uniform")]
+    uniform = [c for rid, c in p["table5"].items() if rid.method.startswith("uniform")]
     assert {c.strategy_kw["weighting"] for c in uniform} == {"uniform"}
     assert uniform[0].strategy_kw["mu"] == 3  # Table I's best μ on CIFAR-10
 
 
 def test_paper_scaling_plan_is_table_iv_and_fig_5():
     p = plan("06_fedintr_scaling", "paper", dataset="cifar10")
-    t4 = {(split_name(n)["N"], c.rounds, c.sample_fraction) for n, c in p["table4"].items()}
+    t4 = {(rid.N, c.rounds, c.sample_fraction) for rid, c in p["table4"].items()}
     assert t4 == {(50, 800, 0.2), (100, 1000, 0.2)} and len(p["table4"]) == 16 * 5  # 5 seeds each
-    fig5 = {(split_name(n)["E"], split_name(n)["method"], split_name(n)["μ"]) for n in p["fig5"]}
+    fig5 = {(rid.E, rid.method, rid.mu) for rid in p["fig5"]}
     assert {e for e, _, _ in fig5} == {1, 5, 10, 20, 40} and ("E", "FedIntR", 3) not in fig5
     assert (10, "FedIntR", 3.0) in fig5 and (10, "MOON", 5.0) in fig5  # CIFAR-10's Table I μ
 
@@ -44,13 +43,13 @@ def test_quick_scaling_plan_is_fig_5_with_five_seeds_and_no_table_iv():
     and the quick preset's E with 5 seeds, and its runs at the preset's E are notebook 05's Table I runs (one record each)."""
     p = plan("06_fedintr_scaling", "quick")
     assert set(p) == {"fig5"} and "table4" in FEDINTR_SCALING_LEFT_OUT["quick"]
-    runs = {(d["E"], d["method"], d["μ"], d["seed"]) for d in map(split_name, p["fig5"])}
+    runs = {(rid.E, rid.method, rid.mu, rid.seed) for rid in p["fig5"]}
     E = preset("fedintr", "quick").local_epochs
     assert FEDINTR_DEFAULT_E["quick"] == E and FEDINTR_DEFAULT_E["paper"] == preset("fedintr").local_epochs == 10
     methods = (("FedAvg", None), ("FedIntR", 10.0))  # Table I's best μ on Fashion-MNIST
     assert runs == {(e, m, mu, s) for e in (1, E) for m, mu in methods for s in (0, 1, 2, 3, 4)}
     table1 = {c.key() for c in plan("05_fedintr_benchmarks", "quick")["table1"].values()}
-    assert all(c.key() in table1 for n, c in p["fig5"].items() if split_name(n)["E"] == E)
+    assert all(c.key() in table1 for rid, c in p["fig5"].items() if rid.E == E)
     assert len(plan("06_fedintr_scaling", "smoke")["table4"]) == 2  # smoke keeps a stand-in: one seed
 
 
@@ -73,17 +72,18 @@ def test_small_scales_hold_the_papers_best_mu_and_seeds_for_the_key_comparison(s
     assert all(FEDINTR_BEST_MU["fmnist"][m] in grid[m] for m in FEDINTR_BEST_MU["fmnist"])
     names = plan("05_fedintr_benchmarks", scale, seeds=(0, 1, 2))["table1"]
     seeds = {}
-    for n in names:
-        d = split_name(n)
-        seeds.setdefault((d["method"], d["μ"]), set()).add(d["seed"])
+    for rid in names:
+        seeds.setdefault((rid.method, rid.mu), set()).add(rid.seed)
     kept = [(m, FEDINTR_BEST_MU["fmnist"].get(m)) for m in FEDINTR_METHODS if m not in FEDINTR_QUICK_LEFT_OUT[scale]]
     assert set(seeds) == {(m, None if mu is None else float(mu)) for m, mu in kept}
     assert all(s == {0, 1, 2} for s in seeds.values())  # every comparison: 3 seeds per method
 
 
-def test_run_names_round_trip():
-    assert split_name("β=0.1 | " + run_name("FedIntR", 10, 2)) == {"β": 0.1, "method": "FedIntR", "μ": 10.0, "seed": 2}
-    assert split_name("N=50 | " + run_name("FedAvg", None, 0)) == {"N": 50, "method": "FedAvg", "μ": None, "seed": 0}
+def test_run_ids_name_their_settings():
+    rid = FedIntRRunId("FedIntR", 2, beta=0.1, mu=10)
+    assert str(rid) == "β=0.1 | FedIntR | μ=10 | seed=2" and rid.settings() == {"β": 0.1, "μ": 10.0}
+    assert str(FedIntRRunId("FedAvg", 0, N=50)) == "N=50 | FedAvg | seed=0" and rid.label == "FedIntR (μ=10)"
+    assert FedIntRRunId("FedIntR", 2, beta=0.1, mu=10.0) == rid  # μ is a float field: 10 and 10.0 are one id
 
 
 def test_the_paper_campaign_plans_every_dataset_column_of_the_papers():

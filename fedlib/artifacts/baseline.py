@@ -3,7 +3,7 @@ FedSHIBU's shards and label groups, and FedIntR Table I's FedAvg and FedProx row
 upper bound — each a tidy table and a figure, with the papers' numbers beside ours where they print any.
 
     stats = dirichlet_stats(parts); partition_figure(parts, dataset, "dirichlet")
-    per_run = runs_table(records, last); summary_table(per_run); versus_paper(per_run, dataset)
+    per_run = per_run_frame(records, last); summary_table(per_run); versus_paper(per_run, dataset)
     curves_figure(records, per_run, dataset, scale); describe_baseline(per_run)
     baseline_verdicts(per_run, scale, dataset)
 """
@@ -22,7 +22,7 @@ from matplotlib.ticker import MaxNLocator
 from ..data import chance
 from ..grid import DIVERGED, PENDING, Diverged, Run, cell, offs
 from ..partition import Partition
-from ..plans import BASELINE_LEFT_OUT
+from ..plans import BASELINE_LEFT_OUT, RunId
 from ..plots import mean_curves, paper_panel, t_interval
 from ..report import compare
 from ..results import Pending, Record
@@ -30,7 +30,7 @@ from ..style import dataset_name
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending as pending_verdict
 
 __all__ = ["ALPHAS", "PAPER_T1", "PAPER_T1_DATASET", "PAPER_FIG5", "label_entropy", "dirichlet_stats",
-           "partition_figure", "Check", "partition_checks", "runs_table", "summary_table", "versus_paper",
+           "partition_figure", "Check", "partition_checks", "per_run_frame", "summary_table", "versus_paper",
            "FEDCKA_SETUP", "curves_figure", "describe_baseline", "baseline_verdicts"]
 
 # FedCKA Fig. 4: arXiv α ∈ {5, 0.5, 0.1}, Appl. Sci. α ∈ {5, 1, 0.1}; FedIntR Fig. 3: β ∈ {5, 0.5, 0.1}
@@ -44,7 +44,7 @@ PAPER_T1_DATASET = "fmnist"  # the column notebook 01's table and fidelity claim
 # FedCKA Fig. 5 / §4.4 (CIFAR-10, α = 5): the centralized upper bound and FedAvg
 PAPER_FIG5 = {"Centralized": 70.0, "FedAvg": 64.37}
 
-Runs = Mapping[str, Run]
+Runs = Mapping[RunId, Run]
 
 
 # ------------------------------------------------------------------------------------------- partitions (00)
@@ -153,14 +153,14 @@ def _status(r: Any) -> str:
     return PENDING if isinstance(r, Pending) else DIVERGED if isinstance(r, Diverged) else "done"
 
 
-def runs_table(records: Runs, last: int) -> pd.DataFrame:
-    """One row per run (named ``"<method> | seed=<s>"``): the final accuracy as FedIntR reports it (the median of
+def per_run_frame(records: Runs, last: int) -> pd.DataFrame:
+    """One row per run (its id's method and seed, its name): the final accuracy as FedIntR reports it (the median of
     the ``last`` rounds, %), the best round, seconds per round, executor and device; NaN when pending or diverged."""
     rows = []
-    for name, r in records.items():
+    for rid, r in records.items():
         status, done = _status(r), isinstance(r, Record)
-        rows.append({"method": name.split(" | ")[0], "seed": r.cfg.seed, "rounds": r.cfg.rounds,
-                     "local epochs": r.cfg.local_epochs, "status": status, "name": name,
+        rows.append({"method": rid.method, "seed": r.cfg.seed, "rounds": r.cfg.rounds,
+                     "local epochs": r.cfg.local_epochs, "status": status, "name": str(rid),
                      "off": off_plateau(r) if done else None,
                      "final": 100 * r.final("test_acc", last=last) if done else np.nan,
                      "best": 100 * r.metric("test_acc").max() if done else np.nan,
@@ -206,9 +206,9 @@ FEDCKA_SETUP = ("Centralized", "FedAvg (FedCKA's setup)")
 def _seed_curves(records: Runs, methods: Sequence[str]) -> dict[str, dict[int, pd.Series]]:
     """``{method: {seed: test accuracy per round}}`` of the stored runs of ``methods``."""
     out: dict[str, dict[int, pd.Series]] = {}
-    for name, r in records.items():
-        if isinstance(r, Record) and name.split(" | ")[0] in methods:
-            out.setdefault(name.split(" | ")[0], {})[r.cfg.seed] = r.metric("test_acc")
+    for rid, r in records.items():
+        if isinstance(r, Record) and rid.method in methods:
+            out.setdefault(rid.method, {})[r.cfg.seed] = r.metric("test_acc")
     return {m: out[m] for m in methods if m in out}
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 from .fedcka import PAPER_T3, PAPER_T4
 from .fedcka_accuracy import fmt
 from ..grid import DIVERGED, PENDING, cell, runs_frame, seed_summary
+from ..plans import RunId
 from ..plots import paper_panel, sweep, t_interval
 from ..report import compare
 from ..results import Pending, Record
@@ -35,7 +36,7 @@ M_RANGE = range(1, 8)  # the papers sweep the first M = 1..7 layers of the simpl
 PAPER_TOP_LAYER = 2  # Appl. Sci. Fig. 6: "the third layer [has] the highest variance of non-similarity" (0-based)
 REGULARIZED = ("conv1", "conv2")  # the simple CNN's layers ℓ_cka regularizes at M = 2 ("the first two layers")
 
-Runs = Mapping[str, Record | Pending]
+Runs = Mapping[RunId, Record | Pending]
 
 
 def _score(r: pd.Series) -> float:
@@ -44,11 +45,11 @@ def _score(r: pd.Series) -> float:
 
 
 def _accs(runs: Runs) -> dict[str, dict[int, float]]:
-    """``{run label: {seed: final accuracy (%)}}`` of the stored runs that did not diverge (label: the run name
-    before " | seed=")."""
+    """``{run label: {seed: final accuracy (%)}}`` of the stored runs that did not diverge (label: the run id's
+    method)."""
     out: dict[str, dict[int, float]] = {}
-    for name, r in runs.items():
-        by = out.setdefault(name.split(" | ")[0], {})
+    for rid, r in runs.items():
+        by = out.setdefault(rid.method, {})
         if isinstance(r, Record) and np.isfinite(acc := 100 * r.final("test_acc")):
             by[int(r.cfg.seed)] = float(acc)
     return out
@@ -264,7 +265,7 @@ def describe_levels(table: pd.DataFrame, regularized: Sequence[str] = REGULARIZE
 def metrics_frame(metric_runs: Runs) -> pd.DataFrame:
     """Table 3's runs (:func:`fedlib.grid.runs_frame`) with a ``metric`` column: the similarity inside ℓ_cka."""
     df = runs_frame(metric_runs)
-    return df.assign(metric=[n.split(" | ")[0] for n in df["name"]])
+    return df.assign(metric=[rid.method for rid in metric_runs])
 
 
 T3_COLUMNS = ("paper acc (%)", "ours acc (%)", "paper s / round", "paper × FedAvg", "ours × FedAvg (runs)",

@@ -22,6 +22,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .fedcka import PAPER_T2 as T2_TUPLES, T2_METHODS
 from ..grid import DIVERGED, best_mu, cell, runs_frame, seed_summary
+from ..plans import FedCKARunId, RunId
 from ..plots import group_bars, mean_curves, paper_panel, sweep, t_interval
 from ..report import compare
 from ..results import Pending, Record
@@ -37,7 +38,7 @@ PAPER_T2: dict[float, dict[str, float]] = {a: dict(zip(PAPER_METHODS, v)) for a,
 VERSIONS = {"arXiv": (5.0, 0.5, 0.1), "Appl. Sci.": (5.0, 1.0, 0.1)}  # Table 2's α columns in each version
 ALPHA_LABELS = {5.0: "α = 5", 1.0: "α = 1 (Appl. Sci.)", 0.5: "α = 0.5 (arXiv)", 0.1: "α = 0.1"}
 
-Runs = Mapping[str, Record | Pending]
+Runs = Mapping[RunId, Record | Pending]
 
 
 def _cells(df: pd.DataFrame) -> list[str]:
@@ -172,12 +173,13 @@ class Table2:
         """Test accuracy (%) per round of each method at its μ at ``alpha`` (default: the largest), every stored
         seed: ``{label: {seed: Series}}`` (the input of :func:`fedlib.plots.mean_curves`)."""
         alpha = max(self.alphas) if alpha is None else alpha
+        by_name = {str(rid): r for rid, r in records.items()}
         out = {}
         for m in self.methods:
             r = self._runs(m, alpha)
             r = r[~r["pending"] & ~r["diverged"]]
             if len(r):
-                out[self.label(m, alpha)] = {int(s): 100 * records[n].metric("test_acc")
+                out[self.label(m, alpha)] = {int(s): 100 * by_name[n].metric("test_acc")
                                              for s, n in zip(r["seed"], r["name"])}
         return out
 
@@ -215,11 +217,11 @@ def fmt(values: Mapping[int, float] | Sequence[float], sign: str = "") -> str:
 
 def seed_curves(records: Runs, names: Mapping[str, str], seeds: Sequence[int], alpha: float = 5.0
                 ) -> dict[int, dict[str, pd.Series]]:
-    """``{seed: {method: accuracy per round (%)}}`` for the runs named ``f"{names[method]} | α=... | seed=..."``,
+    """``{seed: {method: accuracy per round (%)}}`` for the runs ``FedCKARunId(names[method], seed, alpha=alpha)``,
     only for seeds where every one of them is stored (the input of Fig. 5's 40-round verdict)."""
     out = {}
     for s in seeds:
-        pair = {m: records.get(f"{n} | α={alpha:g} | seed={s}") for m, n in names.items()}
+        pair = {m: records.get(FedCKARunId(n, s, alpha=alpha)) for m, n in names.items()}
         if all(isinstance(r, Record) for r in pair.values()):
             out[s] = {m: 100 * r.metric("test_acc") for m, r in pair.items()}
     return out

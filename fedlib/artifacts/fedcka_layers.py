@@ -27,7 +27,7 @@ from ..style import dataset_name
 
 __all__ = ["PAPER_SIMILAR_LAYERS", "R50_TAPS", "N_EVAL", "layer_table", "layer_orders", "setup_text",
            "describe_runs", "stored", "to_global_figure", "describe_to_global", "between_figure", "describe_between",
-           "client_matrices_figure", "describe_matrices", "resnet50_left_out", "resnet50_artifact", "runs_table"]
+           "client_matrices_figure", "describe_matrices", "resnet50_left_out", "resnet50_artifact", "seed_table"]
 
 # §3.1 (both versions): "the first two naturally similar layers are the two layers closest to the input"; for
 # ResNets (Appl. Sci.) "the initial convolutional layer and the first post-residual block"
@@ -280,7 +280,7 @@ def resnet50_artifact(sims: Mapping[int, LayerSimilarity], records: Mapping[int,
     return frame.round(6), fig
 
 
-def runs_table(records: Mapping[int, Any], n_eval: int) -> pd.DataFrame:
+def seed_table(records: Mapping[int, Any], n_eval: int) -> pd.DataFrame:
     """One row per seed: rounds, local epochs, the global model's final test accuracy, ``n_eval``, wall time, the
     record's key ("pending" where a run is not stored)."""
     rows = [{"seed": s, "rounds": r.cfg.rounds, "local epochs": r.cfg.local_epochs,

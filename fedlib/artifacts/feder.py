@@ -1,13 +1,13 @@
 """Notebook 07: FedER thesis Table 4.2, Figs. 4.1–4.15 and Fig. A.1 as tables, figures and verdicts, with the
 thesis's numbers beside ours and FedER's floored share.
 
-    df = runs_frame(records)                     # records: {artifact: {run name: run}} or {run name: run}
+    df = grid_frame(records)                     # records: {artifact: {run id: run}} or {run id: run}
     mean_table(df); versus_paper(df, scale)      # Table 4.2 (ours), Table 4.2 (CIFAR-100) beside ours
     verdicts(df, dataset, left_out); invariants(records)
 
 The figures and the sentences that describe them are in :mod:`fedlib.artifacts.feder_figures`.
 
-Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
+Runs come as ``{FedERRunId: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.feder_plan`). The thesis reports each run's final top-1 test accuracy. FedER's claims against
 FedAvg are only testable where FedER does something else than FedAvg: when EVBMF keeps no component of a layer (a
 weight near its random initialization) every client sits at Alg. 4's 0.001 floor and the layer is averaged
@@ -25,15 +25,15 @@ import pandas as pd
 
 from ..data import chance
 from ..grid import DIVERGED, Diverged, Run, cell, offs
-from ..plans.feder import split_name
+from ..plans import FedERRunId, Plan
 from ..report import compare
 from ..results import Pending, Record
 from ..style import dataset_name
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 from ..verdicts import plateau_rise as verdict_rise
 
-__all__ = ["PAPER", "SETTINGS", "FLOORED_MAX", "FLOOR", "SOURCE", "runs_frame", "mean_table", "versus_paper",
-           "scale_note", "setup_line", "first_seed", "stored", "runs_table", "invariants", "plateau_rise", "verdicts"]
+__all__ = ["PAPER", "SETTINGS", "FLOORED_MAX", "FLOOR", "SOURCE", "grid_frame", "mean_table", "versus_paper",
+           "scale_note", "grid_setup", "first_seed", "stored", "grid_table", "invariants", "plateau_rise", "verdicts"]
 
 PAPER = {  # Table 4.2, CIFAR-100: non-federated / FedAvg / FedER
     "Adam": (71.71, 76.87, 77.05), "Adam + StepLR": (74.54, 75.71, 75.97), "AdamP": (70.06, 50.89, 49.43),
@@ -43,7 +43,7 @@ FLOOR = 1e-3  # Alg. 4: er <- max(0.001, er)
 FLOORED_MAX = 0.25  # above this mean share of floored client-layers, FedER is (mostly) FedAvg: nothing to compare
 SOURCE = "FedER thesis"
 
-Runs = Mapping[str, Run] | Mapping[str, Mapping[str, Run]]
+Runs = Mapping[FedERRunId, Run] | Mapping[str, Mapping[FedERRunId, Run]]
 
 
 def floored(record: Record) -> float:
@@ -60,19 +60,20 @@ def plateau_rise(record: Record) -> float:
     return math.nan if rise is None else float(rise)
 
 
-def flat_runs(runs: Runs) -> dict[str, Run]:
-    """``{run name: run}`` from itself or from ``{artifact: {run name: run}}``."""
+def flat_runs(runs: Runs) -> dict[FedERRunId, Run]:
+    """``{run id: run}`` from itself or from ``{artifact: {run id: run}}``."""
     return {n: r for k, v in runs.items() for n, r in (v.items() if isinstance(v, Mapping) else [(k, v)])}
 
 
-def runs_frame(runs: Runs) -> pd.DataFrame:
-    """One row per run: ``name, row, setting, seed, pending, diverged, acc`` (final test accuracy, %), ``floored``
-    (FedER's mean floored share) and ``rise`` (:func:`plateau_rise`)."""
+def grid_frame(runs: Runs) -> pd.DataFrame:
+    """One row per run of the optimizer grid: ``name, row`` (the optimizer), ``setting`` (the id's method), ``seed,
+    pending, diverged, acc`` (final test accuracy, %), ``floored`` (FedER's mean floored share) and ``rise``
+    (:func:`plateau_rise`)."""
     rows = []
-    for name, r in flat_runs(runs).items():
-        row, setting, seed = split_name(name)
+    for rid, r in flat_runs(runs).items():
         ok = isinstance(r, Record)
-        rows.append({"name": name, "row": row, "setting": setting, "seed": seed, "pending": isinstance(r, Pending),
+        rows.append({"name": str(rid), "row": rid.optimizer, "setting": rid.method, "seed": rid.seed,
+                     "pending": isinstance(r, Pending),
                      "diverged": isinstance(r, Diverged), "acc": 100 * r.final("test_acc") if ok else np.nan,
                      "floored": floored(r) if ok else np.nan, "rise": plateau_rise(r) if ok else np.nan,
                      "off": off_plateau(r) if ok else None})
@@ -170,8 +171,7 @@ def scale_note(scale: str, dataset: str) -> str:
         else "NOT the thesis's setup; compare the pattern, not the numbers")
 
 
-def setup_line(runs: Mapping[str, Mapping[str, Any]], scale: str, dataset: str,
-               left_out: Mapping[str, str]) -> str:
+def grid_setup(runs: Plan, scale: str, dataset: str, left_out: Mapping[str, str]) -> str:
     """The planned setup in one line (model, clients, rounds, optimizer settings, runs, what the scale leaves out)."""
     c = next(iter(runs["table4.2"].values()))
     seeds = sorted({x.seed for rs in runs.values() for x in rs.values()})
@@ -183,7 +183,7 @@ def setup_line(runs: Mapping[str, Mapping[str, Any]], scale: str, dataset: str,
 
 def first_seed(records: Runs, seed: int) -> dict[tuple[str, str], Run]:
     """``{(optimizer row, setting): run}`` of one seed (the runs the figures draw)."""
-    return {split_name(n)[:2]: r for n, r in flat_runs(records).items() if split_name(n)[2] == seed}
+    return {(rid.optimizer, rid.method): r for rid, r in flat_runs(records).items() if rid.seed == seed}
 
 
 def stored(runs: Mapping[Any, Run | None]) -> bool:
@@ -191,9 +191,10 @@ def stored(runs: Mapping[Any, Run | None]) -> bool:
     return any(isinstance(r, Record) for r in runs.values())
 
 
-def runs_table(df: pd.DataFrame, records: Runs) -> pd.DataFrame:
-    """One row per run: final accuracy, FedER's floored share, the plateau rise, status and record key."""
-    keys = {n: r.key for n, r in flat_runs(records).items()}
+def grid_table(df: pd.DataFrame, records: Runs) -> pd.DataFrame:
+    """One row per run by name (``df``: :func:`grid_frame`): final accuracy, FedER's floored share, the plateau rise,
+    status and record key."""
+    keys = {str(rid): r.key for rid, r in flat_runs(records).items()}
     out = df.assign(acc=df["acc"].round(2), floored=df["floored"].round(2), rise=df["rise"].round(2),
                     record=df["name"].map(keys)).set_index("name")
     return out[["acc", "floored", "rise", "pending", "diverged", "record"]].rename(columns={
@@ -201,7 +202,7 @@ def runs_table(df: pd.DataFrame, records: Runs) -> pd.DataFrame:
 
 
 def _feder_entropy_runs(records: Runs) -> list[Record]:
-    return [r for n, r in flat_runs(records).items() if isinstance(r, Record) and split_name(n)[1] == "FedER"
+    return [r for rid, r in flat_runs(records).items() if isinstance(r, Record) and rid.method == "FedER"
             and r.config.get("strategy_kw", {}).get("metric", "entropy") == "entropy"]
 
 

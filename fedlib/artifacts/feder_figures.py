@@ -6,7 +6,7 @@ floored share and its per-layer ranks and weights), drawn with :mod:`fedlib.plot
     rank_weights(record, dataset, scale, seed); describe_rank_weights(record, seed)
     stable_rank_figure(records, dataset, scale)
 
-``records``: ``{artifact: {run name: run}}`` or ``{run name: run}``; ``df``: :func:`fedlib.artifacts.feder.runs_frame`.
+``records``: ``{artifact: {run id: run}}`` or ``{run id: run}``; ``df``: :func:`fedlib.artifacts.feder.grid_frame`.
 Curves are the mean over seeds with a 95 % t band (one seed: its curve alone); the thesis's numbers (CIFAR-100,
 250 epochs, one run each) are only ever shown in a panel of their own.
 """
@@ -21,7 +21,6 @@ import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from ..plans.feder import split_name
 from ..plots import mean_curves, paper_panel, t_interval
 from ..presets import FEDER_OPTIMIZERS
 from ..results import Pending, Record
@@ -44,21 +43,22 @@ def _by_setting(records: Runs, row: str, metric: str, settings: tuple[str, ...] 
     """``{setting: {seed: per-round series}}`` of ``row``'s stored runs; ``metric`` "train_loss" falls back to the
     mean of the clients' losses."""
     out: dict[str, dict[int, pd.Series]] = {}
-    for name, r in flat_runs(records).items():
-        rw, s, seed = split_name(name)
-        if rw != row or s not in settings or not isinstance(r, Record):
+    for rid, r in flat_runs(records).items():
+        s = rid.method
+        if rid.optimizer != row or s not in settings or not isinstance(r, Record):
             continue
         series = r.metric(metric)
         if series.empty and metric == "train_loss":
             series = r.metric("client_loss").map(np.mean)
         if not series.empty:
-            out.setdefault(s, {})[seed] = series.astype(float)
+            out.setdefault(s, {})[rid.seed] = series.astype(float)
     return {s: out[s] for s in settings if s in out}
 
 
 def _pending(records: Runs, row: str | None = None) -> list[str]:
-    """``"setting · row · seed=s"`` of the runs not stored yet (of ``row``, or all)."""
-    return [n for n, r in flat_runs(records).items() if isinstance(r, Pending) and (row is None or split_name(n)[0] == row)]
+    """The names of the runs not stored yet (of optimizer ``row``, or all)."""
+    return [str(rid) for rid, r in flat_runs(records).items()
+            if isinstance(r, Pending) and (row is None or rid.optimizer == row)]
 
 
 def _plain_log(ax: plt.Axes) -> None:
@@ -81,8 +81,8 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
     panels), the training loss and the test loss (its (b) panels; log scale) of each setting, the mean over seeds
     with a 95 % t band; beside them Table 4.2's CIFAR-100 numbers of those rows in a panel of their own. ``None``
     before any run is stored."""
-    flat = {n: r for n, r in flat_runs(records).items() if split_name(n)[1] in SETTINGS}
-    rows = [row for row in dict.fromkeys(split_name(n)[0] for n in flat) if _by_setting(flat, row, "test_acc")]
+    flat = {rid: r for rid, r in flat_runs(records).items() if rid.method in SETTINGS}
+    rows = [row for row in dict.fromkeys(rid.optimizer for rid in flat) if _by_setting(flat, row, "test_acc")]
     if not rows:
         return None
     mosaic = [[f"acc{i}", f"train{i}", f"test{i}", "paper"] for i in range(len(rows))]
@@ -109,7 +109,7 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
     paper_panel(axes["paper"], [[row] + [f"{v:.2f}" for v in PAPER[row]] for row in rows if row in PAPER],
                 ["optimizer", "non-fed.", "FedAvg", "FedER"], _PAPER_TITLE)
     pending = _pending(flat)
-    planned = {split_name(n)[:2] for n in flat}
+    planned = {(rid.optimizer, rid.method) for rid in flat}
     status = sorted(notes) + [f"pending: {', '.join(pending)}"] * bool(pending) + [
         "the other Table 4.2 cells not run at this scale"] * (len(planned) < len(THESIS_FIGURES))
     figs = ", ".join(f"{THESIS_FIGURES[k]} ({k[1]} · {k[0]})" for k in shown)
@@ -151,7 +151,7 @@ def floored_share_figure(records: Runs, dataset: str, scale: str) -> plt.Figure 
     """FedER's floored share per round, per optimizer row the mean over seeds with a 95 % t band, with the share
     above which the FedER-vs-FedAvg claims are not testable; ``None`` before a FedER run is stored. The thesis has
     no such figure (it is our check of what FedER does)."""
-    rows = list(dict.fromkeys(split_name(n)[0] for n in flat_runs(records)))
+    rows = list(dict.fromkeys(rid.optimizer for rid in flat_runs(records)))
     runs = {f"FedER · {row}": got["FedER"] for row in rows
             if (got := _by_setting(records, row, "feder_floored", ("FedER",)))}
     if not runs:

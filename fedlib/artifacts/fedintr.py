@@ -7,14 +7,14 @@ numbers — and the claims of §IV-B, §IV-C and §IV-F. Their figures are drawn
     t3 = Table3.from_records(records["table3"], t1); t3.table(); t3.gains()
 
 The statistic is the paper's: the median test accuracy of the global model over the last rounds (``last``; the
-paper: 10). Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
+paper: 10). Runs come as ``{FedIntRRunId: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedintr_benchmarks_plan`); a pending run's cells read "pending", a diverged one's "diverged".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -22,14 +22,15 @@ import pandas as pd
 
 from ..data import chance
 from ..grid import DIVERGED, PENDING, Diverged, Run, offs, seed_values
-from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS, split_name
+from ..plans import FedIntRRunId, Plan
+from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS
 from ..report import compare
 from ..results import Pending, Record, is_pending
 from ..style import dataset_name
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 
-__all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "TIES", "runs_frame",
-           "readable", "setup_line", "round_ticks", "Table1", "Table3", "table5", "runs_table",
+__all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "TIES", "median_frame",
+           "readable", "table1_setup", "round_ticks", "Table1", "Table3", "table5", "median_table",
            "claims"]
 
 PAPER_DATASETS = ("fmnist", "svhn", "cifar10", "cifar100")  # the columns of Tables I, II and V
@@ -75,18 +76,21 @@ T3_SOURCE = ("FedIntR Table III; §IV-B (ii): 'the superior performance of FedIn
 T5_SOURCE = ("FedIntR Table V; §IV-F: 'calculating a layer-wise weight α_k ... can significantly improve the "
              "performance'")
 
-Runs = Mapping[str, Run]
+Runs = Mapping[FedIntRRunId, Run]
 _FLAGS = ["pending", "diverged", "off"]
 
 
-def runs_frame(runs: Runs, last: int) -> pd.DataFrame:
-    """One row per run: its name's fields (method, μ, seed; β for Table III), ``pending``, ``diverged``, the median
-    test accuracy over the ``last`` rounds (the paper's statistic), the last round's, seconds per round, the record."""
+def median_frame(runs: Runs, last: int) -> pd.DataFrame:
+    """One row per run: its name (``run``) and its id's fields (μ; β, N or E where they lead its name; method, seed),
+    ``pending``, ``diverged``, the median test accuracy over the ``last`` rounds (the paper's statistic), the last
+    round's, seconds per round, the record."""
     rows = []
-    for name, r in runs.items():
+    for rid, r in runs.items():
         ok = isinstance(r, Record)
         h = r.frame() if ok else pd.DataFrame()
-        rows.append({"run": name, **split_name(name), "pending": isinstance(r, Pending),
+        lead = {k: v for k, v in rid.settings().items() if k != "μ"}
+        rows.append({"run": str(rid), "μ": rid.mu, **lead, "method": rid.method, "seed": rid.seed,
+                     "pending": isinstance(r, Pending),
                      "diverged": isinstance(r, Diverged), "off": off_plateau(r) if ok else None,
                      "median (%)": 100 * r.final("test_acc", last=last) if ok else np.nan,
                      "last round (%)": 100 * r.final("test_acc") if ok else np.nan,
@@ -104,7 +108,7 @@ def readable(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def setup_line(runs: Mapping[str, Mapping[str, Any]], dataset: str, scale: str, last: int) -> str:
+def table1_setup(runs: Plan, dataset: str, scale: str, last: int) -> str:
     """The setup of Table I's runs in one line (model, clients, β, rounds × epochs, batch, data, statistic)."""
     c = next(iter(runs["table1"].values()))
     return (f"{dataset_name(dataset)}, scale={scale}: {c.model}, {c.num_clients} clients, β={c.partition_kw['beta']}, "
@@ -155,7 +159,7 @@ class Table1:
     @classmethod
     def from_records(cls, runs: Runs, last: int, dataset: str, left_out: Mapping[str, str] | None = None
                      ) -> "Table1":
-        return cls(runs_frame(runs, last), last, dataset, dict(left_out or {}))
+        return cls(median_frame(runs, last), last, dataset, dict(left_out or {}))
 
     @property
     def all(self) -> pd.DataFrame:
@@ -229,10 +233,9 @@ class Table1:
         out: dict[str, dict[int, pd.Series]] = {}
         for m, mu in self.best["μ"].items():
             label = m if m == "FedAvg" else f"{m} (μ={float(mu):g})"
-            for name, r in runs.items():
-                d = split_name(name)
-                if isinstance(r, Record) and d["method"] == m and (m == "FedAvg" or d["μ"] == float(mu)):
-                    out.setdefault(label, {})[int(d["seed"])] = 100 * r.metric("test_acc")
+            for rid, r in runs.items():
+                if isinstance(r, Record) and rid.method == m and (m == "FedAvg" or rid.mu == float(mu)):
+                    out.setdefault(label, {})[rid.seed] = 100 * r.metric("test_acc")
         return out
 
 
@@ -247,7 +250,7 @@ class Table3:
 
     @classmethod
     def from_records(cls, runs: Runs, t1: Table1, beta: float = 0.5) -> "Table3":
-        return cls(runs_frame(runs, t1.last), t1, beta)
+        return cls(median_frame(runs, t1.last), t1, beta)
 
     @property
     def long(self) -> pd.DataFrame:
@@ -295,7 +298,7 @@ class Table3:
 def table5(runs: Runs, t1: Table1, mu: float) -> pd.DataFrame:
     """Table V: FedIntR with α-weighted layers (Eq. 5: Table I's runs at μ) and each variant of ``runs`` (uniform,
     Eq. 6; α per sample), over the seeds the variants were run with, beside the paper's two numbers."""
-    long5 = runs_frame(runs, t1.last).rename(columns={"method": "variant"})
+    long5 = median_frame(runs, t1.last).rename(columns={"method": "variant"})
     seeds = sorted(set(long5["seed"]))
     l1 = t1.long
     alpha = l1[(l1["method"] == "FedIntR") & (l1["μ"].astype(float) == mu) & l1["seed"].isin(seeds)]
@@ -310,9 +313,9 @@ def table5(runs: Runs, t1: Table1, mu: float) -> pd.DataFrame:
     return t5
 
 
-def runs_table(records: Mapping[str, Runs], last: int) -> pd.DataFrame:
+def median_table(records: Mapping[str, Runs], last: int) -> pd.DataFrame:
     """Every run of every table: the statistic, the last round, seconds per round and the record."""
-    return pd.concat([runs_frame(rs, last).drop(columns=_FLAGS).assign(table=a) for a, rs in records.items()]) \
+    return pd.concat([median_frame(rs, last).drop(columns=_FLAGS).assign(table=a) for a, rs in records.items()]) \
         .set_index("run").round(2)
 
 
@@ -353,7 +356,7 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
                                 t1.left_out.get("table3", "Table III was not run")))
     mu5 = FEDINTR_BEST_MU.get(t1.dataset, FEDINTR_BEST_MU["cifar10"])["FedIntR"]
     if "table5" in records:
-        t5 = runs_frame(records["table5"], t1.last)
+        t5 = median_frame(records["table5"], t1.last)
         uni = seed_values(t5, "median (%)", method="uniform (Eq. 6)")
         alpha = seed_values(t1.long, "median (%)", method="FedIntR", μ=mu5)
         p5 = PAPER_T5.get(t1.dataset)

@@ -1,7 +1,7 @@
 """Notebook 06: FedIntR Table IV / Fig. 4 (many clients) and Fig. 5 (local epochs) as tables, figures and verdicts.
 
-Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
-:func:`fedlib.plans.fedintr_scaling_plan`); :func:`runs_frame` reads each run's method, N, E and seed from its name.
+Runs come as ``{FedIntRRunId: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
+:func:`fedlib.plans.fedintr_scaling_plan`); :func:`values_frame` reads each run's method, N, E and seed from its id.
 Every claim is decided by :func:`fedlib.verdicts.decide` over seeds (chance: :func:`fedlib.data.chance` of the runs' dataset); a claim whose runs
 are not stored yet is pending, and one whose artifact a scale leaves out is not testable there, with the reason.
 The figures draw our runs with the shared kinds of :mod:`fedlib.plots` (means over seeds, 95 % t intervals) and the
@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..data import chance
 from ..grid import Diverged, Run, cell, offs
-from ..plans.fedintr import split_name
+from ..plans import FedIntRRunId
 from ..results import Pending, Record
 from ..plots import mean_curves, paper_panel, sweep
 from ..style import dataset_name, method_style
@@ -29,9 +29,9 @@ from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 from .fedintr import PAPER_T1, round_ticks
 from .fedintr_figures import fmt
 
-__all__ = ["PAPER_T4", "PAPER_T4_AT", "label", "accuracy_at", "runs_frame", "table4_frame", "curves",
-           "mean_table", "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_figure",
-           "fig5_points", "describe_fig5", "runs_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
+__all__ = ["PAPER_T4", "PAPER_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves", "mean_table",
+           "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_figure", "fig5_points",
+           "describe_fig5", "setup_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
 
 T4_SOURCE = "FedIntR §IV-D, Table IV"
 FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
@@ -50,12 +50,7 @@ PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each repo
 }
 PAPER_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
 INTR = "FedIntR (μ=10)"
-
-
-
-def label(d: Mapping[str, Any]) -> str:
-    """``"FedIntR (μ=10)"`` from a parsed run name (:func:`fedlib.plans.fedintr.split_name`)."""
-    return d["method"] + ("" if d["μ"] is None else f" (μ={d['μ']:g})")
+Runs = Mapping[FedIntRRunId, Run]
 
 
 def accuracy_at(record: Record, T: int, window: int = 10) -> float:
@@ -65,36 +60,35 @@ def accuracy_at(record: Record, T: int, window: int = 10) -> float:
     return 100 * float(s.median()) if len(s) else np.nan
 
 
-def runs_frame(runs: Mapping[str, Run], values: Mapping[str, Callable[[Record], float]]) -> pd.DataFrame:
-    """One row per run and value: ``name, method, N, E, seed, pending, diverged, off, what, acc`` (``off``: why the
-    run is off its plateau or None; ``acc``: ``values[what]`` of the record, NaN when pending or diverged)."""
+def values_frame(runs: Runs, values: Mapping[str, Callable[[Record], float]]) -> pd.DataFrame:
+    """One row per run and value: ``name, method, N, E, seed, pending, diverged, off, what, acc`` (``method``: the
+    id's label, ``"FedIntR (μ=10)"``; ``off``: why the run is off its plateau or None; ``acc``: ``values[what]`` of
+    the record, NaN when pending or diverged)."""
     rows = []
-    for name, r in runs.items():
-        d = split_name(name)
+    for rid, r in runs.items():
         p, dv = isinstance(r, Pending), isinstance(r, Diverged)
         for what, f in values.items():
-            rows.append({"name": name, "method": label(d), "N": d.get("N"), "E": d.get("E"), "seed": d["seed"],
+            rows.append({"name": str(rid), "method": rid.label, "N": rid.N, "E": rid.E, "seed": rid.seed,
                          "pending": p, "diverged": dv, "off": off_plateau(r) if isinstance(r, Record) else None, "what": what,
                          "acc": np.nan if p or dv else f(r), "chance": chance(r.cfg.dataset)})
     return pd.DataFrame(rows, columns=["name", "method", "N", "E", "seed", "pending", "diverged", "off", "what",
                                        "acc", "chance"])
 
 
-def table4_frame(runs: Mapping[str, Run], at: Mapping[int, tuple[int, ...]]) -> pd.DataFrame:
-    """:func:`runs_frame` of Table IV's runs with ``what`` = ``"T=<round>"`` for the rounds ``at[N]`` of each N."""
-    parts = [runs_frame({k: r for k, r in runs.items() if split_name(k)["N"] == n},
-                        {f"T={T}": (lambda r, T=T: accuracy_at(r, T)) for T in ts}) for n, ts in at.items()]
-    return pd.concat(parts, ignore_index=True) if parts else runs_frame({}, {})
+def table4_frame(runs: Runs, at: Mapping[int, tuple[int, ...]]) -> pd.DataFrame:
+    """:func:`values_frame` of Table IV's runs with ``what`` = ``"T=<round>"`` for the rounds ``at[N]`` of each N."""
+    parts = [values_frame({rid: r for rid, r in runs.items() if rid.N == n},
+                          {f"T={T}": (lambda r, T=T: accuracy_at(r, T)) for T in ts}) for n, ts in at.items()]
+    return pd.concat(parts, ignore_index=True) if parts else values_frame({}, {})
 
 
-def curves(runs: Mapping[str, Run], **where: Any) -> dict[str, dict[int, pd.Series]]:
-    """Test accuracy (%) per round of the finished runs whose name has every ``key=value`` of ``where`` (e.g.
-    ``N=100``), ``{method: {seed: series}}`` (the input of :func:`fedlib.plots.mean_curves`)."""
+def curves(runs: Runs, **where: Any) -> dict[str, dict[int, pd.Series]]:
+    """Test accuracy (%) per round of the finished runs whose id has every ``field=value`` of ``where`` (e.g.
+    ``N=100``), ``{label: {seed: series}}`` (the input of :func:`fedlib.plots.mean_curves`)."""
     out: dict[str, dict[int, pd.Series]] = {}
-    for name, r in runs.items():
-        d = split_name(name)
-        if isinstance(r, Record) and all(d.get(k) == v for k, v in where.items()):
-            out.setdefault(label(d), {})[int(d["seed"])] = 100 * r.metric("test_acc")
+    for rid, r in runs.items():
+        if isinstance(r, Record) and all(getattr(rid, k) == v for k, v in where.items()):
+            out.setdefault(rid.label, {})[rid.seed] = 100 * r.metric("test_acc")
     return out
 
 
@@ -168,9 +162,9 @@ def describe_fig4(cv: Mapping[str, Mapping[int, pd.Series]] | None, n: int | Non
     return f"Means over {seeds[0]}{'–' + str(seeds[-1]) if len(seeds) > 1 else ''} seed(s) — {at(early)}; {at(last)}."
 
 
-def fig5_frame(runs: Mapping[str, Run], last: int) -> pd.DataFrame:
-    """:func:`runs_frame` of Fig. 5's runs: ``acc`` is the median test accuracy (%) of the ``last`` rounds."""
-    return runs_frame(runs, {"acc": lambda r: 100 * r.final("test_acc", last=last)})
+def fig5_frame(runs: Runs, last: int) -> pd.DataFrame:
+    """:func:`values_frame` of Fig. 5's runs: ``acc`` is the median test accuracy (%) of the ``last`` rounds."""
+    return values_frame(runs, {"acc": lambda r: 100 * r.final("test_acc", last=last)})
 
 
 def fig5_points(df: pd.DataFrame) -> dict[str, dict[float, dict[int, float]]]:
@@ -240,13 +234,14 @@ def describe_fig5(df: pd.DataFrame, default_e: int) -> str:
     return out + tail
 
 
-def runs_table(records: Mapping[str, Mapping[str, Run]]) -> pd.DataFrame:
-    """Every run: rounds, clients, local epochs, seed, seconds per round ("pending", "diverged") and its record."""
-    return pd.DataFrame({n: {"rounds": r.config["rounds"], "clients": r.config["num_clients"],
+def setup_table(records: Mapping[str, Runs]) -> pd.DataFrame:
+    """Every run by name: rounds, clients, local epochs, seed, seconds per round ("pending", "diverged") and its
+    record."""
+    return pd.DataFrame({str(rid): {"rounds": r.config["rounds"], "clients": r.config["num_clients"],
                              "local epochs": r.config["local_epochs"], "seed": r.config["seed"],
                              "s / round": round(r.frame()["time_s"].mean(), 2) if isinstance(r, Record)
                              else "pending" if isinstance(r, Pending) else "diverged", "record": r.key}
-                         for rs in records.values() for n, r in rs.items()}).T
+                         for rs in records.values() for rid, r in rs.items()}).T
 
 
 def _side(df: pd.DataFrame) -> tuple[dict[int, float], bool, list[str]]:
@@ -281,7 +276,7 @@ def _paper_t4(n: int, i: int) -> tuple[float, float, str]:
 
 def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> list[Verdict]:
     """Table IV's two claims for each N: FedAvg beats the majority of the regularized methods at the first two
-    reported rounds, and FedIntR (μ = 10) beats every other method at the last one. ``df``: :func:`runs_frame` with
+    reported rounds, and FedIntR (μ = 10) beats every other method at the last one. ``df``: :func:`values_frame` with
     ``what`` = ``"T=<round>"``; ``left_out``: why this scale does not run Table IV (every claim not testable)."""
     out = []
     Ts = {n: PAPER_T4_AT[n] for n in PAPER_T4} if df is None or df.empty else \
@@ -327,7 +322,7 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
 def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "") -> list[Verdict]:
     """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
     ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5.
-    ``df``: :func:`runs_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale runs no E beyond
+    ``df``: :func:`values_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale runs no E beyond
     ``default_e`` (those claims are then not testable)."""
     out = []
     Es = sorted(set(df["E"]))

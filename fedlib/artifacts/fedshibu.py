@@ -1,9 +1,9 @@
 """Notebook 08: FedSHIBU Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 as tables and verdicts (their figures:
 :mod:`fedlib.artifacts.fedshibu_figures`).
 
-Runs come as ``{run name: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
-:func:`fedlib.plans.fedshibu_plan`); :func:`runs_frame` reads method, s and seed from the names
-(:func:`fedlib.plans.fedshibu.split_name`). Accuracies are personalized: the mean over clients of each client's
+Runs come as ``{FedSHIBURunId: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
+:func:`fedlib.plans.fedshibu_plan`); :func:`personal_frame` reads method, s and seed from the run ids
+(:class:`fedlib.plans.FedSHIBURunId`). Accuracies are personalized: the mean over clients of each client's
 accuracy on its own test split (FedBABU and FedSHIBU after fine-tuning the head). Chance is per client: the share
 of the most frequent class in its test split (50 % for a client holding two classes), averaged over clients. Every
 claim is decided by :func:`fedlib.verdicts.decide` over seeds; a claim whose runs are not stored is pending, and a
@@ -24,15 +24,16 @@ from ..config import Config
 from ..crsm import label_overlap, offdiag_corr
 from ..engine import build_partition, load_data
 from ..grid import Diverged, Run, offs
-from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR, split_name
+from ..plans import FedSHIBURunId, Plan
+from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR
 from ..report import compare
 from ..results import Pending, Record
 from ..strategies import build_strategy
 from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, off_plateau, pending
 
-__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "setup_line", "personal_chance", "overlap", "runs_frame",
+__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "shards_setup", "personal_chance", "overlap", "personal_frame",
            "seed_summary", "wide", "table1", "table1_versus", "crsm_rounds", "table1_verdicts", "fig1_verdicts",
-           "fig3_verdicts", "fig5_verdicts", "verdicts", "invariants", "runs_table"]
+           "fig3_verdicts", "fig5_verdicts", "verdicts", "invariants", "personal_table"]
 
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
 PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
@@ -48,6 +49,7 @@ PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
 T1 = "FedSHIBU Table 1 / Fig. 4"
 _LABELS: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 _DATA: dict[tuple, Any] = {}
+Runs = Mapping[FedSHIBURunId, Run]
 
 
 def _counts(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +85,7 @@ def paper_column(dataset: str) -> str:
     return dataset if dataset in PAPER_T1 else "cifar10"
 
 
-def setup_line(runs: Mapping[str, Mapping[str, Config]]) -> str:
+def shards_setup(runs: Plan) -> str:
     """Runs per artifact and Table 1's setup (clients, rounds × local epochs, batch, training images)."""
     c = next(iter(runs["table1"].values()))
     return (f"{dict((a, len(r)) for a, r in runs.items())} runs; {c.num_clients} clients, {c.rounds} rounds × "
@@ -95,14 +97,15 @@ def _last(r: Record, key: str) -> float:
     return float(h[-1]) if h else np.nan
 
 
-def runs_frame(runs: Mapping[str, Run]) -> pd.DataFrame:
+def personal_frame(runs: Runs) -> pd.DataFrame:
     """One row per run: ``name, method, s, seed, pending, diverged``, final personalized ``acc`` and ``acc (no ft)``
     (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, and ``s / round``."""
     rows = []
-    for name, r in runs.items():
+    for rid, r in runs.items():
         done = isinstance(r, Record)
-        rows.append({"name": name, **split_name(name), "pending": isinstance(r, Pending),
-                     "diverged": isinstance(r, Diverged), "chance": personal_chance(r.cfg),
+        rows.append({"name": str(rid), "method": rid.method, "s": rid.s, "seed": rid.seed,
+                     "pending": isinstance(r, Pending), "diverged": isinstance(r, Diverged),
+                     "chance": personal_chance(r.cfg),
                      "off": off_plateau(r, "personal_acc_mean") if done else None,
                      "acc": 100 * _last(r, "personal_acc_mean") if done else np.nan,
                      "acc (no ft)": 100 * _last(r, "personal_noft_acc_mean") if done else np.nan,
@@ -154,14 +157,14 @@ def table1_versus(frame: pd.DataFrame, column: str = "cifar10") -> pd.DataFrame:
     return compare(paper, {f"{m} | s={s}": v for (m, s), v in means.items()}, not_run="not run at this scale")
 
 
-def crsm_rounds(runs: Mapping[str, Run]) -> pd.DataFrame:
+def crsm_rounds(runs: Runs) -> pd.DataFrame:
     """Per method (run kind) and round: the CRSM's mean self-weight, mean off-diagonal and the correlation of its
     off-diagonal with the clients' label overlap, each averaged over the stored seeds."""
     rows = []
-    for name, r in runs.items():
+    for rid, r in runs.items():
         if isinstance(r, Record):
             ov = overlap(r.cfg)
-            rows += [{"method": split_name(name)["method"], "round": e["round"], "self-weight": e["crsm_self"],
+            rows += [{"method": rid.method, "round": e["round"], "self-weight": e["crsm_self"],
                       "off-diagonal": e["crsm_offdiag"],
                       "corr. with label overlap": offdiag_corr(torch.tensor(e["crsm"]), ov)}
                      for e in r.history if "crsm" in e]
@@ -173,7 +176,7 @@ def crsm_rounds(runs: Mapping[str, Run]) -> pd.DataFrame:
 def _judge(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame | None, names: tuple[str, str], *,
            col: str = "acc", kind: str = "greater", margin: float = 0.0, paper: str = "",
            a_vals: Mapping[int, float] | None = None, b_vals: Mapping[int, float] | None = None) -> Verdict:
-    """Decide ``claim`` from the runs of side ``a`` and ``b`` (rows of :func:`runs_frame`): pending while any is
+    """Decide ``claim`` from the runs of side ``a`` and ``b`` (rows of :func:`personal_frame`): pending while any is
     missing; not testable when one diverged or sits within 2 points of its chance; else :func:`decide` on ``col``
     per seed (or on ``a_vals`` / ``b_vals``, derived per seed from these runs)."""
     rows = pd.concat([a] + ([b] if b is not None else []))
@@ -200,7 +203,7 @@ def _gap(frame: pd.DataFrame, s: int) -> dict[int, float]:
 
 
 def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10",
-                    runs: Mapping[str, Run] | None = None) -> list[Verdict]:
+                    runs: Runs | None = None) -> list[Verdict]:
     """Table 1's claims, each against the CRSM's controls: FedSHIBU beats FedBABU (uniform CRSM) and the identity
     CRSM (local bodies) for s ≤ 5; the FedSHIBU − FedBABU gap shrinks as s grows; FedSHIBU equals FedBABU on
     homogeneous data (s = 100); FedBABU beats FedAvg for s > 5 (§4.1)."""
@@ -267,15 +270,15 @@ def _corr(r: Record, ov: torch.Tensor, which: int) -> float:
     return offdiag_corr(torch.tensor(h[which]["crsm"]), ov) if h else np.nan
 
 
-def fig3_verdicts(frame: pd.DataFrame, runs: Mapping[str, Run]) -> list[Verdict]:
+def fig3_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
     """Fig. 3, per reading of D̂_i: the CRSM's correlation with the clients' label overlap is higher at the last
     round than at the first ('as it converges the groups become more prominent')."""
-    out = []
+    out, named = [], {str(rid): r for rid, r in runs.items()}
     for method, f in frame.groupby("method", sort=False):
         claim = (f"The CRSM tracks the clients' label overlap more closely at the end of training than at its start "
                  f"({method})")
         src = "FedSHIBU Fig. 3 caption, 'as it converges the groups become more prominent'; §4.3, rounds 150-300"
-        rounds = [runs[n].cfg.rounds for n in f["name"] if isinstance(runs[n], Record)]
+        rounds = [named[n].cfg.rounds for n in f["name"] if isinstance(named[n], Record)]
         if rounds and max(rounds) < 150:
             out.append(not_testable(claim, src, f"the paper describes the groups forming over rounds 150-300; this "
                                                 f"scale runs {max(rounds)}, and on s = 5 shards neither reading of "
@@ -283,7 +286,7 @@ def fig3_verdicts(frame: pd.DataFrame, runs: Mapping[str, Run]) -> list[Verdict]
             continue
         first, last = {}, {}
         for name, seed in zip(f["name"], f["seed"]):
-            r = runs[name]
+            r = named[name]
             if isinstance(r, Record):
                 ov = overlap(r.cfg)
                 first[int(seed)], last[int(seed)] = _corr(r, ov, 0), _corr(r, ov, -1)
@@ -297,7 +300,7 @@ def _rounds_to(s: pd.Series, target: float) -> float:
     return float(hit.index[0]) if len(hit) else float(s.index[-1] + 1)
 
 
-def fig5_verdicts(frame: pd.DataFrame, runs: Mapping[str, Run]) -> list[Verdict]:
+def fig5_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
     """Fig. 5 at s = 5: FedAvg+CRSM ends more accurate than FedAvg (the uniform CRSM) and than local-only training
     (the identity CRSM), and reaches 90 % of FedAvg's final accuracy in fewer rounds."""
     crsm, avg, local = (_pick(frame, m) for m in ("FedAvg+CRSM", "FedAvg", "Local only"))
@@ -312,21 +315,22 @@ def fig5_verdicts(frame: pd.DataFrame, runs: Mapping[str, Run]) -> list[Verdict]
     return out
 
 
-def _faster(claim: str, src: str, fast: pd.DataFrame, slow: pd.DataFrame, runs: Mapping[str, Run]) -> Verdict:
+def _faster(claim: str, src: str, fast: pd.DataFrame, slow: pd.DataFrame, runs: Runs) -> Verdict:
     """Per seed, the rounds ``slow`` takes to reach 90 % of its final personalized accuracy minus the rounds ``fast``
     takes to reach the same accuracy (> 0: ``fast`` converges faster)."""
     saved: dict[int, float] = {}
+    named = {str(rid): r for rid, r in runs.items()}
     for seed in set(fast["seed"]) & set(slow["seed"]):
-        a, c = (runs.get(f[f["seed"] == seed]["name"].iloc[0]) for f in (slow, fast))
+        a, c = (named.get(f[f["seed"] == seed]["name"].iloc[0]) for f in (slow, fast))
         if isinstance(a, Record) and isinstance(c, Record):
             sa, sc = (100 * r.metric("personal_acc_mean") for r in (a, c))
             saved[int(seed)] = _rounds_to(sa, 0.9 * sa.iloc[-1]) - _rounds_to(sc, 0.9 * sa.iloc[-1])
     return _judge(claim, src, pd.concat([fast, slow]), None, ("rounds saved", ""), a_vals=saved)
 
 
-def verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Mapping[str, Run]], scale: str,
+def verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Runs], scale: str,
              column: str = "cifar10") -> list[Verdict]:
-    """Every claim of the notebook: Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 (frames from :func:`runs_frame`)."""
+    """Every claim of the notebook: Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 (frames from :func:`personal_frame`)."""
     return [*table1_verdicts(frames["table1"], scale, column, records.get("table1")), *fig1_verdicts(frames["fig1"]),
             *fig3_verdicts(frames["fig3"], records["fig3"]), *fig5_verdicts(frames["fig5"], records["fig5"])]
 
@@ -340,6 +344,6 @@ def invariants(frames: Mapping[str, pd.DataFrame]) -> dict[str, bool]:
                 bool(((ident["self-weight"] == 1) & (ident["off-diagonal"] == 0)).all())}
 
 
-def runs_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Every run of every artifact, one row each (:func:`runs_frame`), indexed by artifact and name."""
+def personal_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every run of every artifact, one row each (:func:`personal_frame`), indexed by artifact and name."""
     return pd.concat(frames, names=["artifact"]).droplevel(1).set_index("name", append=True).round(3)

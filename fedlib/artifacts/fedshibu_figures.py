@@ -19,11 +19,11 @@ import pandas as pd
 import torch
 
 from ..crsm import offdiag_corr
-from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR, split_name
+from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR
 from ..plots import mean_curves, paper_panel, similarity_heatmap, sweep, t_interval
 from ..results import Record
 from ..style import dataset_name
-from .fedshibu import PAPER_ORDER, PAPER_T1, Run, crsm_rounds, overlap, runs_frame, seed_summary
+from .fedshibu import PAPER_ORDER, PAPER_T1, Runs, crsm_rounds, overlap, personal_frame, seed_summary
 
 __all__ = ["FIG1_LABELS", "ACC", "seed_curves", "plot_shards", "fig1", "fig3", "fig5", "describe_fig1",
            "describe_fig3", "describe_fig4", "describe_fig5"]
@@ -31,7 +31,7 @@ __all__ = ["FIG1_LABELS", "ACC", "seed_curves", "plot_shards", "fig1", "fig3", "
 # Fig. 1's runs under names that start with the method whose style they take (fedlib.style.method_style)
 GROUPED, EVERYTHING = "aggregated within each group", "all bodies aggregated (FedBABU)"
 FIG1_LABELS = {EVERYTHING: "FedBABU (all bodies aggregated)", GROUPED: "FedSHIBU (group CRSM: within each label group)"}
-# the two personalized accuracies: (runs_frame column, history metric, panel name)
+# the two personalized accuracies: (personal_frame column, history metric, panel name)
 ACC = {"after": ("acc", "personal_acc_mean", "after fine-tuning the head"),
        "before": ("acc (no ft)", "personal_noft_acc_mean", "before fine-tuning")}
 SAME = 1.0  # points: two mean curves closer than this at every round are said to coincide
@@ -44,16 +44,15 @@ def _percent_axis(ax: plt.Axes) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def seed_curves(runs: Mapping[str, Run], metric: str = "personal_acc_mean",
+def seed_curves(runs: Runs, metric: str = "personal_acc_mean",
                 labels: Mapping[str, str] | None = None) -> dict[str, dict[int, pd.Series]]:
     """``{method: {seed: metric per round}}`` of the stored runs (fractions, as recorded), for
     :func:`fedlib.plots.mean_curves`; ``labels`` renames methods. Runs without ``metric`` are left out."""
     out: dict[str, dict[int, pd.Series]] = {}
-    for name, r in runs.items():
+    for rid, r in runs.items():
         if isinstance(r, Record) and len(s := r.metric(metric)):
-            part = split_name(name)
-            label = (labels or {}).get(part["method"], part["method"])
-            out.setdefault(label, {})[part["seed"]] = s
+            label = (labels or {}).get(rid.method, rid.method)
+            out.setdefault(label, {})[rid.seed] = s
     return out
 
 
@@ -121,7 +120,7 @@ def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int, column: str
     return fig
 
 
-def _curves_pair(runs: Mapping[str, Run], labels: Mapping[str, str] | None, title: str) -> plt.Figure | None:
+def _curves_pair(runs: Runs, labels: Mapping[str, str] | None, title: str) -> plt.Figure | None:
     """Mean personalized accuracy per round after (left) and before (right) fine-tuning, mean over seeds with a
     95 % t band; None while no run is stored."""
     after, before = (seed_curves(runs, metric, labels) for _, metric, _ in ACC.values())
@@ -136,10 +135,10 @@ def _curves_pair(runs: Mapping[str, Run], labels: Mapping[str, str] | None, titl
     return fig
 
 
-def fig1(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
+def fig1(runs: Runs, dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
     """FedSHIBU Fig. 1 (two label groups): the final personalized accuracy per method (mean ± std over seeds) and
     the curves per round after and before fine-tuning. The paper (CIFAR-10) draws curves and prints no values."""
-    frame = runs_frame(runs)
+    frame = personal_frame(runs)
     a, b = _stat(frame, GROUPED), _stat(frame, EVERYTHING)
     found = (f"final, after fine-tuning: within groups {a[0]:.1f} %, all bodies {b[0]:.1f} %"
              if a[2] and b[2] else _stored(frame))
@@ -162,7 +161,7 @@ def describe_fig1(frame: pd.DataFrame) -> str:
             f"before); within groups minus all: {_pm(d, h, 'points')} over {n} paired seed(s) (± 95 % t).")
 
 
-def fig3(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
+def fig3(runs: Runs, dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
     """FedSHIBU Fig. 3: the CRSM per round (:func:`~fedlib.artifacts.fedshibu.crsm_rounds`) and, per reading of
     D̂_i (a row), the first stored seed's CRSM at four rounds (each titled with its correlation with the label
     overlap) beside the clients' label overlap, on the fixed 0-1 scale. No figure while no run is stored."""
@@ -170,12 +169,12 @@ def fig3(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figur
     if table.empty:
         return table, None
     first = {}
-    for name, r in runs.items():
+    for rid, r in runs.items():
         if isinstance(r, Record):
-            first.setdefault(split_name(name)["method"], (name, r))
-    seeds = sorted({split_name(n)["seed"] for n, r in runs.items() if isinstance(r, Record)})
+            first.setdefault(rid.method, (rid, r))
+    seeds = sorted({rid.seed for rid, r in runs.items() if isinstance(r, Record)})
     fig, axes = plt.subplots(len(first), 5, figsize=(15, 3.3 * len(first)), layout="constrained", squeeze=False)
-    for ax, (method, (name, r)) in zip(axes, first.items()):
+    for ax, (method, (rid, r)) in zip(axes, first.items()):
         hist, ov = [e for e in r.history if "crsm" in e], overlap(r.cfg)
         picks = sorted({int(round(q * (len(hist) - 1))) for q in (0, 1 / 3, 2 / 3, 1)})
         for a, i in zip(ax, picks + [None] * (4 - len(picks))):
@@ -186,7 +185,7 @@ def fig3(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figur
             im = similarity_heatmap(a, m, [str(c) for c in clients], f"{method.split(' (')[0]} · round "
                                     f"{hist[i]['round']} · r = {offdiag_corr(torch.tensor(m), ov):+.2f}")
         similarity_heatmap(ax[4], ov.numpy(), [str(c) for c in range(len(ov))],
-                           f"label overlap (seed {split_name(name)['seed']})")
+                           f"label overlap (seed {rid.seed})")
         for a in ax:
             a.set(xlabel="client" if a.images else "", ylabel="client" if a.images else "")
         fig.colorbar(im, ax=list(ax), fraction=0.02, pad=0.01)
@@ -199,7 +198,7 @@ def fig3(runs: Mapping[str, Run], dataset: str) -> tuple[pd.DataFrame, plt.Figur
     return table, fig
 
 
-def describe_fig3(runs: Mapping[str, Run]) -> str:
+def describe_fig3(runs: Runs) -> str:
     """Fig. 3 in numbers: per reading of D̂_i, the CRSM's correlation with the label overlap at the first and last
     round and the weight a client keeps of its own body at the last (mean over the stored seeds)."""
     table, n = crsm_rounds(runs), sum(isinstance(r, Record) for r in runs.values())
@@ -255,7 +254,7 @@ def _gap(curves: Mapping[str, Mapping[int, pd.Series]], a: str, b: str) -> float
     return float(100 * d.abs().max()) if len(d) else float("nan")
 
 
-def _fig5_finding(frame: pd.DataFrame, runs: Mapping[str, Run]) -> str:
+def _fig5_finding(frame: pd.DataFrame, runs: Runs) -> str:
     """Which control FedAvg+CRSM's curve coincides with (within :data:`SAME` points at every round), with the
     self-weight its CRSM keeps; the run count while a side is pending."""
     curves = seed_curves(runs)
@@ -273,11 +272,11 @@ def _fig5_finding(frame: pd.DataFrame, runs: Mapping[str, Run]) -> str:
     return text + f"; its curve is up to {local:.1f} points from local-only training's and {avg:.1f} from FedAvg's"
 
 
-def fig5(runs: Mapping[str, Run], dataset: str, column: str = "cifar10") -> tuple[pd.DataFrame, plt.Figure | None]:
+def fig5(runs: Runs, dataset: str, column: str = "cifar10") -> tuple[pd.DataFrame, plt.Figure | None]:
     """FedSHIBU Fig. 5 (s = 5): the final personalized accuracy and CRSM per method (mean ± std over seeds) and the
     curves per round with local-only training (the identity CRSM; FedAvg is the uniform one), titled with the
     control FedAvg+CRSM coincides with; the paper's FedAvg at s = 5 (Table 1 ``column``) in a panel of its own."""
-    frame = runs_frame(runs)
+    frame = personal_frame(runs)
     table, curves = seed_summary(frame).set_index("method"), seed_curves(runs)
     if not curves:
         return table, None
@@ -297,7 +296,7 @@ def fig5(runs: Mapping[str, Run], dataset: str, column: str = "cifar10") -> tupl
     return table, fig
 
 
-def describe_fig5(frame: pd.DataFrame, runs: Mapping[str, Run]) -> str:
+def describe_fig5(frame: pd.DataFrame, runs: Runs) -> str:
     """Fig. 5 in numbers: each method's final personalized accuracy, FedAvg+CRSM − FedAvg paired by seed, and which
     control FedAvg+CRSM's curve coincides with."""
     stats_ = {m: _stat(frame, m) for m in FIG5}

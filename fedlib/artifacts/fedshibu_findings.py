@@ -5,7 +5,7 @@
   clients' label overlap and the weight a client keeps of its own body, per round;
   :func:`describe_crsm_readings` says what they reach.
 * :func:`finetune_table` — personalized accuracy before and after fine-tuning per method and shards per user, from
-  the runs' records (:func:`fedlib.artifacts.fedshibu.runs_frame`), with the change it makes.
+  the runs' records (:func:`fedlib.artifacts.fedshibu.personal_frame`), with the change it makes.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ def crsm_readings(path: Path = CRSM_GROUPS) -> tuple[pd.DataFrame, plt.Figure]:
     colors = dict(zip(SETTINGS.values(), plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     for ax, col, label in ((axes[0], "corr", "correlation r of the CRSM with label overlap"),
                            (axes[1], "self-weight", "self-weight (own body)")):
-        curves = {f"{s} · {r}": {0: g.set_index("steps")[col]} for (s, r), g in df.groupby(["setting", "reading"],
-                                                                                          sort=False)
+        groups = {f"{s} · {r}": (s, r, g) for (s, r), g in df.groupby(["setting", "reading"], sort=False)
                   if not (col == "corr" and s.startswith("IID"))}  # IID: no label overlap to follow
+        curves = {name: {0: g.set_index("steps")[col]} for name, (_, _, g) in groups.items()}
         note = mean_curves(ax, curves, percent=False, ylabel=label, xlabel="local steps per client")
         for line in ax.get_lines():  # colour: the setting; solid squares: shared samples, dashed circles: own
-            setting, reading = line.get_label().split(" · ")
+            setting, reading, _ = groups[line.get_label()]
             line.set(color=colors[setting], **STYLES[reading])
         ax.get_legend().remove()
         ax.set_title(note, fontsize=9)
@@ -84,7 +84,7 @@ def describe_crsm_readings(df: pd.DataFrame) -> str:
 
 def finetune_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per method and shards per user ``s``: mean personalized accuracy (%) without and with fine-tuning over the
-    stored seeds, and the change fine-tuning makes (``frame``: :func:`fedlib.artifacts.fedshibu.runs_frame`)."""
+    stored seeds, and the change fine-tuning makes (``frame``: :func:`fedlib.artifacts.fedshibu.personal_frame`)."""
     done = frame[~frame["pending"] & ~frame["diverged"]]
     if done.empty:
         return pd.DataFrame(columns=["seeds", "before fine-tuning (%)", "after fine-tuning (%)", "change (points)"])

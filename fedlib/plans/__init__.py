@@ -1,6 +1,7 @@
 """The runs each notebook needs at each scale, declared in one place that the notebooks themselves use.
 
-``plan(notebook, scale, ...)`` returns ``{artifact: {run name: Config}}``; a notebook trains (or loads from the
+``plan(notebook, scale, ...)`` returns ``{artifact: {RunId: Config}}`` (:class:`RunId`: a run's method, seed and the
+settings its plan varies; ``str()`` of it is the run's name); a notebook trains (or loads from the
 results store) exactly these runs, so a batch tool can list, cost and schedule them without executing notebooks.
 One module per notebook; :data:`PLANS` maps a notebook's name to its plan function, which takes ``scale`` and the
 notebook's parameters (``dataset``, ``device``, ``seed``, ``executor``) as keywords.
@@ -12,14 +13,15 @@ import re
 from typing import Any, Callable
 
 from ..config import SCALES, Config
-from ._base import Plan
+from ._base import FedCKARunId, FedERRunId, FedIntRRunId, FedSHIBURunId, Plan, RunId
 from .baseline import BASELINE_LEFT_OUT, BASELINE_SEEDS, baseline_plan
 from .feder import feder_plan
 from .fedcka import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan, keeps_artifacts
 from .fedintr import fedintr_benchmarks_plan, fedintr_scaling_plan
 from .fedshibu import FEDSHIBU_LEVELS, FEDSHIBU_METHODS, GROUPS, fedshibu_methods, fedshibu_plan
 
-__all__ = ["plan", "PLANS", "PAPER_DATASETS", "Plan", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS",
+__all__ = ["plan", "PLANS", "PAPER_DATASETS", "Plan", "RunId", "FedCKARunId", "FedIntRRunId", "FedERRunId",
+           "FedSHIBURunId", "fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "GROUPS",
            "baseline_plan", "BASELINE_SEEDS", "BASELINE_LEFT_OUT", "feder_plan", "fedintr_benchmarks_plan", "fedintr_scaling_plan",
            "fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan",
            "PRIORITIES", "DEFAULT_PRIORITY", "DATASET_FIRST", "priority", "keeps_models"]
@@ -49,7 +51,7 @@ PAPER_DATASETS: dict[str, tuple[str, ...]] = {
 
 
 def plan(notebook: str, scale: str, **kw: Any) -> Plan:
-    """The runs of ``notebook`` at ``scale``: ``{artifact: {run name: Config}}``."""
+    """The runs of ``notebook`` at ``scale``: ``{artifact: {RunId: Config}}``."""
     if notebook not in PLANS:
         raise ValueError(f"No plan for notebook {notebook!r}; valid: {sorted(PLANS)}.")
     if scale not in SCALES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..presets import preset
-from ._base import SEEDS, Plan
+from ._base import SEEDS, Plan, RunId
 
 __all__ = ["baseline_plan", "BASELINE_SEEDS", "BASELINE_LEFT_OUT"]
 
@@ -18,16 +18,16 @@ def baseline_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
     bound (``centralized``: FedCKA's simple CNN on the whole training set of FedCKA's setup, with the federated run's
     rounds and local epochs, i.e. the same sample-passes) beside FedAvg in FedCKA's setup (``fedcka_fedavg``, the
     same Config as notebook 03's FedAvg at α = 5). ``seeds``: default ``seed, seed + 1, ...``
-    (:data:`BASELINE_SEEDS`). Run names: ``"<method> | seed=<s>"``."""
+    (:data:`BASELINE_SEEDS`). Run ids: :class:`~fedlib.plans._base.RunId`, ``"<method> | seed=<s>"``."""
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(BASELINE_SEEDS[scale]))
     table, central, fed = {}, {}, {}
     for s in seeds:
         cfg = preset("fedintr", scale, dataset=dataset, device=device, seed=s, executor=executor)
-        table[f"FedAvg | seed={s}"] = cfg
-        table[f"FedProx (μ=0.001) | seed={s}"] = cfg.replace(strategy="fedprox", strategy_kw={"mu": 0.001})
+        table[RunId("FedAvg", s)] = cfg
+        table[RunId("FedProx (μ=0.001)", s)] = cfg.replace(strategy="fedprox", strategy_kw={"mu": 0.001})
         cka = preset("fedcka", scale, dataset=dataset, device=device, seed=s, executor=executor)
-        central[f"Centralized | seed={s}"] = cka.replace(strategy="centralized")
-        fed[f"FedAvg (FedCKA's setup) | seed={s}"] = cka
+        central[RunId("Centralized", s)] = cka.replace(strategy="centralized")
+        fed[RunId("FedAvg (FedCKA's setup)", s)] = cka
     out = {"table1": table, "centralized": central, "fedcka_fedavg": fed}
     if "centralized" in BASELINE_LEFT_OUT[scale]:
         del out["centralized"], out["fedcka_fedavg"]

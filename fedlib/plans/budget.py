@@ -51,7 +51,7 @@ def estimate_s(cfg: Config) -> float:
 
 @dataclass(frozen=True)
 class Part:
-    """Runs that one claim (or group of claims) needs: ``runs`` is ``{artifact: {run name: Config}}``;
+    """Runs that one claim (or group of claims) needs: ``runs`` is ``{artifact: {RunId: Config}}``;
     ``extra_s`` is work that is not a run (e.g. timing); ``quick_why``: left out at quick whatever the budget."""
 
     name: str
@@ -113,7 +113,7 @@ def fit(parts: list[Part], scale: str) -> Scope:
 
 
 def retrain_cost(runs: Plan | Mapping[Any, Config], scale: str) -> str:
-    """What retraining ``runs`` (a plan, or one artifact's ``{name: Config}``) from an empty store costs on this CPU
+    """What retraining ``runs`` (a plan, or one artifact's ``{RunId: Config}``) from an empty store costs on this CPU
     at ``scale``: single-thread worker-hours by the stated model (:func:`estimate_s`, a run shared by artifacts
     counted once) and the wall time with the campaign's two workers. At paper scale: where the GPU estimate is."""
     if scale == "paper":

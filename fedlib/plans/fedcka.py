@@ -28,8 +28,7 @@ from typing import Any
 from ..config import Config
 from ..grid import method_name
 from ..presets import preset
-from ._base import Plan
-from ._base import SEEDS
+from ._base import SEEDS, FedCKARunId, Plan, RunId
 from .budget import Part, Scope, fit
 
 __all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "similarity_scope",
@@ -98,9 +97,9 @@ def similarity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", s
     if scale == "smoke":
         r50 = {s: c.replace(rounds=1, n_train=40, n_test=20) for s, c in r50.items()}
     parts = [Part("Fig. 2: FedAvg on IID clients, simple CNN",
-                  {"simple_cnn": {f"FedAvg (simple CNN) | seed={s}": c for s, c in cnn.items()}}),
+                  {"simple_cnn": {RunId("FedAvg (simple CNN)", s): c for s, c in cnn.items()}}),
              Part("Appl. Sci. Fig. 2: FedAvg on IID clients, ResNet-50",
-                  {"resnet50": {f"FedAvg (ResNet-50) | seed={s}": c for s, c in r50.items()}},
+                  {"resnet50": {RunId("FedAvg (ResNet-50)", s): c for s, c in r50.items()}},
                   quick_why="ResNet-50 trains at ~0.3 s per image on this CPU: 20 rounds would take days")]
     return fit(parts, scale)
 
@@ -110,11 +109,12 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
     """Notebook 03: Table 2 of both versions (Table 1's α = 5 column), Appl. Sci. Fig. 5 (accuracy per round at
     α = 5, and the local-epoch sweep).
 
-    ``table2``: ``"<method> | α=<a> | seed=<s>"`` (one part per α and method; FedAvg and FedCKA together);
-    ``epochs``: ``"<method> | E=<e> | seed=<s>"`` for FedAvg and FedCKA (μ = 3) at α = 5."""
+    ``table2``: :class:`~fedlib.plans._base.FedCKARunId` ``"<method> | α=<a> | seed=<s>"`` (one part per α and
+    method; FedAvg and FedCKA together); ``epochs``: ``"<method> | E=<e> | seed=<s>"`` for FedAvg and FedCKA (μ = 3)
+    at α = 5."""
     base = preset("fedcka", scale, dataset=dataset, device=device, executor=executor)
     seeds = _seeds(scale, seeds)
-    parts: dict[str, dict[str, Config]] = {}
+    parts: dict[str, dict[RunId, Config]] = {}
     table1_only = scale == "paper" and dataset in ("cifar100", "tinyimagenet")  # Table 1's other columns: α = 5
     for a in (5.0,) if table1_only else FEDCKA_ALPHAS[scale]:
         for m in METHODS:
@@ -122,10 +122,10 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
             runs = parts.setdefault(table2_part(label, a), {})
             for kw in _mus(scale, m):
                 for s in seeds:
-                    runs[f"{method_name(m, kw)} | α={a:g} | seed={s}"] = base.replace(
+                    runs[FedCKARunId(method_name(m, kw), s, alpha=a)] = base.replace(
                         strategy=m, strategy_kw=kw, partition_kw={"beta": a}, seed=s)
-    epochs = {f"{method_name(m, kw)} | E={e} | seed={s}": base.replace(strategy=m, strategy_kw=kw, local_epochs=e,
-                                                                       seed=s)
+    epochs = {FedCKARunId(method_name(m, kw), s, E=e): base.replace(strategy=m, strategy_kw=kw, local_epochs=e,
+                                                                    seed=s)
               for e in (() if table1_only else FEDCKA_EPOCHS[scale])
               for m, kw in (("fedavg", {}), ("fedcka", {"mu": FEDCKA_MU})) for s in seeds}
     return fit([Part(n, {"table2": r}) for n, r in parts.items()]
@@ -148,22 +148,22 @@ def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", se
     seeds = _seeds(scale, seeds)
     fedavg = {s: base.replace(strategy="fedavg", strategy_kw={}, seed=s) for s in seeds}
     cka = lambda s, **kw: base.replace(strategy="fedcka", strategy_kw={"mu": FEDCKA_MU, **kw}, seed=s)  # noqa: E731
-    m_runs = lambda ms: {"M": {f"FedCKA (μ={FEDCKA_MU:g}, M={m}) | seed={s}":  # noqa: E731
+    m_runs = lambda ms: {"M": {RunId(f"FedCKA (μ={FEDCKA_MU:g}, M={m})", s):  # noqa: E731
                                cka(s, **({} if m == 2 else {"M": m})) for m in ms for s in seeds}}
-    metric = lambda labels: {"metrics": {f"{lab} | seed={s}": cka(s, sim=FEDCKA_METRICS.get(lab) or  # noqa: E731
+    metric = lambda labels: {"metrics": {RunId(lab, s): cka(s, sim=FEDCKA_METRICS.get(lab) or  # noqa: E731
                                                                   _PRINTED_METRICS[lab]) for lab in labels
                                          for s in seeds}}
     ms = FEDCKA_M[scale]
     parts = [
         Part("FedAvg and FedCKA (M = 2) at α = 5", {
-            **m_runs([2]), "bounds": {f"FedAvg | seed={s}": fedavg[s] for s in seeds},
-            "metrics": {**{f"None (FedAvg) | seed={s}": fedavg[s] for s in seeds},
-                        **{f"linear CKA | seed={s}": cka(s) for s in seeds}},
-            "variance": {**{f"FedAvg | seed={s}": fedavg[s] for s in seeds},
-                         **{f"FedCKA (μ={FEDCKA_MU:g}, M=2) | seed={s}": cka(s) for s in seeds}}}),
+            **m_runs([2]), "bounds": {RunId("FedAvg", s): fedavg[s] for s in seeds},
+            "metrics": {**{RunId("None (FedAvg)", s): fedavg[s] for s in seeds},
+                        **{RunId("linear CKA", s): cka(s) for s in seeds}},
+            "variance": {**{RunId("FedAvg", s): fedavg[s] for s in seeds},
+                         **{RunId(f"FedCKA (μ={FEDCKA_MU:g}, M=2)", s): cka(s) for s in seeds}}}),
         Part(TIMING_PART, {}, extra_s=_TIMING_S[scale]),
         Part("M = 3", m_runs([m for m in ms if m == 3])),
-        Part("centralized upper bound", {"bounds": {f"centralized | seed={s}": base.replace(
+        Part("centralized upper bound", {"bounds": {RunId("centralized", s): base.replace(
             strategy="centralized", strategy_kw={}, seed=s) for s in seeds}}),
         Part("M = 1", m_runs([m for m in ms if m == 1])),
         Part("Table 3: Frobenius norm, vectorized cosine", metric(["Frobenius norm", "vectorized cosine"])),

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..presets import FEDER_OPTIMIZERS, FEDER_SETTINGS, feder_grid
-from ._base import Plan
+from ._base import FedERRunId, Plan
 
-__all__ = ["feder_plan", "FEDER_SEEDS", "FEDER_QUICK_RUNS", "FEDER_LEFT_OUT", "run_name", "split_name"]
+__all__ = ["feder_plan", "FEDER_SEEDS", "FEDER_QUICK_RUNS", "FEDER_LEFT_OUT"]
 
 FEDER_SEEDS = {"paper": 5, "quick": 1, "smoke": 1}  # seeds per run: a comparison takes 5
 FEDER_QUICK_RUNS = (("Adam", "FedAvg"), ("Adam", "FedER"))  # Table 4.2's cells quick runs (one seed: no verdict)
@@ -27,30 +27,22 @@ FEDER_LEFT_OUT: dict[str, dict[str, str]] = {
 }
 
 
-def run_name(row: str, setting: str, seed: int) -> str:
-    return f"{row} · {setting} · seed={seed}"
-
-
-def split_name(name: str) -> tuple[str, str, int]:
-    """``"Adam + StepLR · FedER · seed=2"`` → ``("Adam + StepLR", "FedER", 2)``."""
-    row, setting, seed = name.split(" · ")
-    return row, setting, int(seed.removeprefix("seed="))
-
-
 def feder_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0, executor: str = "auto",
                seeds: Sequence[int] | None = None) -> Plan:
     """``table4.2``: :func:`fedlib.presets.feder_grid` (five optimizer rows × non-federated / FedAvg / FedER; quick:
-    :data:`FEDER_QUICK_RUNS` with one seed); ``figA1``: FedER with the stable rank (Adam; not at quick). Run names
-    ``"<row> · <setting> · seed=<s>"``; ``seeds``: default ``seed, seed + 1, ...`` (:data:`FEDER_SEEDS`). The same
-    runs give Figs. 4.1–4.15 and the per-layer ranks and weights. The thesis's dataset is CIFAR-100."""
+    :data:`FEDER_QUICK_RUNS` with one seed); ``figA1``: FedER with the stable rank (Adam; not at quick). Run ids:
+    :class:`~fedlib.plans._base.FedERRunId` ``"<row> · <setting> · seed=<s>"``; ``seeds``: default ``seed, seed + 1,
+    ...`` (:data:`FEDER_SEEDS`). The same runs give Figs. 4.1–4.15 and the per-layer ranks and weights. The thesis's
+    dataset is CIFAR-100."""
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(FEDER_SEEDS[scale]))
     cells = FEDER_QUICK_RUNS if scale == "quick" else tuple((r, s) for r in FEDER_OPTIMIZERS for s in FEDER_SETTINGS)
     table, stable = {}, {}
     for s in seeds:
         grid = feder_grid(scale, dataset=dataset, device=device, seed=s, executor=executor)
         for row, setting in cells:
-            table[run_name(row, setting, s)] = grid[(row, setting)].replace(label=f"feder/{scale}/{row}/{setting}")
-        stable[run_name("Adam", "FedER (stable rank)", s)] = grid[("Adam", "FedER")].replace(
+            table[FedERRunId(setting, s, optimizer=row)] = grid[(row, setting)].replace(
+                label=f"feder/{scale}/{row}/{setting}")
+        stable[FedERRunId("FedER (stable rank)", s, optimizer="Adam")] = grid[("Adam", "FedER")].replace(
             strategy_kw={"metric": "stable_rank"}, label=f"feder/{scale}/Adam/stable")
     plan = {"table4.2": table, "figA1": stable}
     return {a: runs for a, runs in plan.items() if not (a == "figA1" and a in FEDER_LEFT_OUT[scale])}

@@ -1,7 +1,7 @@
 """Notebooks 05 (FedIntR Tables I, II, III, V) and 06 (Table IV / Fig. 4, Fig. 5): the runs at each scale.
 
-Run names are ``"<method> | μ=<mu> | seed=<seed>"`` (FedAvg has no μ; Table III adds ``"β=<beta> | "`` in front,
-Table IV ``"N=<clients> | "``, Fig. 5 ``"E=<epochs> | "``); :func:`split_name` reads them back.
+Runs are identified by :class:`~fedlib.plans._base.FedIntRRunId`, ``"<method> | μ=<mu> | seed=<seed>"`` (FedAvg has
+no μ; Table III adds ``"β=<beta> | "`` in front, Table IV ``"N=<clients> | "``, Fig. 5 ``"E=<epochs> | "``).
 
 ``quick`` (the preset's 40 rounds × 6 epochs on 12,000 images at batch 64, on the plateau) runs each method at
 the μ FedIntR Table I found best for the dataset, 5 seeds each, with Table III at β = 5 and 0.1 and Table V.
@@ -12,13 +12,14 @@ for FedAvg and FedIntR at E = 1 and the preset's E.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 from ..config import Config
 from ..presets import preset
-from ._base import SEEDS, Plan
+from ._base import SEEDS, FedIntRRunId, Plan
 
-__all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "split_name", "run_name", "FEDINTR_METHODS",
+__all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "FEDINTR_METHODS",
            "mu_grid", "FEDINTR_BEST_MU", "FEDINTR_BETAS", "FEDINTR_TABLE4", "FEDINTR_TABLE4_METHODS",
            "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT", "FEDINTR_QUICK_LEFT_OUT"]
 
@@ -100,35 +101,17 @@ FEDINTR_SCALING_LEFT_OUT: dict[str, dict[str, str]] = {
 }
 
 
-def run_name(method: str, mu: float | None, seed: int) -> str:
-    return f"{method} | μ={mu:g} | seed={seed}" if mu is not None else f"{method} | seed={seed}"
-
-
-def split_name(name: str) -> dict[str, Any]:
-    """``"β=0.1 | FedIntR | μ=10 | seed=0"`` → ``{"β": 0.1, "method": "FedIntR", "μ": 10.0, "seed": 0}``."""
-    out: dict[str, Any] = {"μ": None}
-    for part in name.split(" | "):
-        key, eq, value = part.partition("=")
-        if not eq:
-            out["method"] = part
-        elif key == "seed" or key in ("N", "E"):
-            out[key] = int(value)
-        else:
-            out[key] = float(value)
-    return out
-
-
 def _method(base: Config, method: str, mu: float | None) -> Config:
     kw = {} if mu is None else {"mu": float(mu)}
     return base.replace(strategy=FEDINTR_METHODS[method], strategy_kw=kw)
 
 
-def _grid(base: Config, grid: dict[str, tuple[float, ...]], seeds_of: Any) -> dict[str, Config]:
+def _grid(base: Config, grid: dict[str, tuple[float, ...]], seeds_of: Any) -> dict[FedIntRRunId, Config]:
     out = {}
     for method, mus in grid.items():
         for mu in (mus or (None,)):
             for s in seeds_of(method, mu):
-                out[run_name(method, mu, s)] = _method(base, method, mu).replace(seed=s)
+                out[FedIntRRunId(method, s, mu=mu)] = _method(base, method, mu).replace(seed=s)
     return out
 
 
@@ -147,14 +130,14 @@ def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "
     left_out = FEDINTR_QUICK_LEFT_OUT[scale]
     table1 = _grid(base, {m: mus for m, mus in grid.items() if m not in left_out}, lambda m, mu: seeds)
     table3_grid = grid if scale == "paper" else {"FedAvg": (), "FedIntR": (best["FedIntR"],)}
-    table3 = {f"β={b:g} | {name}": c.replace(partition_kw={**base.partition_kw, "beta": b})
-              for b in FEDINTR_BETAS[scale] for name, c in _grid(base, table3_grid, lambda m, mu: seeds).items()}
+    table3 = {replace(rid, beta=b): c.replace(partition_kw={**base.partition_kw, "beta": b})
+              for b in FEDINTR_BETAS[scale] for rid, c in _grid(base, table3_grid, lambda m, mu: seeds).items()}
     intr = _method(base, "FedIntR", best["FedIntR"])
     options = {"uniform (Eq. 6)": {"weighting": "uniform"}}
     if scale == "paper":
         options["α per sample"] = {"per_sample": True}
-    table5 = {f"{opt} | μ={best['FedIntR']:g} | seed={s}": intr.replace(strategy_kw={**intr.strategy_kw, **kw},
-                                                                          seed=s)
+    table5 = {FedIntRRunId(opt, s, mu=best["FedIntR"]): intr.replace(strategy_kw={**intr.strategy_kw, **kw},
+                                                                       seed=s)
               for opt, kw in options.items() for s in seeds}
     if scale == "paper" and dataset not in ("cifar10", "cifar100"):  # Table III's columns: CIFAR-10 and CIFAR-100
         table3 = {}
@@ -171,13 +154,13 @@ def fedintr_scaling_plan(scale: str, dataset: str = "fmnist", device: str = "cpu
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(FEDINTR_SCALING_SEEDS[scale]))
     base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
     left_out = FEDINTR_SCALING_LEFT_OUT[scale]
-    table4 = {f"N={n} | {run_name(m, mu, s)}": _method(base, m, mu).replace(num_clients=n, sample_fraction=0.2,
-                                                                           rounds=t, seed=s)
+    table4 = {FedIntRRunId(m, s, N=n, mu=mu): _method(base, m, mu).replace(num_clients=n, sample_fraction=0.2,
+                                                                         rounds=t, seed=s)
               for n, t in FEDINTR_TABLE4.get(scale, {}).items() for m, mu in FEDINTR_TABLE4_METHODS.get(scale, ())
               for s in seeds} if "table4" not in left_out else {}
     best = _best(dataset)
     rounds = FEDINTR_FIG5_ROUNDS.get(scale, {})
-    fig5 = {f"E={e} | {run_name(m, best.get(m), s)}": _method(base, m, best.get(m)).replace(
+    fig5 = {FedIntRRunId(m, s, E=e, mu=best.get(m)): _method(base, m, best.get(m)).replace(
         local_epochs=e, seed=s, rounds=rounds.get(e, base.rounds))
             for e in FEDINTR_EPOCHS[scale] for m in _FIG5_METHODS[scale] for s in seeds}
     return {a: runs for a, runs in {"table4": table4, "fig5": fig5}.items() if a not in left_out}

@@ -32,10 +32,10 @@ from typing import Any, Sequence
 
 from ..config import Config
 from ..presets import preset
-from ._base import SEEDS, Plan
+from ._base import SEEDS, FedSHIBURunId, Plan
 
 __all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
-           "FIG_S", "split_name"]
+           "FIG_S"]
 
 FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 10, 100), "smoke": (2, 5)}
 FEDSHIBU_SEEDS = SEEDS
@@ -61,13 +61,6 @@ def fedshibu_methods(scale: str, s: int) -> dict[str, dict[str, Any]]:
     return {m: kw for m, kw in FEDSHIBU_METHODS.items() if m != RBF}
 
 
-def split_name(name: str) -> dict[str, Any]:
-    """``{"method", "s", "seed"}`` of a run name ``"<method> | s=<s> | seed=<n>"`` (``s`` None when absent)."""
-    parts = name.split(" | ")
-    kv = dict(p.split("=", 1) for p in parts[1:])
-    return {"method": parts[0], "s": int(kv["s"]) if "s" in kv else None, "seed": int(kv["seed"])}
-
-
 def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Sequence[int] | None = None,
                   executor: str = "auto") -> Plan:
     """FedSHIBU's artifacts (see the module docstring): ``table1``, ``fig1``, ``fig3``, ``fig5``."""
@@ -82,20 +75,20 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
         return c.replace(strategy_kw={**c.strategy_kw, "ft_select": "best"}) if fine else c
 
     every = dict(eval_every=1)  # every round: the curves of Figs. 4-5 and the plateau each verdict checks
-    table = {f"{m} | s={s} | seed={n}": at(base, s, m, n, **every)
+    table = {FedSHIBURunId(m, n, s=s): at(base, s, m, n, **every)
              for s in FEDSHIBU_LEVELS[scale] for m in fedshibu_methods(scale, s) for n in seeds}
     ten = base.replace(num_clients=10)
-    fig3 = {f"{label} | s={FIG_S} | seed={n}": at(ten, FIG_S, LINEAR, n, strategy_kw={"sim": "linear", **kw})
+    fig3 = {FedSHIBURunId(label, n, s=FIG_S): at(ten, FIG_S, LINEAR, n, strategy_kw={"sim": "linear", **kw})
             for label, kw in (("own samples (§4.3)", {"samples": "own"}),
                               ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
             for n in seeds}
-    fig5 = {f"{label} | s={FIG_S} | seed={n}": at(base, FIG_S, AVG, n, **every).replace(strategy=strategy,
-                                                                                     strategy_kw=kw)
+    fig5 = {FedSHIBURunId(label, n, s=FIG_S): at(base, FIG_S, AVG, n, **every).replace(strategy=strategy,
+                                                                                    strategy_kw=kw)
             for label, strategy, kw in (("FedAvg", "fedavg", {}),
                                         ("FedAvg+CRSM", "fedavg_crsm", {"sim": "linear", "samples": "shared"}),
                                         ("Local only", "local_only", {})) for n in seeds}
     groups = ten.replace(partition="label_groups", partition_kw={}, eval_every=1)  # its curve, and its plateau
-    fig1 = {f"{label} | seed={n}": groups.replace(seed=n, strategy=st, strategy_kw=kw)
+    fig1 = {FedSHIBURunId(label, n): groups.replace(seed=n, strategy=st, strategy_kw=kw)
             for label, st, kw in (("all bodies aggregated (FedBABU)", "fedbabu", {"head": "dense"}),
                                   ("aggregated within each group", "fedshibu", {"sim": "groups", "groups": GROUPS}))
             for n in seeds}
