@@ -1,6 +1,7 @@
 """The server and evaluation costs of FedSHIBU next to its local training, per round.
 
     python benchmarks/personalized.py [--device cpu|cuda] [--clients 100] [--reps 3] [--executor auto]
+                                      [--ft-select first|best] [--n-train N]
 
 One FedSHIBU round in the paper's shape (100 clients, full participation, shards s = 5, batch 50, one local
 epoch) on Fashion-MNIST (the FedIntR CNN on a CPU; ``--model resnet18`` for the paper's network on a GPU). Timed
@@ -52,12 +53,13 @@ def main() -> None:
     ap.add_argument("--executor", default="auto")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--ft-select", default="first", choices=["first", "best"])
+    ap.add_argument("--n-train", type=int, default=None, help="training images (default: all)")
     a = ap.parse_args()
     dev = torch.device(a.device)
     print(f"fedlib personalized-aggregation benchmark — {datetime.date.today()}, commit {git_commit()}, torch "
           f"{torch.__version__}, {device_name(dev)}, {a.clients} clients, model {a.model}, reps={a.reps}\n")
     cfg = preset("fedshibu", "paper", dataset="fmnist", model=a.model, num_clients=a.clients, rounds=2,
-                 device=a.device, executor=a.executor, lr=0.01, strategy_kw={"ft_select": a.ft_select})
+                 device=a.device, executor=a.executor, lr=0.01, strategy_kw={"ft_select": a.ft_select}, n_train=a.n_train)
     eng = Engine(cfg, progress=False)
     strat, g = eng.strategy, eng.global_params
     ctxs = [eng.context(c, 0) for c in range(eng.n_clients)]

@@ -247,7 +247,8 @@ class Engine:
         bs, trainable = ft.batch_size or c.batch_size, self._trainable(ft.trainable)
         if cached and head_path_problem(self.model, ft.features, trainable, self.augment, c.precision) is None:
             head = HeadTuner(self.model, str(ft.features), trainable, spec, ft.epochs, bs, c.drop_last,
-                             self.data.x_train, self.data.y_train, self.client_idx, c.seed, self.round)
+                             self.data.x_train, self.data.y_train, self.client_idx, str(self.augment), c.seed,
+                             self.round)
             before = [head.loss(cid, p) for cid, p in zip(cids, starts)]
 
             def tune(todo: list[int], lr: float) -> list[Tuned]:

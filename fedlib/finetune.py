@@ -13,9 +13,10 @@ a test split. ``FineTune.select``:
 
 The fast path (:class:`HeadTuner`): when every fine-tuned layer sees only the output of one main-path tap
 (``FineTune.features``, FedBABU's head) and the model can run from it (``FedModel.tail``), nothing in the model
-behaves differently when training (no BatchNorm, no dropout), batches are not augmented and the run is fp32, the body
-runs once per client and the head trains on its output: the executor's batches (:func:`fedlib.schedule.epoch_plan`),
-optimizer and steps, without the body's forward pass at every step and every lr.
+behaves differently when training (no BatchNorm, no dropout), batches are at most flipped and the run is fp32, the
+body runs once per client (twice with flips: on the images and on their mirror images) and the head trains on its
+output: the executor's batches and flips (:func:`fedlib.schedule.epoch_plan`), optimizer and steps, without the
+body's forward pass at every step and every lr.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def head_path_problem(model: nn.Module, tap: str | None, trainable: tuple[str, .
         return f"a fine-tuned parameter lies before tap {tap!r}"
     if any(isinstance(m, _MODAL) for m in model.modules()):
         return "the model has BatchNorm or dropout"
-    if augment not in (None, "none"):
-        return "training batches are augmented"
+    if augment not in (None, "none", "flip"):
+        return f"training batches are augmented with {augment!r} (only flips have a cached form)"
     return None if precision == "fp32" else f"precision {precision!r}"
 
 
@@ -94,16 +95,17 @@ class HeadTuner:
     """Fine-tunes a head on the features of its input tap (the module docstring's fast path).
 
     ``model``: the run's model, reused (its parameters are overwritten); ``client_indices``: each client's training
-    indices into ``x`` / ``y``; ``seed``, ``round``, ``stream``: the batches' key, as the executor's."""
+    indices into ``x`` / ``y``; ``augment``: ``"none"`` or ``"flip"``; ``seed``, ``round``, ``stream``: the batches'
+    key, as the executor's."""
 
     def __init__(self, model: nn.Module, tap: str, trainable: tuple[str, ...], spec: OptimizerSpec, epochs: int,
-                 batch_size: int, drop_last: bool, x: Tensor, y: Tensor, client_indices: list[Tensor], seed: int,
-                 round: int, stream: int = 1) -> None:
+                 batch_size: int, drop_last: bool, x: Tensor, y: Tensor, client_indices: list[Tensor], augment: str,
+                 seed: int, round: int, stream: int = 1) -> None:
         self.model, self.tap, self.trainable, self.spec = model, tap, trainable, spec
         self.epochs, self.batch_size, self.drop_last = epochs, batch_size, drop_last
-        self.x, self.y, self.client_indices = x, y, client_indices
+        self.x, self.y, self.client_indices, self.augment = x, y, client_indices, augment or "none"
         self.seed, self.round, self.stream = seed, round, stream
-        self._feats: dict[int, Tensor] = {}
+        self._feats: dict[int, tuple[Tensor, Tensor | None]] = {}
         live = dict(model.named_parameters())
         self._opt = spec.build([live[n] for n in trainable])
 
@@ -112,23 +114,26 @@ class HeadTuner:
         """Mean cross-entropy of ``params`` on client ``cid``'s whole training split (from its cached features)."""
         load_params_(self.model, params)
         self.model.eval()
-        return float(F.cross_entropy(self.model.tail(self.tap, self._features(cid, params)),
+        return float(F.cross_entropy(self.model.tail(self.tap, self._features(cid, params)[0]),
                                      self.y[self.client_indices[cid]]))
 
     @torch.no_grad()
-    def _features(self, cid: int, params: Params) -> Tensor:
-        """The tap's output on the client's training split (the body's, the same for every lr: computed once)."""
+    def _features(self, cid: int, params: Params) -> tuple[Tensor, Tensor | None]:
+        """The tap's output on the client's training split and (with flips) on its mirror images: the body's, the
+        same for every lr, computed once."""
         if cid not in self._feats:
             load_params_(self.model, params)
             self.model.eval()
-            self._feats[cid] = self.model(self.x[self.client_indices[cid]], taps=(self.tap,))[1][0]
+            x = self.x[self.client_indices[cid]]
+            run = lambda x: self.model(x, taps=(self.tap,))[1][0]  # noqa: E731
+            self._feats[cid] = (run(x), run(x.flip(-1)) if self.augment == "flip" else None)
         return self._feats[cid]
 
     def __call__(self, cid: int, start: Params, lr: float) -> Tuned:
         """Client ``cid`` fine-tuned from ``start`` at ``lr``: its model and training-split loss, or why it is not
         finite."""
         model, spec, opt = self.model, self.spec, self._opt
-        h, idx = self._features(cid, start), self.client_indices[cid]
+        (h, mirror), idx = self._features(cid, start), self.client_indices[cid]
         load_params_(model, start)
         trainable = set(self.trainable)
         for n, p in model.named_parameters():
@@ -139,10 +144,15 @@ class HeadTuner:
         for epoch in range(self.epochs):
             for group in opt.param_groups:
                 group["lr"] = spec.epoch_lr(lr, self.round * self.epochs + epoch)
-            pos = epoch_plan(n, "none", self.seed, self.round, cid, epoch, self.stream)[0].to(h.device)
+            pos, draws = epoch_plan(n, self.augment, self.seed, self.round, cid, epoch, self.stream)
+            pos = pos.to(h.device)
             for b in range(num_batches(n, B, self.drop_last)):
                 sl = pos[b * B:(b + 1) * B]
-                loss = F.cross_entropy(model.tail(self.tap, h[sl]), self.y[idx[sl]])
+                hb = h[sl]
+                if mirror is not None:
+                    flip = draws["flip"][b * B:(b + 1) * B].to(h.device).view(-1, *[1] * (h.dim() - 1))
+                    hb = torch.where(flip, mirror[sl], hb)
+                loss = F.cross_entropy(model.tail(self.tap, hb), self.y[idx[sl]])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

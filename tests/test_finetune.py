@@ -18,12 +18,12 @@ from fedlib.strategies import build_strategy
 INFLATE = 30.0  # conv3 (the extractor's last layer) × 30, fc1's weight ÷ 30: the same function, 30× the features
 
 
-def cfg(executor: str = "sequential", **ft) -> Config:
+def cfg(executor: str = "sequential", augment: str = "none", **ft) -> Config:
     """FedSHIBU's identity control (each client trains its own body under the frozen random dense head) on
     two-class clients: after training, each client's model fits its own training split."""
     return Config(dataset="synthetic", model="intr_cnn", strategy="fedshibu", strategy_kw={"sim": "identity", **ft},
                   partition="shards", partition_kw={"shards_per_user": 2}, num_clients=5, rounds=2, local_epochs=5,
-                  batch_size=32, lr=0.05, momentum=0.9, weight_decay=0.0, augment="none", seed=1, executor=executor,
+                  batch_size=32, lr=0.05, momentum=0.9, weight_decay=0.0, augment=augment, seed=1, executor=executor,
                   personal_eval=True, eval_every=100)
 
 
@@ -34,10 +34,11 @@ def trained(tiny_data) -> Engine:
     return eng
 
 
-def engine_like(trained: Engine, tiny_data, inflate: float = 1.0, executor: str = "sequential", **ft) -> Engine:
+def engine_like(trained: Engine, tiny_data, inflate: float = 1.0, executor: str = "sequential", augment: str = "none",
+                **ft) -> Engine:
     """A fresh engine holding ``trained``'s models; ``inflate``: its features scaled by a function-preserving
     reparametrization (what a body without normalization does when it fits a frozen random head)."""
-    eng = Engine(cfg(executor, **ft), data=tiny_data, progress=False)
+    eng = Engine(cfg(executor, augment, **ft), data=tiny_data, progress=False)
     eng.round = trained.round
     eng.global_params = {**trained.global_params, "fc1.weight": trained.global_params["fc1.weight"] / inflate}
     for cid, st in trained.client_state.items():
@@ -123,14 +124,17 @@ def test_both_accuracies_and_the_kept_rates_are_recorded(trained, tiny_data):
     assert out["personal_train_loss_mean"] <= out["personal_noft_train_loss_mean"]
 
 
-def test_the_head_on_cached_features_trains_as_the_executor_does(trained, tiny_data):
-    """The fast path (the body run once per client, the head trained on its output) gives the executor's models:
-    the same batches, optimizer and steps, at a stable lr and one at the edge of stability."""
+@pytest.mark.parametrize("augment", ["none", "flip"])
+def test_the_head_on_cached_features_trains_as_the_executor_does(trained, tiny_data, augment):
+    """The fast path (the body run once per client, the head trained on its output; with flips, on the mirror
+    images' too) gives the executor's models: the same batches, flips, optimizer and steps, at a stable lr and one at
+    the edge of stability."""
     cids = list(range(5))
     for inflate in (1.0, INFLATE):
-        fast = engine_like(trained, tiny_data, inflate, ft_backtrack=0)
+        fast = engine_like(trained, tiny_data, inflate, augment=augment, ft_backtrack=0)
         tuned = fast.personalize(cids)
-        slow = engine_like(trained, tiny_data, inflate, ft_backtrack=0)
+        assert fast._finetune_executor is None  # it did not take the executor's path
+        slow = engine_like(trained, tiny_data, inflate, augment=augment, ft_backtrack=0)
         ref = slow.personalize(cids, cached=False)
         for t, r in zip(tuned, ref):
             for k in r:
@@ -151,14 +155,15 @@ def test_tail_is_the_rest_of_the_forward_pass(tiny_data):
 
 def test_the_fast_path_is_taken_only_where_it_is_exact(tiny_data):
     """It needs a tap the model can run from, every fine-tuned layer after it, nothing that trains differently
-    (BatchNorm, dropout), no augmentation, fp32."""
+    (BatchNorm, dropout), no augmentation but flips, fp32."""
     cnn = build_model("intr_cnn", tiny_data.in_shape, tiny_data.num_classes)
     head = ("fc1.weight", "fc1.bias", "fc3.weight")
     assert head_path_problem(cnn, "conv3", head, "none", "fp32") is None
     assert head_path_problem(cnn, "conv3", head, None, "fp32") is None
     assert "names no feature tap" in head_path_problem(cnn, None, head, "none", "fp32")
     assert "before tap 'fc1'" in head_path_problem(cnn, "fc1", head, "none", "fp32")
-    assert "augmented" in head_path_problem(cnn, "conv3", head, "flip", "fp32")
+    assert head_path_problem(cnn, "conv3", head, "flip", "fp32") is None  # the mirror images' features too
+    assert "'crop_flip'" in head_path_problem(cnn, "conv3", head, "crop_flip", "fp32")
     assert "bf16" in head_path_problem(cnn, "conv3", head, "none", "bf16")
     resnet = build_model("resnet18", tiny_data.in_shape, tiny_data.num_classes, width=4)
     assert "cannot run from" in head_path_problem(resnet, "layer4", ("fc.weight",), "none", "fp32")
