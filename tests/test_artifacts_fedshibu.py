@@ -51,7 +51,8 @@ def _frame(rows):
     return pd.DataFrame([{"name": f"{m} | s={s} | seed={n}", "method": m, "s": s, "seed": n,
                           "pending": a == "pending", "diverged": a == "diverged", "chance": 20.0,
                           "acc": a if isinstance(a, float) else np.nan, "acc (no ft)": np.nan,
-                          "self-weight": 0.5 if m == LINEAR else np.nan, "off-diagonal": np.nan}
+                          "self-weight": 0.5 if m == LINEAR else np.nan, "off-diagonal": np.nan,
+                          "kept ft_lr (%)": 20.0, "kept a lower lr (%)": 70.0 + n, "kept no fine-tuning (%)": 10.0 - n}
                          for m, s, n, a in rows])
 
 
@@ -253,4 +254,19 @@ def test_finetune_table_gives_both_accuracies_and_the_change():
     t = finetune_table(_frame([(LINEAR, 2, 0, 90.0), (LINEAR, 2, 1, 92.0)]).assign(**{"acc (no ft)": [85.0, 86.0]}))
     row = t.loc[(LINEAR, 2)]
     assert row["seeds"] == 2 and row["before fine-tuning (%)"] == 85.5 and row["change (points)"] == 5.5
+    assert (row["kept ft_lr (%)"], row["kept a lower lr (%)"], row["kept no fine-tuning (%)"]) == (20.0, 70.5, 9.5)
+
+
+def test_kept_lrs_reads_the_last_fine_tuning():
+    """The share of clients at the papers' lr (ft_lr), at a lower lr of the ladder, un-fine-tuned."""
+    cfg = Config(dataset="synthetic", model="intr_cnn", strategy="fedbabu", strategy_kw={"ft_lr": 1e-3})
+    hist = [{"round": 1, "personal_ft_lr": [1e-3] * 4}, {"round": 2, "personal_ft_lr": [1e-3, 1e-4, 1e-5, 0.0]}]
+    rec = Record(key=cfg.key(), config=cfg.to_dict(), history=hist, provenance={}, partition_hash="",
+                 final_params_hash="")
+    assert art.kept_lrs(rec) == {"kept ft_lr (%)": 25.0, "kept a lower lr (%)": 50.0, "kept no fine-tuning (%)": 25.0}
+    assert all(np.isnan(v) for v in art.kept_lrs(Pending(cfg.key(), cfg.to_dict())).values())
+    avg = Config(dataset="synthetic", model="intr_cnn", strategy="fedavg")
+    plain = Record(key=avg.key(), config=avg.to_dict(), history=[{"round": 1}], provenance={}, partition_hash="",
+                   final_params_hash="")
+    assert all(np.isnan(v) for v in art.kept_lrs(plain).values())  # it does not fine-tune
     assert finetune_table(_frame([(LINEAR, 2, 0, "pending")])).empty

@@ -97,9 +97,24 @@ def _last(r: Record, key: str) -> float:
     return float(h[-1]) if h else np.nan
 
 
+def kept_lrs(r: Run) -> dict[str, float]:
+    """The last round's fine-tuning, as the share of clients (%) that kept the fine-tuning lr (``ft_lr``, the
+    papers'), a lower lr of the ladder, or their un-fine-tuned model (NaN for a run that does not fine-tune or has
+    no record)."""
+    history = r.history if isinstance(r, Record) else []
+    lrs = next((e["personal_ft_lr"] for e in reversed(history) if "personal_ft_lr" in e), None)
+    names = ("kept ft_lr (%)", "kept a lower lr (%)", "kept no fine-tuning (%)")
+    if not lrs:
+        return dict.fromkeys(names, np.nan)
+    top = getattr(build_strategy(r.cfg.strategy, **r.cfg.strategy_kw), "ft_lr", max(lrs))
+    share = lambda keep: 100.0 * sum(map(keep, lrs)) / len(lrs)  # noqa: E731
+    return dict(zip(names, (share(lambda lr: lr == top), share(lambda lr: 0 < lr < top), share(lambda lr: lr == 0))))
+
+
 def personal_frame(runs: Runs) -> pd.DataFrame:
     """One row per run: ``name, method, s, seed, pending, diverged``, final personalized ``acc`` and ``acc (no ft)``
-    (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, and ``s / round``."""
+    (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, the lr its clients kept
+    when fine-tuning (:func:`kept_lrs`), and ``s / round``."""
     rows = []
     for rid, r in runs.items():
         done = isinstance(r, Record)
@@ -111,6 +126,7 @@ def personal_frame(runs: Runs) -> pd.DataFrame:
                      "acc (no ft)": 100 * _last(r, "personal_noft_acc_mean") if done else np.nan,
                      "self-weight": _last(r, "crsm_self") if done else np.nan,
                      "off-diagonal": _last(r, "crsm_offdiag") if done else np.nan,
+                     **kept_lrs(r),
                      "s / round": float(np.median([h["train_time_s"] for h in r.history])) if done else np.nan})
     return pd.DataFrame(rows)
 

@@ -84,12 +84,17 @@ def describe_crsm_readings(df: pd.DataFrame) -> str:
 
 def finetune_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per method and shards per user ``s``: mean personalized accuracy (%) without and with fine-tuning over the
-    stored seeds, and the change fine-tuning makes (``frame``: :func:`fedlib.artifacts.fedshibu.personal_frame`)."""
+    stored seeds, the change fine-tuning makes, and the share of clients that kept the papers' lr, a lower one or no
+    fine-tuning at the last round (``frame``: :func:`fedlib.artifacts.fedshibu.personal_frame`)."""
+    kept = ["kept ft_lr (%)", "kept a lower lr (%)", "kept no fine-tuning (%)"]
     done = frame[~frame["pending"] & ~frame["diverged"]]
     if done.empty:
-        return pd.DataFrame(columns=["seeds", "before fine-tuning (%)", "after fine-tuning (%)", "change (points)"])
+        return pd.DataFrame(columns=["seeds", "before fine-tuning (%)", "after fine-tuning (%)", "change (points)",
+                                     *kept])
     g = done.groupby(["method", "s"], sort=False, dropna=False)
     out = pd.DataFrame({"seeds": g["acc"].count(), "before fine-tuning (%)": g["acc (no ft)"].mean(),
                         "after fine-tuning (%)": g["acc"].mean()})
     out["change (points)"] = out["after fine-tuning (%)"] - out["before fine-tuning (%)"]
+    for c in kept:
+        out[c] = g[c].mean()
     return out.round(2)
