@@ -101,9 +101,23 @@ def write_back(executed: Path, source: Path) -> None:
         raise ValueError(f"{executed} was not executed from the current {source}: render it again.")
     for mine, out in zip(nb["cells"], cells):
         if mine["cell_type"] == "code":
-            mine["outputs"] = [o for o in out.get("outputs", []) if o.get("name") != "stderr"]
+            mine["outputs"] = merged_streams([o for o in out.get("outputs", []) if o.get("name") != "stderr"])
             mine["execution_count"] = out.get("execution_count")
     source.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+def merged_streams(outputs: list[dict]) -> list[dict]:
+    """``outputs`` with each run of consecutive stream outputs of one name as one (how a kernel splits a cell's
+    prints into messages depends on timing: merged, the same prints give the same bytes)."""
+    out: list[dict] = []
+    for o in outputs:
+        last = out[-1] if out else {}
+        if o.get("output_type") == "stream" and last.get("output_type") == "stream" and last["name"] == o["name"]:
+            joined = "".join(last["text"]) + "".join(o["text"])
+            out[-1] = {**last, "text": joined.splitlines(keepends=True)}
+        else:
+            out.append(o)
+    return out
 
 
 def _echo_rounds(path: Path, stop: threading.Event) -> None:

@@ -9,6 +9,6 @@ wt=$(mktemp -d)/render
 git -C "$root" worktree add -q --detach "$wt" HEAD
 trap 'git -C "$root" worktree remove --force "$wt"' EXIT
 (cd "$wt" && PYTHONPATH="$wt" "$root/.venv/bin/python" -m fedlib.reproduce --scale "$SCALE" --no-train --write-back)
-changed=$(git -C "$wt" status --porcelain --untracked-files=no | awk '{print $2}')
+changed=$(git -C "$wt" status --porcelain --untracked-files=all | awk '{print $2}')  # new figures too
 [ -z "$changed" ] || (cd "$wt" && tar cf - $changed) | (cd "$root" && tar xf -)
 echo "copied from the render of $(git -C "$root" rev-parse --short HEAD): $(echo "$changed" | grep -c . || true) files"

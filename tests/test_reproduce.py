@@ -217,6 +217,17 @@ def test_write_back_copies_outputs_by_position_without_the_injected_cell_or_stde
         rp.write_back(tmp_path / "ran.ipynb", tmp_path / "nb.ipynb")
 
 
+def test_write_back_merges_a_cells_consecutive_prints_however_the_kernel_split_them():
+    """The same prints split into one or two stream messages (timing) are written back as the same bytes."""
+    one = [{"output_type": "stream", "name": "stdout", "text": ["a\n", "b\n"]}]
+    two = [{"output_type": "stream", "name": "stdout", "text": ["a\n"]},
+           {"output_type": "stream", "name": "stdout", "text": "b\n"}]
+    assert rp.merged_streams(two) == rp.merged_streams(one) == one
+    table = {"output_type": "execute_result", "data": {"text/plain": "t"}, "metadata": {}, "execution_count": 1}
+    kept = [two[0], table, two[1]]  # prints on either side of a table stay apart
+    assert rp.merged_streams(kept) == kept
+
+
 def test_claims_overview_groups_every_claim_by_paper_with_a_link_to_its_notebook():
     rows = [{"notebook": "05_fedintr_benchmarks", "claims": [
         {"claim": "FedIntR beats FedAvg", "source": "FedIntR Table I", "status": "reproduced", "estimate": 1.0,
