@@ -202,17 +202,16 @@ class IntrCNN(FedModel):
         self.moon_tap, self.head = "proj:fc2", "fc3"
         self.tail_taps = ("conv3", "fc1", "fc2")
 
-    def _dense(self) -> tuple[tuple[str, Callable[[Tensor], Tensor]], ...]:
-        """The main path after conv3, one (tap, step) a layer: what :meth:`_run` and :meth:`tail` both run."""
-        return (("fc1", lambda h: F.relu(self.fc1(h.flatten(1)))), ("fc2", lambda h: F.relu(self.fc2(h))),
-                ("fc3", self.fc3))
-
-    def tail(self, tap: str, h: Tensor) -> Tensor:
+    def tail(self, tap: str, h: Tensor, o: dict[str, Tensor] | None = None) -> Tensor:
+        """The main path after ``tap`` (conv3, fc1 or fc2), what :meth:`_run` runs too; ``o`` records each tap."""
         if tap not in self.tail_taps:
             return super().tail(tap, h)
-        steps = self._dense()
-        for _, step in steps[("conv3", *(t for t, _ in steps)).index(tap):]:
-            h = step(h)
+        o = {} if o is None else o
+        if tap == "conv3":
+            o["fc1"] = h = F.relu(self.fc1(h.flatten(1)))
+        if tap in ("conv3", "fc1"):
+            o["fc2"] = h = F.relu(self.fc2(h))
+        o["fc3"] = h = self.fc3(h)
         return h
 
     def _run(self, x: Tensor, want: frozenset[str]) -> dict[str, Tensor]:
@@ -223,8 +222,7 @@ class IntrCNN(FedModel):
         o["conv1"] = h = conv_pool_relu(self.conv1, x)
         o["conv2"] = h = conv_pool_relu(self.conv2, h)
         o["conv3"] = h = conv_pool_relu(self.conv3, h)
-        for tap, step in self._dense():
-            o[tap] = h = step(h)
+        self.tail("conv3", h, o)
         for k in self._layers:
             if f"proj:{k}" in want:
                 o[f"proj:{k}"] = self.proj[k](o[k].flatten(1))
