@@ -4,11 +4,11 @@
     python -m fedlib.campaign run --scale paper --device cuda --budget 25m [--backend local|ray]
     python -m fedlib.campaign ledger --scale paper                    # results/ledger-paper.md
 
-The runs come from :data:`fedlib.plans.PLANS` (the notebooks load the same runs with ``fetch(cfg, train=False)``);
-a run that several artifacts share (same :meth:`Config.key`) is one run. Its **priority** comes from
-:data:`PRIORITIES`, keyed by (notebook number, artifact): the Fashion-MNIST tables with paper numbers first
-(FedIntR Table I, II, V), then FedCKA Table 2, and so on; an artifact the table does not know gets
-:data:`DEFAULT_PRIORITY`. Its **status** is ``done`` (a record is in the store), ``diverged`` (it stopped with a
+The runs come from the notebooks' plans (:data:`fedlib.papers.PLANS`; the notebooks load the same runs with
+``fetch(cfg, train=False)``); a run that several artifacts share (same :meth:`Config.key`) is one run. Its
+**priority** is its notebook's (:attr:`fedlib.papers.Notebook.priorities`, by artifact): the Fashion-MNIST tables
+with paper numbers first (FedIntR Table I, II, V), then FedCKA Table 2, and so on; an artifact no notebook ranks
+gets :data:`DEFAULT_PRIORITY`. Its **status** is ``done`` (a record is in the store), ``diverged`` (it stopped with a
 non-finite loss, ``failed/<key>.json``, or its record holds non-finite metrics: a finished result, never retried
 unless ``--retry-diverged``), ``pending`` (``partial`` when a checkpoint holds some of its rounds) or ``blocked``
 (its dataset's files are not on this machine, or its record file holds another config's record: named, never
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import loaders as L
-from . import plans as plans_registry  # PLANS read at call time: a test may replace them
+from . import papers as registry  # PLANS read at call time: a test may replace them
 from . import ray_backend, workers
 from .atomic import writable_problem
 from .config import SCALES, Config, device_problem, field_problem
@@ -50,12 +50,13 @@ from .costs import fmt_s as _fmt_s
 from .data import data_root
 from .ledger import ledger_path, write_ledger
 from .plan_text import DOC_BEGIN, DOC_END, format_plan, plan_doc, write_plan_doc  # noqa: F401
-from .plans import DATASET_FIRST, DEFAULT_PRIORITY, PRIORITIES, Plan, RunId, keeps_models, priority  # noqa: F401
+from .papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
+from .plans import Plan, RunId
 from .results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
 from .schedule import NonFiniteLossError
 from .workers import default_jobs
 
-__all__ = ["Item", "PRIORITIES", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
+__all__ = ["Item", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
            "run_local", "format_plan", "unknown_notebooks", "main"]
 
 def dataset_missing(name: str) -> str | None:
@@ -125,10 +126,10 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
     store = store or Store.for_scale(scale)
     costs = costs if costs is not None else CostTable()
     items: dict[str, Item] = {}
-    for nb, fn in sorted((plans if plans is not None else plans_registry.PLANS).items()):
+    for nb, fn in sorted((plans if plans is not None else registry.PLANS).items()):
         if only and not any(nb == o or nb.startswith(o) for o in only):
             continue
-        datasets = (dataset,) if dataset or scale != "paper" or plans is not None else plans_registry.PAPER_DATASETS.get(nb, (None,))
+        datasets = (dataset,) if dataset or scale != "paper" or plans is not None else registry.PAPER_DATASETS.get(nb, (None,))
         try:
             arts = [(a, r) for ds in datasets for a, r in _call_plan(fn, scale, ds).items()]
         except Exception as e:  # noqa: BLE001 — one broken plan must not hide the others
@@ -196,7 +197,7 @@ def _divergence(store: Store, key: str) -> str:
 
 def unknown_notebooks(only: list[str], plans: dict[str, Any] | None = None) -> str | None:
     """Why some of ``only`` (notebook names or number prefixes) name no notebook with a plan; None if all do."""
-    names = sorted(plans if plans is not None else plans_registry.PLANS)
+    names = sorted(plans if plans is not None else registry.PLANS)
     bad = [o for o in only if not any(nb == o or nb.startswith(o) for nb in names)]
     return f"no notebook with a plan matches {', '.join(map(repr, bad))}; valid: {', '.join(names)}" if bad else None
 

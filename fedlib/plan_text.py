@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .atomic import atomic_write_text
 from .costs import CostTable
 from .costs import fmt_s as _fmt_s
-from .plans import priority
+from .papers import priority
 from .provenance import device_name, git_commit
 
 if TYPE_CHECKING:

@@ -15,7 +15,8 @@ from fedlib.artifacts.feder_figures import (THESIS_FIGURES, describe_floored, de
                                             describe_training_curves, floored_share_figure, rank_weights,
                                             stable_rank_figure, training_curves)
 from fedlib.grid import Diverged
-from fedlib.plans import FedERRunId, plan
+from fedlib.papers import plan
+from fedlib.plans import FedERRunId
 from fedlib.plans.feder import FEDER_LEFT_OUT
 from fedlib.presets import preset
 from fedlib.results import Pending, Record

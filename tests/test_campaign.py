@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import fedlib.plans
+import fedlib.papers
 from fedlib import campaign
-from fedlib.campaign import collect, dataset_missing, parse_budget, priority
+from fedlib.campaign import collect, dataset_missing, parse_budget
+from fedlib.papers import priority
 from fedlib.costs import CostTable, cost_key
 from fedlib.plans import RunId
 from fedlib.presets import preset
@@ -44,7 +45,7 @@ def same_record(a, b) -> None:
 def plans(monkeypatch):
     """Replace the plan registry with the given plans for one test."""
     def use(**fns):
-        monkeypatch.setattr(fedlib.plans, "PLANS", dict(fns))
+        monkeypatch.setattr(fedlib.papers, "PLANS", dict(fns))
     return use
 
 
@@ -115,7 +116,7 @@ def test_a_broken_plan_is_reported_and_the_others_still_listed(tmp_path, plans):
 
 
 @pytest.mark.parametrize("nb,art,p", [("05_fedintr_benchmarks", "Table I", 10), ("05_x", "table1_fmnist", 10),
-                                      ("05_x", "Table II", 11), ("05_x", "table_v", 12), ("05_x", "table10", 25),
+                                      ("05_x", "Table II", 25), ("05_x", "table_v", 12), ("05_x", "table10", 25),
                                       ("03_fedcka_heterogeneity", "table2", 20), ("07_feder", "table4.2", 31),
                                       ("99_new", "anything", 50)])
 def test_priority_table(nb, art, p):
@@ -181,7 +182,7 @@ def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
 
 RESUME_SCRIPT = """
 import sys
-import fedlib.plans as P
+import fedlib.papers as P
 from fedlib.presets import preset
 from fedlib.campaign import main
 P.PLANS.clear()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import fedlib.plans
+import fedlib.papers
 from fedlib import campaign, costs
 from fedlib.campaign import collect
 from fedlib.costs import CostTable, LongRunError, before_run, cost_key, no_check
@@ -20,7 +20,7 @@ from fedlib.results import Store, device_name, run
 @pytest.fixture
 def plans(monkeypatch):
     def use(**fns):
-        monkeypatch.setattr(fedlib.plans, "PLANS", dict(fns))
+        monkeypatch.setattr(fedlib.papers, "PLANS", dict(fns))
     return use
 
 

@@ -12,7 +12,8 @@ from fedlib.config import Config
 from fedlib.timing import cached_costs, repeat_times, round_costs, synthetic_like
 from fedlib.grid import best_mu, cell, runs_frame, seed_summary
 from fedlib.report import compare
-from fedlib.plans import FedCKARunId, RunId, plan
+from fedlib.papers import plan
+from fedlib.plans import FedCKARunId, RunId
 from fedlib.plans.budget import MAX_PART_S, Part, estimate_s, fit
 from fedlib.plans.fedcka import (FEDCKA_MU_GRID, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
                                  keeps_artifacts, similarity_scope, table2_part)

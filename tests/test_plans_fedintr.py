@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from fedlib.presets import preset
-from fedlib.plans import FedIntRRunId, plan
+from fedlib.papers import plan
+from fedlib.plans import FedIntRRunId
 from fedlib.plans.fedintr import (FEDINTR_BEST_MU, FEDINTR_DEFAULT_E, FEDINTR_METHODS, FEDINTR_QUICK_LEFT_OUT,
                                   FEDINTR_SCALING_LEFT_OUT, mu_grid)
 
@@ -88,7 +89,7 @@ def test_run_ids_name_their_settings():
 
 def test_the_paper_campaign_plans_every_dataset_column_of_the_papers():
     from fedlib.campaign import collect
-    from fedlib.plans import PAPER_DATASETS
+    from fedlib.papers import PAPER_DATASETS
 
     items = collect("paper", "cuda", only=["03", "05"])
     got = {(u[0], it.cfg.dataset) for it in items for u in it.uses}

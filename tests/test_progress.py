@@ -70,10 +70,10 @@ def test_reproduce_prints_the_rounds_its_notebooks_report(monkeypatch, capsys, t
 
 
 def test_the_campaign_prints_a_line_per_round_by_default(tmp_path, monkeypatch, capfd):  # fd level: the CPU default trains in worker processes
-    import fedlib.plans
+    import fedlib.papers
     from fedlib.campaign import main
 
-    monkeypatch.setattr(fedlib.plans, "PLANS", {"05_x": lambda scale, **kw: {"table1": {"a": preset("fedintr", scale)}}})
+    monkeypatch.setattr(fedlib.papers, "PLANS", {"05_x": lambda scale, **kw: {"table1": {"a": preset("fedintr", scale)}}})
     args = ["run", "--scale", "smoke", "--budget", "10m", "--store", str(tmp_path), "--costs", str(tmp_path / "c.json")]
     assert main(args) == 0
     out = capfd.readouterr().out

@@ -149,13 +149,13 @@ def _cells(line: str) -> int:
 
 def test_missing_runs_are_trained_by_worker_processes_before_the_notebook_renders(tmp_path, monkeypatch):
     """On a CPU a notebook's pending runs are trained side by side first; the notebook then finds their records."""
-    import fedlib.plans
+    import fedlib.papers
     from fedlib.presets import preset
     from fedlib.results import Store
 
     monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
     cfgs = {"FedAvg": preset("fedintr", "smoke"), "FedProx": preset("fedintr", "smoke", strategy="fedprox")}
-    monkeypatch.setattr(fedlib.plans, "PLANS", {"05_x": lambda scale, **kw: {"table1": cfgs}})
+    monkeypatch.setattr(fedlib.papers, "PLANS", {"05_x": lambda scale, **kw: {"table1": cfgs}})
     rp.pretrain(rp.Path("notebooks/05_x.ipynb"), "smoke", "cpu", None, jobs=2)
     store = Store.for_scale("smoke")
     assert all(store.get(c) is not None for c in cfgs.values())

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fedlib.plans import PLANS, FedCKARunId, FedERRunId, FedIntRRunId, FedSHIBURunId, RunId, plan
+from fedlib.papers import PLANS, plan
+from fedlib.plans import FedCKARunId, FedERRunId, FedIntRRunId, FedSHIBURunId, RunId
 
 GOLDEN = [  # (notebook, scale, artifact, run id, its name)
     ("01_fedavg_baseline", "quick", "table1", RunId("FedAvg", 0), "FedAvg | seed=0"),

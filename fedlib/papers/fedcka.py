@@ -1,0 +1,81 @@
+"""FedCKA (fedcka-arxiv.txt and fedcka-applsci.txt, two versions of one paper): layer similarity (notebook 02),
+Table 2 and the heterogeneity sweep (notebook 03), the ablations, Tables 3-4 and the variance (notebook 04)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..artifacts.fedcka import (ablation_verdicts, cost_verdicts, fig5_verdicts, premise_verdicts,
+                                similarity_verdicts, table2_verdicts, table3_verdicts, variance_verdicts)
+from ..artifacts.fedcka_accuracy import Table2, seed_curves
+from ..artifacts.fedcka_ablations import metrics_frame
+from ..artifacts.fedcka_layers import N_EVAL, R50_TAPS
+from ..grid import runs_frame
+from ..plans import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan
+from ..plans.fedcka import (FEDCKA_MU, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
+                            similarity_scope)
+from ..results import Store
+from ..similarity import run_similarity
+from ..timing import cached_costs
+from ..verdicts import Verdict
+from .paper import Notebook, Paper
+
+Records = Mapping[str, Mapping[Any, Any]]
+
+
+def similarity_claims(records: Records, *, scale: str, dataset: str = "fmnist", store: Store, device: str = "cpu",
+                      seeds: Any = None, executor: str = "auto", variant: str | None = None,
+                      n_eval: int | None = None, **params: Any) -> list[Verdict]:
+    """§3.1: early layers similar across clients, late layers not (simple CNN and ResNet-50), from the stored
+    layer similarities of the runs' final models."""
+    scope = similarity_scope(scale, dataset=dataset, device=device, seeds=seeds, executor=executor, variant=variant)
+    runs, n_eval = scope.plan(), n_eval or N_EVAL[scale]
+    sims = {c.seed: run_similarity(c, store=store, train=False, n_eval=n_eval) for c in runs["simple_cnn"].values()}
+    sims50 = {c.seed: run_similarity(c, store=store, train=False, n_eval=n_eval, taps=R50_TAPS)
+              for c in runs.get("resnet50", {}).values()}
+    return similarity_verdicts(sims, sims50, scope)
+
+
+def heterogeneity_claims(records: Records, *, scale: str, dataset: str = "fmnist", device: str = "cpu",
+                         seeds: Any = None, executor: str = "auto", **params: Any) -> list[Verdict]:
+    """Table 2 (every α, each method at its best μ) and Appl. Sci. Fig. 5 (rounds and local epochs)."""
+    scope = heterogeneity_scope(scale, dataset=dataset, device=device, seeds=seeds, executor=executor)
+    runs = scope.plan()
+    seed_list = sorted({c.seed for rs in runs.values() for c in rs.values()})
+    rounds = next(iter(runs["table2"].values())).rounds
+    curves = seed_curves(records["table2"], {"FedAvg": "FedAvg", "FedCKA": f"FedCKA (μ={FEDCKA_MU:g})"}, seed_list)
+    epochs = runs_frame(records["epochs"]) if "epochs" in records else pd.DataFrame()
+    return [*table2_verdicts(Table2.from_records(records["table2"]).grid, scope),
+            *fig5_verdicts(curves, epochs, rounds, scope)]
+
+
+def ablations_claims(records: Records, *, scale: str, dataset: str = "fmnist", store: Store, device: str = "cpu",
+                     seeds: Any = None, executor: str = "auto", n_eval: int | None = None,
+                     **params: Any) -> list[Verdict]:
+    """The M-layer ablation and its bounds, Table 3's similarity metrics, Table 4's costs (stored timings), the
+    between-client variance per layer and the premise that the regularized layers stay similar."""
+    scope = ablations_scope(scale, dataset=dataset, device=device, seeds=seeds, executor=executor)
+    sims: dict[str, dict[int, Any]] = {}
+    for rid, c in scope.plan()["variance"].items():
+        sims.setdefault(rid.method, {})[c.seed] = run_similarity(c, store=store, train=False, n_eval=n_eval)
+    setups = cost_setups(scale, device) if scope.has(TIMING_PART) else {}
+    costs = {name: cached_costs(s["configs"], s["dataset"], s["n_train"], reps=s["reps"], store=store, train=False)
+             for name, s in setups.items()}
+    m_df, bounds = runs_frame(records["M"]), runs_frame({**records["bounds"], **records["M"]})
+    return [*ablation_verdicts(m_df, bounds, scope), *table3_verdicts(metrics_frame(records["metrics"]), scope),
+            *cost_verdicts(costs, scope, scale), *variance_verdicts(sims, scope), *premise_verdicts(sims)]
+
+
+PAPER = Paper(
+    name="FedCKA", text="fedcka-arxiv.txt and fedcka-applsci.txt", presets=("fedcka",),
+    notebooks=(
+        Notebook("02_fedcka_layer_similarity", plan=fedcka_similarity_plan, claims=similarity_claims,
+                 datasets=("cifar10",), priorities={"*": 40}),
+        Notebook("03_fedcka_heterogeneity", plan=fedcka_heterogeneity_plan, claims=heterogeneity_claims,
+                 datasets=("cifar10", "cifar100", "tinyimagenet"),  # Table 1's columns: Table 2's α = 5 runs
+                 priorities={"table2": 20, "*": 26}),
+        Notebook("04_fedcka_ablations", plan=fedcka_ablations_plan, claims=ablations_claims, datasets=("cifar10",),
+                 priorities={"*": 40}),
+    ))

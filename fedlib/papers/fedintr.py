@@ -1,0 +1,45 @@
+"""FedIntR (fedintr.txt): Tables I, II, III, V (notebook 05), Table IV and Figs. 4-5 (notebook 06)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..artifacts import fedintr as fi
+from ..artifacts import fedintr_scaling as fs
+from ..plans import fedintr_benchmarks_plan, fedintr_scaling_plan
+from ..plans.fedintr import (FEDINTR_DEFAULT_E, FEDINTR_LAST, FEDINTR_QUICK_LEFT_OUT, FEDINTR_SCALING_LEFT_OUT,
+                             FEDINTR_TABLE4_AT)
+from ..verdicts import Verdict
+from .paper import Notebook, Paper
+
+Records = Mapping[str, Mapping[Any, Any]]
+
+
+def benchmarks_claims(records: Records, *, scale: str, dataset: str = "fmnist", device: str = "cpu",
+                      seeds: Any = None, executor: str = "auto", **params: Any) -> list[Verdict]:
+    """Table I (FedIntR against each method at its best μ), Table III (β) and Table V (layer weights)."""
+    runs = fedintr_benchmarks_plan(scale, dataset=dataset, device=device, seeds=seeds, executor=executor)
+    t1 = fi.Table1.from_records(records["table1"], FEDINTR_LAST[scale], dataset, FEDINTR_QUICK_LEFT_OUT[scale])
+    beta = next(iter(runs["table1"].values())).partition_kw["beta"]
+    t3 = fi.Table3.from_records(records["table3"], t1, beta) if "table3" in records else None
+    return fi.claims(t1, records, scale, t3)
+
+
+def scaling_claims(records: Records, *, scale: str, **params: Any) -> list[Verdict]:
+    """Table IV (many clients, 20 % sampled) and Fig. 5 (local epochs)."""
+    left_out = FEDINTR_SCALING_LEFT_OUT[scale]
+    df4 = fs.table4_frame(records["table4"], FEDINTR_TABLE4_AT[scale]) if "table4" in records else None
+    df5 = fs.fig5_frame(records["fig5"], FEDINTR_LAST[scale])
+    return [*fs.table4_verdicts(df4, left_out=left_out.get("table4")),
+            *fs.fig5_verdicts(df5, FEDINTR_DEFAULT_E[scale], budget_note=left_out.get("fig5 E > default", ""))]
+
+
+PAPER = Paper(
+    name="FedIntR", text="fedintr.txt", presets=("fedintr",),
+    notebooks=(
+        Notebook("05_fedintr_benchmarks", plan=fedintr_benchmarks_plan, claims=benchmarks_claims,
+                 datasets=("fmnist", "svhn", "cifar10", "cifar100"),  # Tables I and V; Table III: CIFAR-10/100
+                 priorities={"table1": 10, "table5": 12, "*": 25}),  # Table II is Table I's FedIntR rows
+        Notebook("06_fedintr_scaling", plan=fedintr_scaling_plan, claims=scaling_claims, datasets=("cifar10",),
+                 priorities={"*": 40}),
+    ))

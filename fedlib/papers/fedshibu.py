@@ -1,0 +1,23 @@
+"""FedSHIBU (fedshibu.txt): Table 1 / Fig. 4's shard sweep, Figs. 1, 3 and 5 (notebook 08)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..artifacts import fedshibu as art
+from ..plans import fedshibu_plan
+from ..verdicts import Verdict
+from .paper import Notebook, Paper
+
+
+def shards_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dataset: str = "fmnist",
+                  **params: Any) -> list[Verdict]:
+    """Table 1 against the CRSM's controls, Fig. 1's groups, Fig. 3's CRSM and Fig. 5's FedAvg + CRSM."""
+    frames = {a: art.personal_frame(rs) for a, rs in records.items()}
+    return art.verdicts(frames, records, scale, art.paper_column(dataset))
+
+
+PAPER = Paper(
+    name="FedSHIBU", text="fedshibu.txt", presets=("fedshibu",),
+    notebooks=(Notebook("08_fedshibu_shards", plan=fedshibu_plan, claims=shards_claims,
+                        datasets=("cifar10", "cifar100"), priorities={"table1": 30, "*": 45}),))

@@ -1,0 +1,70 @@
+"""The paper registry: every notebook and preset has one home, each notebook's plan builds and its claims are
+read from records alone (never training), and the campaign ranks artifacts by the registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedlib import papers
+from fedlib.papers import NOTEBOOKS, PAPERS, Notebook, judge, notebook, priority
+from fedlib.presets import PRESETS
+from fedlib.results import Store
+
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def test_every_notebook_file_is_registered_once_and_every_registered_notebook_exists():
+    files = sorted(p.stem for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    names = [nb.name for p in PAPERS for nb in p.notebooks]
+    assert sorted(names) == files and len(set(names)) == len(names)
+
+
+def test_every_preset_belongs_to_exactly_one_paper():
+    owners = {name: [p.name for p in PAPERS if name in p.presets] for name in PRESETS}
+    assert all(len(o) == 1 for o in owners.values()), owners
+    assert {n for p in PAPERS for n in p.presets} <= set(PRESETS)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, nb in NOTEBOOKS.items() if nb.plan is not None))
+def test_each_priority_names_an_artifact_its_plan_has(name):
+    nb = NOTEBOOKS[name]
+    arts = {papers.artifact_id(a) for scale in ("quick", "paper") for a in papers.plan(name, scale)}
+    for pattern in nb.priorities:
+        assert pattern == "*" or any(a.startswith(pattern) for a in arts), (name, pattern, sorted(arts))
+    assert all(priority(name, a) == nb.priority(a) for a in arts)
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_claims_come_from_the_records_alone_and_an_empty_store_decides_nothing(name, tmp_path):
+    report = judge(name, "smoke", store=Store(tmp_path))
+    rows = report.claims + report.controls
+    assert all(r["status"] in ("pending", "not testable at this scale") for r in rows), rows
+    assert not any(tmp_path.rglob("*.json")), "judging trained or wrote something"
+    if NOTEBOOKS[name].plan is not None and name not in ("01_fedavg_baseline",):
+        assert report.claims, f"{name} states no claim"
+
+
+def test_a_notebook_is_found_by_number_and_a_wrong_name_lists_the_valid_ones():
+    assert notebook("05") is notebook("05_fedintr_benchmarks")
+    with pytest.raises(ValueError, match="05_fedintr_benchmarks"):
+        notebook("09")
+    with pytest.raises(ValueError, match="two digits"):
+        Notebook("fedintr")
+
+
+def test_priorities_rank_the_fashion_mnist_tables_first_and_unknown_artifacts_last():
+    assert priority("05_fedintr_benchmarks", "Table I") < priority("01_fedavg_baseline", "table1") \
+        < priority("03_fedcka_heterogeneity", "table2") < priority("08_fedshibu_shards", "table1") \
+        < priority("08_fedshibu_shards", "fig3")
+    assert priority("99_new", "anything") == papers.DEFAULT_PRIORITY
+
+
+def test_the_command_line_prints_a_notebooks_claims(tmp_path, capsys):
+    assert papers.main(["claims", "05", "--scale", "smoke", "--store", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "05_fedintr_benchmarks:" in out and "FedIntR" in out
+    assert papers.main([]) == 0 and "FedSHIBU (fedshibu.txt)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        papers.main(["claims", "42", "--scale", "smoke"])
