@@ -1,37 +1,57 @@
 """Chunks of clients for the vectorized executor: what one chunk trains on, stacked, and how many clients fit.
 
-:func:`prepare_chunk` turns a list of jobs into a :class:`Chunk`: every client's batch indices, real batch sizes and
-augmentation draws for every step (from :func:`fedlib.schedule.epoch_plan`, so the batches are the sequential
-executor's), its parameters stacked along a leading client dimension in the model's memory formats, its declared
+:func:`prepare_chunk` turns a list of jobs into a :class:`Chunk`, given a :class:`ChunkSpec` (what it needs of the
+executor, explicitly: the task, the device, the model's state names by role and their memory formats): every
+client's batch indices, real batch sizes and augmentation draws for every step (from
+:func:`fedlib.schedule.epoch_plan`, so the batches are the sequential executor's), its parameters stacked along a leading client dimension in the model's memory formats, its declared
 reference models and tensors (shared when every client passed the same object, else stacked), its update
 corrections and the functional optimizer's state. Clients are sorted by their number of steps (descending), so the
 clients still active at any step are a prefix of the chunk.
 
 :func:`auto_chunk_size` (CUDA, ``chunk_size=None``): ``FEDLIB_VEC_CHUNK_MEM`` (default 0.6) of the free memory over
-one client's footprint, measured once per executor with one probe training step.
+one client's footprint, measured once per spec with one probe training step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from ..local import ClientContext, ClientJob
+from ..local import ClientContext, ClientJob, LocalTask
 from ..params import Params
 from ..schedule import epoch_plan, num_batches
 from .layout import stack_as
 from .refcache import RefTaps, build_ref_taps
 
-if TYPE_CHECKING:
-    from .vectorized import VectorizedExecutor
+__all__ = ["Chunk", "ChunkSpec", "prepare_chunk", "chunk_ctx", "auto_chunk_size"]
 
-__all__ = ["Chunk", "prepare_chunk", "chunk_ctx", "auto_chunk_size"]
+
+@dataclass
+class ChunkSpec:
+    """What building a chunk needs, and what is kept across rounds: the task (the executor sets the round's), the
+    device, the model the forward runs on, the model's state names by role with their memory formats, and two
+    caches (each client's sample indices on the CPU; the clients per chunk once measured on CUDA)."""
+
+    task: LocalTask
+    device: torch.device
+    model: nn.Module
+    layout: Params  # the model's state_dict: each stacked tensor keeps its slice's memory format
+    trainable: list[str]
+    nontrain: list[str]  # parameters not trained (shared, or stacked where clients differ)
+    buffer_names: list[str]
+    chunk_mem: float = 0.6  # FEDLIB_VEC_CHUNK_MEM: the share of free CUDA memory chunks may take
+    cpu_indices: dict[int, Tensor] = field(default_factory=dict)
+    auto_size: int | None = None
+
+    @property
+    def state_names(self) -> list[str]:
+        return list(self.layout)
 
 
 @dataclass
@@ -66,15 +86,15 @@ def split_shared(items: list[Any]) -> bool:
     return all(it is items[0] for it in items)
 
 
-def _indices(exe: VectorizedExecutor, cid: int) -> Tensor:
-    if cid not in exe.cpu_indices:
-        exe.cpu_indices[cid] = exe.task.client_indices[cid].detach().cpu().long()
-    return exe.cpu_indices[cid]
+def _indices(spec: ChunkSpec, cid: int) -> Tensor:
+    if cid not in spec.cpu_indices:
+        spec.cpu_indices[cid] = spec.task.client_indices[cid].detach().cpu().long()
+    return spec.cpu_indices[cid]
 
 
-def prepare_chunk(exe: VectorizedExecutor, jobs: list[ClientJob]) -> Chunk:
+def prepare_chunk(spec: ChunkSpec, jobs: list[ClientJob]) -> Chunk:
     """Every batch index, real batch size and augmentation draw of the chunk, and its stacked state."""
-    task, dev = exe.task, exe.device
+    task, dev = spec.task, spec.device
     B, E = task.batch_size, task.epochs
     steps = [E * num_batches(j.ctx.n_samples, B, task.drop_last) for j in jobs]
     order = sorted(range(len(jobs)), key=lambda i: -steps[i])  # stable: ties keep the caller's order
@@ -86,7 +106,7 @@ def prepare_chunk(exe: VectorizedExecutor, jobs: list[ClientJob]) -> Chunk:
     aug: dict[str, Tensor] = {}
     for i, j in enumerate(jobs):
         c = j.ctx
-        ix = _indices(exe, c.cid)
+        ix = _indices(spec, c.cid)
         n = len(ix)
         nb = num_batches(n, B, task.drop_last)
         if nb == 0:
@@ -108,18 +128,18 @@ def prepare_chunk(exe: VectorizedExecutor, jobs: list[ClientJob]) -> Chunk:
                 aug[k][i, rows] = torch.cat([v[:used], v[:1].expand(pad)]).view(nb, B)
 
     def stack(name: str, src: list[Params]) -> Tensor:
-        return stack_as([s[name] for s in src], exe.layout[name])
+        return stack_as([s[name] for s in src], spec.layout[name])
 
     starts = [j.start for j in jobs]
-    train = {k: stack(k, starts) for k in exe.trainable}
-    frozen = {k: stack(k, starts) for k in exe.nontrain if not split_shared([s[k] for s in starts])}
+    train = {k: stack(k, starts) for k in spec.trainable}
+    frozen = {k: stack(k, starts) for k in spec.nontrain if not split_shared([s[k] for s in starts])}
     refs, refs_stacked = {}, {}
     for r in task.needs.references:
         ps = [j.refs[r] for j in jobs]
         if split_shared(ps):
             refs[r] = ps[0]
         else:
-            refs_stacked[r] = {k: stack(k, ps) for k in exe.state_names}
+            refs_stacked[r] = {k: stack(k, ps) for k in spec.state_names}
     tensors, tensors_stacked = {}, {}
     for name in task.needs.tensors:
         ts = [j.tensors[name] for j in jobs]
@@ -131,8 +151,8 @@ def prepare_chunk(exe: VectorizedExecutor, jobs: list[ClientJob]) -> Chunk:
     ch = Chunk(ctxs=[j.ctx for j in jobs], starts=starts, pos=order, steps=steps, idx=idx.to(dev),
                pos_in_client=pos.to(dev), cnt=cnt,
                aug={k: v.to(dev) for k, v in aug.items()}, train=train,
-               bufs={k: stack(k, starts) for k in exe.buffer_names}, frozen=frozen,
-               shared={k: starts[0][k] for k in exe.nontrain if k not in frozen}, refs=refs,
+               bufs={k: stack(k, starts) for k in spec.buffer_names}, frozen=frozen,
+               shared={k: starts[0][k] for k in spec.nontrain if k not in frozen}, refs=refs,
                refs_stacked=refs_stacked, tensors=tensors, tensors_stacked=tensors_stacked, corr={},
                lr=lrs[0] if len(set(lrs)) == 1 else torch.tensor(lrs, device=dev))
     ch.corr = _corrections(task, ch)
@@ -165,28 +185,28 @@ def chunk_ctx(ctxs: list[ClientContext], rnd: int | None = None, lr: float | Non
                          state=MappingProxyType({}))  # type: ignore[arg-type]
 
 
-def auto_chunk_size(exe: VectorizedExecutor, jobs: list[ClientJob]) -> int:
-    """Clients per chunk on CUDA: ``FEDLIB_VEC_CHUNK_MEM`` of the free memory over one client's footprint
-    (the peak of one probe training step, plus four copies of its trainable parameters for the stacked
-    parameters, gradients and optimizer state). Measured once per executor."""
-    if exe.auto_size is None:
-        task, dev = exe.task, exe.device
+def auto_chunk_size(spec: ChunkSpec, jobs: list[ClientJob]) -> int:
+    """Clients per chunk on CUDA: ``spec.chunk_mem`` of the free memory over one client's footprint (the peak of
+    one probe training step, plus four copies of its trainable parameters for the stacked parameters, gradients
+    and optimizer state). Measured once per spec."""
+    if spec.auto_size is None:
+        task, dev = spec.task, spec.device
         torch.cuda.synchronize(dev)
         base = torch.cuda.memory_allocated(dev)
         torch.cuda.reset_peak_memory_stats(dev)
         start = jobs[0].start
         probe = {k: v.detach().clone() for k, v in start.items()}
-        for k in exe.trainable:
+        for k in spec.trainable:
             probe[k].requires_grad_(True)
         x = task.data.x_train[: task.batch_size]
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=task.amp):
-            out = functional_call(exe.model, probe, (x,), {"taps": task.needs.taps} if task.needs.taps else {})
+            out = functional_call(spec.model, probe, (x,), {"taps": task.needs.taps} if task.needs.taps else {})
         logits = out[0] if task.needs.taps else out
         F.cross_entropy(logits.float(), task.data.y_train[: task.batch_size]).backward()
         torch.cuda.synchronize(dev)
         act = torch.cuda.max_memory_allocated(dev) - base
         del probe, out, logits
-        param_bytes = sum(start[k].numel() * start[k].element_size() for k in exe.state_names)
+        param_bytes = sum(start[k].numel() * start[k].element_size() for k in spec.state_names)
         free, _ = torch.cuda.mem_get_info(dev)
-        exe.auto_size = max(1, int(exe.chunk_mem * free // max(act + 4 * param_bytes, 1)))
-    return min(len(jobs), exe.auto_size)
+        spec.auto_size = max(1, int(spec.chunk_mem * free // max(act + 4 * param_bytes, 1)))
+    return min(len(jobs), spec.auto_size)

@@ -29,18 +29,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
 from ..augment import apply_augment
 from ..params import Params
-from .chunk import chunk_ctx
-
-if TYPE_CHECKING:
-    from .chunk import Chunk
-    from .vectorized import VectorizedExecutor
+from .chunk import Chunk, ChunkSpec, chunk_ctx
 
 __all__ = ["StaticSteps", "use_static"]
 
@@ -98,45 +94,47 @@ def capture(step: Callable[[], None], device: torch.device, warmup: int = 3) -> 
 
 
 class StaticSteps:
-    """The static path of one :class:`~fedlib.executors.vectorized.VectorizedExecutor`. ``want``: the config's
-    ``cuda_graph`` (:func:`use_static`); ``require_cuda=False`` also allows the static steps, uncaptured, off CUDA
-    (tests on the CPU). On CUDA the steps are always captured."""
+    """The static path of one :class:`~fedlib.executors.vectorized.VectorizedExecutor`, given what it reads of
+    it: the chunk spec (task, device), its batching ``mode`` and ``compile`` option, its vmapped loss
+    (``loss_fn(masked)``) and the dict that loss reads the chunk's shared state from (``current``). ``want``: the
+    config's ``cuda_graph`` (:func:`use_static`); ``require_cuda=False`` also allows the static steps, uncaptured,
+    off CUDA (tests on the CPU). On CUDA the steps are always captured."""
 
-    def __init__(self, exe: "VectorizedExecutor", want: bool | None, require_cuda: bool = True) -> None:
-        self.exe = exe
-        self.enabled, notice = use_static(want, exe.device if require_cuda else "cuda",
+    def __init__(self, spec: ChunkSpec, loss_fn: Callable[[bool], Callable], current: dict[str, Any], *, mode: str,
+                 compile: bool, want: bool | None, require_cuda: bool = True) -> None:
+        self.spec, self.loss_fn, self.current, self.mode, self.compile = spec, loss_fn, current, mode, compile
+        self.enabled, notice = use_static(want, spec.device if require_cuda else "cuda",
                                           self.unsupported(require_cuda))
         if notice:
             print(notice)
-        self.capture = self.enabled and exe.device.type == "cuda"
+        self.capture = self.enabled and spec.device.type == "cuda"
         self._statics: dict[int, Static] = {}
 
     def unsupported(self, capture: bool = True) -> str:
         """Why the static path cannot run the executor's task ("" if it can); ``capture``: also require CUDA."""
-        exe = self.exe
-        if exe.mode != "padded":
+        if self.mode != "padded":
             return "they need padded batches: no BatchNorm buffers, taps or reference models"
-        if exe.task.optimizer.name != "sgd":
+        if self.spec.task.optimizer.name != "sgd":
             return "only SGD is captured"
-        if exe.compile:
+        if self.compile:
             return "compile=True and cuda_graph=True exclude each other"
-        if capture and exe.device.type != "cuda":
-            return f"they need a CUDA device, not {exe.device.type!r}"
+        if capture and self.spec.device.type != "cuda":
+            return f"they need a CUDA device, not {self.spec.device.type!r}"
         return ""
 
-    def _static_for(self, ch: "Chunk") -> Static:
+    def _static_for(self, ch: Chunk) -> Static:
         """The fixed-address state for a chunk of ``N`` clients (made, and on CUDA captured, once per ``N``)."""
-        exe = self.exe
+        task = self.spec.task
         N = len(ch.steps)
         key = (N, tuple(ch.tensors), tuple(ch.tensors_stacked), tuple(ch.corr))
         S = self._statics.get(key)
         if S is not None:
             return S
-        dev, B = exe.device, exe.task.batch_size
+        dev, B = self.spec.device, task.batch_size
         train = {k: torch.empty_like(v) for k, v in ch.train.items()}  # the model's memory format
         S = Static(train=train,
-                   mom=[torch.zeros_like(v) for v in train.values()] if exe.task.optimizer.momentum != 0 else [],
-                   glob={k: torch.empty_like(v) for k, v in exe.task.global_params.items()},
+                   mom=[torch.zeros_like(v) for v in train.values()] if task.optimizer.momentum != 0 else [],
+                   glob={k: torch.empty_like(v) for k, v in task.global_params.items()},
                    shared={k: torch.empty_like(v) for k, v in ch.shared.items()},
                    tensors={k: torch.empty_like(v) for k, v in ch.tensors.items()},
                    tensors_stacked={k: torch.empty_like(v) for k, v in ch.tensors_stacked.items()},
@@ -146,7 +144,7 @@ class StaticSteps:
                    aug={k: torch.empty_like(v[:, 0]) for k, v in ch.aug.items()},
                    lr=torch.empty(N, dtype=next(iter(train.values())).dtype, device=dev),
                    loss=torch.zeros(N, dtype=torch.float64, device=dev),
-                   fill=exe.task.data.pad_fill)  # a property that copies to the device: not inside a capture
+                   fill=task.data.pad_fill)  # a property that copies to the device: not inside a capture
         self._statics[key] = S
         if self.capture:
             self._load(S, ch)
@@ -158,14 +156,14 @@ class StaticSteps:
                 print(f"fedlib: CUDA graph capture failed ({type(e).__name__}: {e}); running the static steps eagerly.")
         return S
 
-    def _load(self, S: Static, ch: "Chunk") -> None:
+    def _load(self, S: Static, ch: Chunk) -> None:
         """Copy a chunk's starting state into the fixed addresses (fresh optimizer state, zero loss)."""
         with torch.no_grad():
             for k, v in ch.train.items():
                 S.train[k].copy_(v)
             for b in S.mom:
                 b.zero_()  # m·0 + d = d exactly: torch.optim.SGD's first step (buffer = d)
-            for k, v in self.exe.task.global_params.items():
+            for k, v in self.spec.task.global_params.items():
                 S.glob[k].copy_(v)
             for dst, src in ((S.shared, ch.shared), (S.tensors, ch.tensors), (S.tensors_stacked, ch.tensors_stacked),
                              (S.corr, ch.corr)):
@@ -178,21 +176,20 @@ class StaticSteps:
             S.loss.zero_()
 
     @staticmethod
-    def _load_step(S: Static, ch: "Chunk", cnt: Tensor, t: int) -> None:
+    def _load_step(S: Static, ch: Chunk, cnt: Tensor, t: int) -> None:
         S.idx.copy_(ch.idx[:, t])
         S.cnt.copy_(cnt[:, t])
         for k, v in ch.aug.items():
             S.aug[k].copy_(v[:, t])
 
-    def run(self, ch: "Chunk") -> Tensor:
+    def run(self, ch: Chunk) -> Tensor:
         """Train the chunk with fixed-shape steps (replayed from a CUDA graph where captured); returns each
         client's summed training loss (the eager loop's ``loss_sum``)."""
-        exe = self.exe
         # the context the penalty sees (a captured graph keeps the one of its capture: no per-round values)
-        exe.current["ctx"] = chunk_ctx(ch.ctxs, rnd=-1, lr=math.nan)
+        self.current["ctx"] = chunk_ctx(ch.ctxs, rnd=-1, lr=math.nan)
         S = self._static_for(ch)
         self._load(S, ch)
-        cnt = ch.cnt.to(exe.device)
+        cnt = ch.cnt.to(self.spec.device)
         for t in range(ch.steps[0]):
             self._load_step(S, ch, cnt, t)
             if S.graph is not None and self.capture:
@@ -207,8 +204,7 @@ class StaticSteps:
     def step(self, S: Static) -> None:
         """One fixed-shape SGD step of every client in ``S``. No host synchronization: this is what a CUDA graph
         captures."""
-        exe = self.exe
-        task, dev = exe.task, exe.device
+        task, dev = self.spec.task, self.spec.device
         N, B = S.idx.shape
         flat = S.idx.reshape(-1)
         x = task.data.x_train[flat]
@@ -220,8 +216,8 @@ class StaticSteps:
         names = list(S.train)
         leaves = {k: S.train[k].detach().requires_grad_(True) for k in names}
         # the fixed addresses a capture records
-        exe.current.update(shared=S.shared, glob=S.glob, tensors=S.tensors, amp_cache=False)
-        losses = exe.loss_fn(True)(leaves, {}, {}, x, y, mask, {}, S.tensors_stacked)
+        self.current.update(shared=S.shared, glob=S.glob, tensors=S.tensors, amp_cache=False)
+        losses = self.loss_fn(True)(leaves, {}, {}, x, y, mask, {}, S.tensors_stacked)
         grads = torch.autograd.grad(losses.sum(), [leaves[k] for k in names], allow_unused=True)
         active = S.cnt > 0
         params = [S.train[k] for k in names]

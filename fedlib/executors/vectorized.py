@@ -65,7 +65,7 @@ from ..augment import apply_augment
 from ..local import ClientJob, ClientResult, LocalTask, local_loss
 from ..params import Params
 from ..schedule import non_finite_loss
-from .chunk import Chunk, auto_chunk_size, chunk_ctx, prepare_chunk
+from .chunk import Chunk, ChunkSpec, auto_chunk_size, chunk_ctx, prepare_chunk
 from .cpu_conv import per_client_convs
 from .layout import gather, write
 from .memory import keep_freed_memory
@@ -118,7 +118,6 @@ class VectorizedExecutor:
             raise ValueError(f"VectorizedExecutor cannot run this task: {why}")
         self.device = torch.device(device)
         self.chunk_size, self.compile = chunk_size, bool(compile)
-        self.task = task
         # The functional forward runs on the task's model (its own parameters are never read) or, on the CPU, on
         # a copy whose convolutions, BatchNorm and Linear layers run per client (fedlib.executors.cpu_conv).
         per_client = self.device.type == "cpu" and os.environ.get("FEDLIB_VEC_CPU_CONV", "per_client") != "grouped"
@@ -129,24 +128,26 @@ class VectorizedExecutor:
         self.ref_model = task.ref_model  # shared reference models: clients folded into one batch
         self.ref_model_stacked = per_client_convs(task.ref_model, [None]) if per_client and task.needs.references \
             else task.ref_model
-        self.layout = task.model.state_dict()  # slices are stacked in the model's memory formats (stack_as)
-        self.state_names = list(self.layout)
+        # what the chunk helpers (fedlib.executors.chunk) read, explicitly; slices are stacked in the model's
+        # memory formats (its state_dict)
         trainable = set(task.trainable)
         params = [n for n, _ in task.model.named_parameters()]
-        self.trainable = [n for n in params if n in trainable]
-        self.nontrain = [n for n in params if n not in trainable]
-        self.buffer_names = [n for n, _ in task.model.named_buffers()]
+        self.spec = ChunkSpec(task, self.device, self.model, task.model.state_dict(),
+                              trainable=[n for n in params if n in trainable],
+                              nontrain=[n for n in params if n not in trainable],
+                              buffer_names=[n for n, _ in task.model.named_buffers()],
+                              chunk_mem=float(os.environ.get("FEDLIB_VEC_CHUNK_MEM", "0.6")))
+        self.state_names, self.buffer_names = self.spec.state_names, self.spec.buffer_names
         self.mode = "exact" if (self.buffer_names or task.needs.unpadded) else "padded"
-        self.chunk_mem = float(os.environ.get("FEDLIB_VEC_CHUNK_MEM", "0.6"))
-        # what the chunk helpers (fedlib.executors.chunk, .static) read and fill, public: the clients per chunk on
-        # CUDA once measured, the chunk being trained (task, ctx, shared params/tensors, global params), and each
-        # client's sample indices on the CPU
-        self.auto_size: int | None = None
         self._loss_fns: dict[bool, Callable] = {}
-        self.current: dict[str, Any] = {}
-        self.cpu_indices: dict[int, Tensor] = {}
-        self.steps = StaticSteps(self, want=cuda_graph if static is None else bool(static),
-                                 require_cuda=static is None)
+        self.current: dict[str, Any] = {}  # the chunk being trained, as the vmapped loss reads it (loss_fn)
+        self.steps = StaticSteps(self.spec, self.loss_fn, self.current, mode=self.mode, compile=self.compile,
+                                 want=cuda_graph if static is None else bool(static), require_cuda=static is None)
+
+    @property
+    def task(self) -> LocalTask:
+        """The round's task (set by each call)."""
+        return self.spec.task
 
     @property
     def static(self) -> bool:
@@ -160,10 +161,10 @@ class VectorizedExecutor:
     def __call__(self, task: LocalTask, jobs: list[ClientJob]) -> list[ClientResult]:
         if not jobs:
             return []
-        self.task = task
+        self.spec.task = task
         size = self.chunk_size
         if size is None:
-            size = auto_chunk_size(self, jobs) if self.device.type == "cuda" else len(jobs)
+            size = auto_chunk_size(self.spec, jobs) if self.device.type == "cuda" else len(jobs)
         results: list[ClientResult] = []
         for lo in range(0, len(jobs), max(1, int(size))):
             results += self._train_chunk(jobs[lo:lo + size])
@@ -172,7 +173,7 @@ class VectorizedExecutor:
 
     # --------------------------------------------------------------------------------------------- training
     def _train_chunk(self, jobs: list[ClientJob]) -> list[ClientResult]:
-        ch = prepare_chunk(self, jobs)
+        ch = prepare_chunk(self.spec, jobs)
         N = len(ch.steps)
         self.current.update(task=self.task, ctx=chunk_ctx(ch.ctxs), shared=ch.shared,
                          glob=self.task.global_params, tensors=ch.tensors, amp_cache=True)
