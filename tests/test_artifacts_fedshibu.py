@@ -270,3 +270,25 @@ def test_kept_lrs_reads_the_last_fine_tuning():
                    final_params_hash="")
     assert all(np.isnan(v) for v in art.kept_lrs(plain).values())  # it does not fine-tune
     assert finetune_table(_frame([(LINEAR, 2, 0, "pending")])).empty
+
+
+def _curves(curves, seeds=(0, 1, 2)):
+    """Runs of Fig. 5's methods at s = 5 with the given personalized-accuracy curves (fractions, one per round)."""
+    out = {}
+    for k, (m, accs) in enumerate(curves.items()):
+        for s in seeds:
+            c = BASE.replace(seed=s, lr=0.01 * (k + 1))
+            out[R(m, s, s=5)] = _rec(c, [a + 0.001 * s for a in accs])
+    return out
+
+
+def _faster(runs):
+    return next(v for v in art.fig5_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
+
+
+def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_first_evaluation():
+    flat = [0.9] * 10
+    v = _faster(_curves({"FedAvg+CRSM": flat, "FedAvg": flat, "Local only": flat}))
+    assert v.verdict == "not testable at this scale" and "first evaluation" in v.why and "seed 0 (round 1)" in v.why
+    v = _faster(_curves({"FedAvg+CRSM": [0.5] + flat[1:], "FedAvg": [0.3, 0.5, 0.7] + flat[3:], "Local only": flat}))
+    assert v.verdict == "reproduced" and v.estimate == 2.0  # FedAvg reaches 81 % in round 3, FedAvg+CRSM in round 2

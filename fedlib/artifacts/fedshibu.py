@@ -29,7 +29,7 @@ from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR
 from ..report import compare
 from ..results import Pending, Record
 from ..strategies import build_strategy
-from ..verdicts import CHANCE_MARGIN, Verdict, decide, not_testable, off_plateau, pending
+from ..verdicts import CHANCE_MARGIN, VERDICTS, Verdict, decide, not_testable, off_plateau, pending
 
 __all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "shards_setup", "personal_chance", "overlap", "personal_frame",
            "seed_summary", "wide", "table1", "table1_versus", "crsm_rounds", "table1_verdicts", "fig1_verdicts",
@@ -333,15 +333,23 @@ def fig5_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
 
 def _faster(claim: str, src: str, fast: pd.DataFrame, slow: pd.DataFrame, runs: Runs) -> Verdict:
     """Per seed, the rounds ``slow`` takes to reach 90 % of its final personalized accuracy minus the rounds ``fast``
-    takes to reach the same accuracy (> 0: ``fast`` converges faster)."""
+    takes to reach the same accuracy (> 0: ``fast`` converges faster). Not testable where ``slow`` is there at its
+    first evaluation: no run can be faster by this measure."""
     saved: dict[int, float] = {}
+    floor: list[str] = []
     named = {str(rid): r for rid, r in runs.items()}
-    for seed in set(fast["seed"]) & set(slow["seed"]):
+    for seed in sorted(set(fast["seed"]) & set(slow["seed"])):
         a, c = (named.get(f[f["seed"] == seed]["name"].iloc[0]) for f in (slow, fast))
         if isinstance(a, Record) and isinstance(c, Record):
             sa, sc = (100 * r.metric("personal_acc_mean") for r in (a, c))
             saved[int(seed)] = _rounds_to(sa, 0.9 * sa.iloc[-1]) - _rounds_to(sc, 0.9 * sa.iloc[-1])
-    return _judge(claim, src, pd.concat([fast, slow]), None, ("rounds saved", ""), a_vals=saved)
+            if _rounds_to(sa, 0.9 * sa.iloc[-1]) == sa.index[0]:
+                floor.append(f"seed {seed} (round {sa.index[0]:g})")
+    verdict = _judge(claim, src, pd.concat([fast, slow]), None, ("rounds saved", ""), a_vals=saved)
+    if floor and verdict.verdict in VERDICTS[:3]:  # decided, but on a measure with no room
+        return not_testable(claim, src, f"{slow['method'].iloc[0]} reaches 90 % of its final accuracy at its first "
+                                        f"evaluation in {', '.join(floor)}: no run converges faster by this measure")
+    return verdict
 
 
 def verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Runs], scale: str,
