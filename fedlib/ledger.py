@@ -2,7 +2,7 @@
 
 ``results/ledger-<scale>.md`` — written by ``python -m fedlib.campaign run|ledger`` (its run and seed sections
 also close the batch summary ``results/summary-<scale>.md`` of ``python -m fedlib.reproduce``, which the campaign
-never writes). The runs are the plans' (:data:`fedlib.plans.PLANS`); a run is finished when its record is in the
+never writes). The runs are the plans' (:data:`fedlib.papers.PLANS`); a run is finished when its record is in the
 store (done) or it diverged (a non-finite loss or non-finite metrics: a result, counted and never averaged).
 Verdicts come from the notebooks' own summaries (``results/summary/<notebook>.<scale>.json``, written when a
 notebook renders, e.g. ``papermill ... -p train False``); a summary written before

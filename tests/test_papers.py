@@ -3,6 +3,7 @@ read from records alone (never training), and the campaign ranks artifacts by th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,21 @@ def test_the_command_line_prints_a_notebooks_claims(tmp_path, capsys):
     assert papers.main([]) == 0 and "FedSHIBU (fedshibu.txt)" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         papers.main(["claims", "42", "--scale", "smoke"])
+
+
+SUMMARY = Path(__file__).resolve().parent.parent / "results" / "summary"
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_the_registry_judges_the_committed_records_as_the_rendered_notebook_did(name):
+    """The claims a notebook rendered (results/summary/<notebook>.quick.json, committed with its records) are what
+    its registered claims function says of the committed records, row for row."""
+    path = SUMMARY / f"{name}.quick.json"
+    if not path.exists():
+        pytest.skip(f"{path.name} is not committed")
+    summary = json.loads(path.read_text())
+    report = judge(name, "quick", dataset=summary["dataset"])
+    if report.provenance.get("pending", 0) != summary.get("pending", 0):
+        pytest.skip("records were committed after the last render (scripts/render-head.sh renders them)")
+    assert report.claims == summary["claims"]
+    assert report.controls == summary.get("controls", [])

@@ -64,6 +64,7 @@ def judge(name: str, scale: str, *, dataset: str = "fmnist", store: Store | None
     runs = plan(nb.name, scale, dataset=dataset, device=device, **params)
     records = {a: fetch_runs(rs, store=store, train=False, progress=False) for a, rs in runs.items()}
     report = Report(nb.name, scale=scale, dataset=dataset, device=device)
+    report.runs(records)
     for v in nb.claims(records, scale=scale, dataset=dataset, store=store, device=device, **params):
         report.verdict(v)
     return report
