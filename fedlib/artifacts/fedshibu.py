@@ -86,9 +86,16 @@ def paper_column(dataset: str) -> str:
 
 
 def shards_setup(runs: Plan) -> str:
-    """Runs per artifact and Table 1's setup (clients, rounds × local epochs, batch, training images)."""
+    """Runs per artifact and Table 1's setup (clients, rounds by shard level × local epochs, batch, images)."""
     c = next(iter(runs["table1"].values()))
-    return (f"{dict((a, len(r)) for a, r in runs.items())} runs; {c.num_clients} clients, {c.rounds} rounds × "
+    by_s: dict[int, set[int]] = {}
+    for rid, cfg in runs["table1"].items():
+        by_s.setdefault(rid.s, set()).add(cfg.rounds)
+    levels: dict[int, list[int]] = {}
+    for s, r in sorted(by_s.items()):
+        levels.setdefault(max(r), []).append(s)
+    rounds = ", ".join(f"{r} rounds at s = {', '.join(map(str, ss))}" for r, ss in levels.items())
+    return (f"{dict((a, len(r)) for a, r in runs.items())} runs; {c.num_clients} clients, {rounds}; "
             f"{c.local_epochs} local epochs, batch {c.batch_size}, {c.n_train or 'all'} training images")
 
 
