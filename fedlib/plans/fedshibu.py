@@ -55,7 +55,8 @@ GROUPS = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
 # rounds (2,000 local steps per client) the s = 2 runs of FedSHIBU, FedBABU and the identity control rise at most
 # 0.55 points over their last 20 % of rounds, but at s = 5 and 10 most FedSHIBU and FedBABU runs rise 1.0-2.3 (the
 # personalized accuracy still climbs about 0.4 points a round at round 20): 40 rounds, as this CNN needed in
-# FedIntR's quick setup at a similar ~110 local steps a round (benchmarks/RESULTS.md).
+# FedIntR's quick setup at a similar ~110 local steps a round (benchmarks/RESULTS.md, "FedSHIBU's quick runs at
+# 20 rounds").
 QUICK_ROUNDS: dict[int | None, int] = {2: 20, 5: 40, 10: 40, 100: 40, None: 40}
 FINE_TUNED = ("fedbabu", "fedshibu")  # the strategies whose personalized evaluation fine-tunes the head
 
