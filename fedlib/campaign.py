@@ -152,6 +152,14 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
     return sorted(items.values(), key=lambda i: i.sort_key)
 
 
+def matching(items: list[Item], texts: list[str]) -> list[Item]:
+    """The items one of whose uses, written ``notebook · artifact · name`` as ``plan`` prints it (a name's ``|``
+    as ``/``), contains one of ``texts``."""
+    def says(it: Item) -> list[str]:
+        return [f"{nb} · {art} · {rid}".replace("|", "/") for nb, art, rid in it.uses]
+    return [it for it in items if any(t.replace("|", "/") in u for u in says(it) for t in texts)]
+
+
 def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | None] | None = None,
             dev_name: str | None = None) -> Item:
     """Update ``it``'s status and remaining cost from the store and the cost table."""
@@ -278,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--device", default="cuda" if name == "doc" else "cpu")
         p.add_argument("--only", nargs="*", help="notebook names or number prefixes, e.g. 05 01")
         p.add_argument("--dataset", default=None, help="pass this dataset to every plan that takes one")
+        p.add_argument("--match", nargs="*", default=None,
+                       help="only runs whose 'notebook · artifact · name' contains one of these texts, e.g. "
+                            "'table1 · FedAvg' 'FedIntR / μ=5' (as `plan` prints them)")
         p.add_argument("--store", default=None, help="results folder (default: results/, results/smoke/ at smoke)")
         p.add_argument("--costs", default=str(DEFAULT_COSTS),
                        help="the cost table (JSON; at smoke scale the default one is read, not written)")
@@ -328,6 +339,11 @@ def main(argv: list[str] | None = None) -> int:
                     retry_diverged=getattr(a, "retry_diverged", False))
     for e in errors:
         print(f"[campaign] plan error (skipped): {e}", file=sys.stderr)
+    if a.match:
+        items = matching(items, a.match)
+        if not items:
+            ap.error(f"--match {' '.join(map(repr, a.match))}: no run of the plan(s) contains it; `python -m "
+                     f"fedlib.campaign plan` lists the runs as 'notebook · artifact · name'.")
     if a.cmd == "plan":
         print(format_plan(items, a.scale, a.device))
         return 0

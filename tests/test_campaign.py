@@ -384,3 +384,16 @@ def test_plan_names_a_planned_runs_unreadable_record(tmp_path):
     items = collect("smoke", "cpu", store=store, only=["01"])
     text = format_plan(items, "smoke", "cpu")
     assert str(path) in text and "unreadable record" in text
+
+
+def test_match_keeps_the_runs_whose_name_contains_a_text_as_plan_prints_it(tmp_path, plans, capsys):
+    a = smoke()
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {RunId("FedAvg", 0): a,
+                                                                       RunId("FedIntR", 0): a.replace(seed=1)}}})
+    items = collect("smoke", "cpu", store=Store(tmp_path), costs=CostTable(None))
+    kept = campaign.matching(items, ["table1 · FedAvg /"])
+    assert [str(it.uses[0][2]) for it in kept] == [str(RunId("FedAvg", 0))]
+    assert campaign.matching(items, ["table1 · FedAvg |"]) == kept  # the name's own separator works as well
+    with pytest.raises(SystemExit) as err:
+        campaign.main(["plan", "--scale", "smoke", "--match", "FedSHIBU", "--store", str(tmp_path)])
+    assert err.value.code == 2 and "--match 'FedSHIBU': no run of the plan(s) contains it" in capsys.readouterr().err
