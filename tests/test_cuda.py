@@ -59,7 +59,7 @@ def test_eager_and_graph_match_sequential_on_cuda(strategy, kw, data):
     assert isinstance(eager.executor, VectorizedExecutor) and not eager.executor.static
     graph = run(c.replace(executor="vectorized", cuda_graph=True), data)
     ex = graph.executor
-    assert ex.static and ex.capture and all(S.graph is not None for S in ex._statics.values())
+    assert ex.static and ex.capture and ex.steps.graphs and all(g is not None for g in ex.steps.graphs)
     close(seq, eager)
     close(seq, graph)
 

@@ -110,6 +110,11 @@ class StaticSteps:
         self.capture = self.enabled and spec.device.type == "cuda"
         self._statics: dict[int, Static] = {}
 
+    @property
+    def graphs(self) -> list[Any]:
+        """The captured CUDA graphs, one per chunk shape trained so far (None for a shape run uncaptured)."""
+        return [S.graph for S in self._statics.values()]
+
     def unsupported(self, capture: bool = True) -> str:
         """Why the static path cannot run the executor's task ("" if it can); ``capture``: also require CUDA."""
         if self.mode != "padded":
