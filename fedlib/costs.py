@@ -126,7 +126,17 @@ class CostTable:
                                  f"records).") from e
 
     def save(self) -> None:
+        """Write the table; what the file gained since it was read (another process's device or cost key, e.g. a
+        GPU check beside a CPU campaign) is kept: this table's entries replace only the entries they name."""
         if self.path is not None:
+            try:
+                disk = json.loads(self.path.read_text()).get("devices", {}) if self.path.exists() else {}
+            except (json.JSONDecodeError, AttributeError):
+                disk = {}
+            merged = {dev: dict(entries) for dev, entries in disk.items() if isinstance(entries, dict)}
+            for dev, entries in self.table.items():
+                merged.setdefault(dev, {}).update(entries)
+            self.table = merged
             doc = {"about": "seconds per training sample-pass (eval included) by device and "
                             "model|dataset|strategy family|batch|precision; written by fedlib.costs",
                    "devices": self.table}

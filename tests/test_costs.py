@@ -66,6 +66,20 @@ def test_a_gpu_check_measurement_never_replaces_finished_runs(tmp_path):
         table.add("GPU", "cuda", cfg, float("nan"), "gpu-check")
 
 
+def test_saving_keeps_what_another_process_wrote_to_the_file_meanwhile(tmp_path):
+    """A CPU campaign and a GPU check share one cost table: neither's save drops the other's measurements."""
+    cfg = preset("fedintr", "paper")
+    cpu, gpu = CostTable(tmp_path / "c.json"), CostTable(tmp_path / "c.json")  # both read the empty file
+    gpu.add("GPU", "cuda", cfg, 2e-6, "gpu-check")
+    gpu.save()
+    cpu.table["cpu (x86_64, 1 threads)"] = {cost_key(cfg): {"s_per_pass": 2e-4, "runs": 1, "records": ["k"],
+                                                            "type": "cpu"}}
+    cpu.save()
+    both = CostTable(tmp_path / "c.json").table
+    assert both["GPU"][cost_key(cfg)]["s_per_pass"] == 2e-6
+    assert both["cpu (x86_64, 1 threads)"][cost_key(cfg)]["records"] == ["k"]
+
+
 def tiny_paper(**kw):
     """A smoke-sized run labelled paper scale: what the guard sees of a paper run, trained in a second."""
     return preset("fedintr", "smoke", label="fedintr/paper", **kw).replace(scale="paper")
