@@ -85,7 +85,8 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
         # a 2-core CPU, budgeted by local SGD steps per client (benchmarks/quick_scale.py): a quarter of the training
         # images (15,000) with batch 64, 5 local epochs (~117 steps per client in round 1: at lr 0.01 this CNN sits
         # at chance for its first ~100), 20 rounds (~2,400 steps; the paper: ~3,900), 2,000 test images. FedAvg ends
-        # on its plateau (benchmarks/RESULTS.md).
+        # on its plateau at α = 5 (benchmarks/RESULTS.md); notebooks 03 and 04 run more rounds by α, where 20 leave
+        # runs below their plateau (fedlib.plans.fedcka.QUICK_ROUNDS).
         "quick": dict(rounds=20, local_epochs=5, n_train=15000, n_test=2000, batch_size=64),
         "smoke": dict(rounds=2, local_epochs=1, n_train=1200, n_test=400),
     },

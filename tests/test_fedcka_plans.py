@@ -56,6 +56,19 @@ def test_runs_shared_between_notebooks_are_one_config(scale):
     assert sum(keeps_artifacts(c) for c in p3["table2"].values()) == 2 * len(seeds)
 
 
+def test_quick_runs_take_their_alphas_rounds_and_the_other_scales_the_presets():
+    """Every quick run of notebooks 03 and 04 runs the rounds of its α (QUICK_ROUNDS; the local-epoch sweep and
+    notebook 04 are at α = 5); paper and smoke keep the preset's rounds whatever the α."""
+    from fedlib.plans.fedcka import QUICK_ROUNDS
+    for nb in ("03_fedcka_heterogeneity", "04_fedcka_ablations"):
+        runs = [c for rs in plan(nb, "quick").values() for c in rs.values()]
+        assert runs and all(c.rounds == QUICK_ROUNDS[c.partition_kw["beta"]] for c in runs)
+        for scale in ("paper", "smoke"):
+            assert {c.rounds for rs in plan(nb, scale).values() for c in rs.values()} == {preset("fedcka", scale).rounds}
+    alphas = {c.partition_kw["beta"] for c in plan("03_fedcka_heterogeneity", "quick")["table2"].values()}
+    assert alphas == set(QUICK_ROUNDS) and QUICK_ROUNDS[5.0] < QUICK_ROUNDS[0.1]
+
+
 @pytest.mark.parametrize("notebook", ["02_fedcka_layer_similarity", "03_fedcka_heterogeneity",
                                       "04_fedcka_ablations"])
 def test_quick_plans_have_five_seeds_per_method_and_no_part_over_the_cap(notebook):

@@ -12,9 +12,10 @@ method), 0 at ``smoke``.
 * μ: ``paper`` tunes over the papers' grids (§4.2: FedProx {0.001, 0.01, 0.1, 1}, MOON {0.1, 1, 5, 10}, FedCKA
   {3, 5, 10}); ``quick`` and ``smoke`` run the papers' best μ on CIFAR-10 (FedProx 0.001 at α = 5 and 0.1; MOON 10,
   Table 1's α = 5 and Table 2's α = 0.1; FedCKA 3, Table 1's α = 5 and Table 2's α = 0.1 and 0.5 / 1).
-* ``quick`` — notebook 03: Table 2 at every α with every method; the local-epoch sweep at E = 5, 10, 20 (E < 5
-  cannot leave chance level in the preset's rounds). Notebook 04: FedAvg and FedCKA (M = 2) at α = 5, the cost
-  timings, M = 1-7, the centralized bound, Table 3's metrics.
+* ``quick`` — rounds by α (:data:`QUICK_ROUNDS`: 25 at α = 5, 35 at α = 1 and 0.5, 45 at α = 0.1). Notebook
+  03: Table 2 at every α with every method; the local-epoch sweep at E = 5, 10, 20 (E < 5 cannot leave chance
+  level in the preset's rounds). Notebook 04: FedAvg and FedCKA (M = 2) at α = 5, the cost timings, M = 1-7, the
+  centralized bound, Table 3's metrics.
 * Notebook 02: the preset with §3.1's changes (IID, 20 rounds); ResNet-50 (Appl. Sci. Fig. 2) at paper scale, and
   at smoke on 40 images to exercise the code.
 * Costs (Tables 3-4, :func:`cost_setups`): synthetic data of the papers' shapes, every method timed in each of
@@ -33,7 +34,7 @@ from .budget import Part, Scope, fit
 
 __all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "similarity_scope",
            "heterogeneity_scope", "ablations_scope", "table2_part", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
-           "FEDCKA_EPOCHS", "FEDCKA_M", "FEDCKA_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS",
+           "FEDCKA_EPOCHS", "QUICK_ROUNDS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS",
            "TIMING_PART", "cost_setups", "method_name", "keeps_artifacts"]
 
 # The papers' μ grids (§4.2) and, at quick / smoke, the papers' best μ on CIFAR-10.
@@ -46,6 +47,11 @@ FEDCKA_MU = 3.0  # the ablations' μ: FedCKA's best μ on CIFAR-10 in Table 1
 # α in priority order (quick runs what fits); the arXiv Table 2 has 0.5, the Appl. Sci. one 1.0
 FEDCKA_ALPHAS = {"paper": (5.0, 1.0, 0.5, 0.1), "quick": (5.0, 0.1, 1.0, 0.5), "smoke": (5.0, 0.1)}
 FEDCKA_EPOCHS = {"paper": (1, 2, 5, 10, 20), "quick": (1, 2, 5, 10, 20), "smoke": (1, 2)}
+# Quick rounds by α, so that every run ends on its plateau (benchmarks/RESULTS.md, "FedCKA's quick rounds by α"): the
+# preset's 20 left 3 of 16 runs at α = 5 rising 1.05-1.55 points over their last 20 % of rounds (fitted curves put
+# every rise below 0.7 at 25); FedAvg's curves at α = 1 and 0.5 rise 1.1-1.3 points over rounds 16-20 and at most
+# 0.45 over rounds 28-35, and at α = 0.1 FedAvg climbs to round ~37 (73.9 % at 20, 79.7 % at 45).
+QUICK_ROUNDS: dict[float, int] = {5.0: 25, 1.0: 35, 0.5: 35, 0.1: 45}
 FEDCKA_M = {"paper": (1, 2, 3, 4, 5, 6, 7), "quick": (1, 2, 3, 4, 5, 6, 7), "smoke": (1, 2, 3)}
 # Table 3: label -> FedCKA `sim`; paper scale adds the printed (unsigned / unnormalized) forms.
 FEDCKA_METRICS = {"Frobenius norm": "frobenius", "vectorized cosine": "cosine", "kernel CKA": "rbf_cka",
@@ -75,6 +81,12 @@ def _seeds(scale: str, seeds: Any) -> tuple[int, ...]:
 def _mus(scale: str, strategy: str) -> list[dict[str, Any]]:
     grid = FEDCKA_MU_GRID[scale]
     return [{"mu": mu} for mu in grid[strategy]] if strategy in grid else [{}]
+
+
+def at_alpha(base: Config, scale: str, alpha: float) -> Config:
+    """``base`` on clients split by Dirichlet ``alpha``, with that α's rounds at ``quick`` (:data:`QUICK_ROUNDS`)."""
+    c = base.replace(partition_kw={"beta": alpha})
+    return c.replace(rounds=QUICK_ROUNDS[alpha]) if scale == "quick" else c
 
 
 def table2_part(method: str, alpha: float) -> str:
@@ -122,10 +134,11 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
             runs = parts.setdefault(table2_part(label, a), {})
             for kw in _mus(scale, m):
                 for s in seeds:
-                    runs[FedCKARunId(method_name(m, kw), s, alpha=a)] = base.replace(
-                        strategy=m, strategy_kw=kw, partition_kw={"beta": a}, seed=s)
-    epochs = {FedCKARunId(method_name(m, kw), s, E=e): base.replace(strategy=m, strategy_kw=kw, local_epochs=e,
-                                                                    seed=s)
+                    runs[FedCKARunId(method_name(m, kw), s, alpha=a)] = at_alpha(base, scale, a).replace(
+                        strategy=m, strategy_kw=kw, seed=s)
+    at5 = at_alpha(base, scale, 5.0)
+    epochs = {FedCKARunId(method_name(m, kw), s, E=e): at5.replace(strategy=m, strategy_kw=kw, local_epochs=e,
+                                                                   seed=s)
               for e in (() if table1_only else FEDCKA_EPOCHS[scale])
               for m, kw in (("fedavg", {}), ("fedcka", {"mu": FEDCKA_MU})) for s in seeds}
     return fit([Part(n, {"table2": r}) for n, r in parts.items()]
@@ -144,7 +157,7 @@ def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", se
 
     ``M``: ``"FedCKA (μ=3, M=<m>) | seed=<s>"``; ``metrics``: ``"<label> | seed=<s>"`` (FedAvg as "None
     (FedAvg)"); ``bounds``: FedAvg and the centralized model; ``variance``: FedAvg and FedCKA (M = 2)."""
-    base = preset("fedcka", scale, dataset=dataset, device=device, executor=executor)
+    base = at_alpha(preset("fedcka", scale, dataset=dataset, device=device, executor=executor), scale, 5.0)
     seeds = _seeds(scale, seeds)
     fedavg = {s: base.replace(strategy="fedavg", strategy_kw={}, seed=s) for s in seeds}
     cka = lambda s, **kw: base.replace(strategy="fedcka", strategy_kw={"mu": FEDCKA_MU, **kw}, seed=s)  # noqa: E731
