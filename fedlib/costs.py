@@ -106,6 +106,11 @@ def _runs(entry: dict[str, Any]) -> str:
     return f"{n} run{'s' * (n != 1)}" if n else str(entry.get("source", "gpu-check"))
 
 
+def _pairs(table: Any) -> set[tuple[str, str]]:
+    """The (device, cost key) pairs of a cost table's ``devices`` mapping."""
+    return {(d, k) for d, e in table.items() if isinstance(e, dict) for k in e} if isinstance(table, dict) else set()
+
+
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
@@ -124,19 +129,19 @@ class CostTable:
             except (json.JSONDecodeError, AttributeError) as e:
                 raise ValueError(f"{self.path} is not a cost table ({e}); delete it (it is rebuilt from runs and "
                                  f"records).") from e
+        self._read = _pairs(self.table)  # (device, key) pairs as read: others' later additions are kept on save
 
     def save(self) -> None:
-        """Write the table; what the file gained since it was read (another process's device or cost key, e.g. a
-        GPU check beside a CPU campaign) is kept: this table's entries replace only the entries they name."""
+        """Write the table. Entries another process added to the file since this table read it (e.g. a GPU check
+        beside a CPU campaign) are kept; what this table changed or removed wins."""
         if self.path is not None:
             try:
                 disk = json.loads(self.path.read_text()).get("devices", {}) if self.path.exists() else {}
             except (json.JSONDecodeError, AttributeError):
                 disk = {}
-            merged = {dev: dict(entries) for dev, entries in disk.items() if isinstance(entries, dict)}
-            for dev, entries in self.table.items():
-                merged.setdefault(dev, {}).update(entries)
-            self.table = merged
+            for dev, key in _pairs(disk) - getattr(self, "_read", set()):
+                self.table.setdefault(dev, {}).setdefault(key, disk[dev][key])
+            self._read = _pairs(self.table)
             doc = {"about": "seconds per training sample-pass (eval included) by device and "
                             "model|dataset|strategy family|batch|precision; written by fedlib.costs",
                    "devices": self.table}

@@ -78,6 +78,10 @@ def test_saving_keeps_what_another_process_wrote_to_the_file_meanwhile(tmp_path)
     both = CostTable(tmp_path / "c.json").table
     assert both["GPU"][cost_key(cfg)]["s_per_pass"] == 2e-6
     assert both["cpu (x86_64, 1 threads)"][cost_key(cfg)]["records"] == ["k"]
+    third = CostTable(tmp_path / "c.json")  # what a table removes from what it read stays removed
+    third.table["GPU"] = {}
+    third.save()
+    assert CostTable(tmp_path / "c.json").table["GPU"] == {}
 
 
 def tiny_paper(**kw):
