@@ -49,7 +49,7 @@ from .costs import DEFAULT_COSTS, CostTable, LongRunError, check_long
 from .costs import fmt_s as _fmt_s
 from .data import data_root
 from .ledger import ledger_path, write_ledger
-from .plan_text import DOC_BEGIN, DOC_END, format_plan, plan_doc, write_plan_doc  # noqa: F401
+from .plan_text import DOC_BEGIN, DOC_END, _cell, format_plan, plan_doc, write_plan_doc  # noqa: F401
 from .papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
 from .plans import Plan, RunId
 from .results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
@@ -155,9 +155,8 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
 def matching(items: list[Item], texts: list[str]) -> list[Item]:
     """The items one of whose uses, written ``notebook · artifact · name`` as ``plan`` prints it (a name's ``|``
     as ``/``), contains one of ``texts``."""
-    def says(it: Item) -> list[str]:
-        return [f"{nb} · {art} · {rid}".replace("|", "/") for nb, art, rid in it.uses]
-    return [it for it in items if any(t.replace("|", "/") in u for u in says(it) for t in texts)]
+    says = lambda it: [_cell(f"{nb} · {art} · {rid}") for nb, art, rid in it.uses]  # noqa: E731
+    return [it for it in items if any(_cell(t) in u for u in says(it) for t in texts)]
 
 
 def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | None] | None = None,

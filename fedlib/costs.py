@@ -139,7 +139,7 @@ class CostTable:
                 disk = json.loads(self.path.read_text()).get("devices", {}) if self.path.exists() else {}
             except (json.JSONDecodeError, AttributeError):
                 disk = {}
-            for dev, key in _pairs(disk) - getattr(self, "_read", set()):
+            for dev, key in _pairs(disk) - self._read:
                 self.table.setdefault(dev, {}).setdefault(key, disk[dev][key])
             self._read = _pairs(self.table)
             doc = {"about": "seconds per training sample-pass (eval included) by device and "
