@@ -14,8 +14,9 @@ unless ``--retry-diverged``), ``pending`` (``partial`` when a checkpoint holds s
 (its dataset's files are not on this machine, or its record file holds another config's record: named, never
 attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 
-``run`` trains the pending runs in priority order (within one priority, the longest estimate first: workers training
-side by side then finish together instead of one of them ending on a long run alone) and never starts one whose
+``run`` trains the pending runs in priority order (within one priority, a checkpointed run first, then the longest
+estimate first: workers training side by side then finish together instead of one of them ending on a long run
+alone) and never starts one whose
 estimate exceeds the remaining budget (it goes on with the next one that fits). Every run checkpoints
 (``checkpoint_every``), so a job killed at the end of its slice resumes there next time; records are written
 atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run again, it continues;
@@ -104,9 +105,11 @@ class Item:
 
     @property
     def sort_key(self) -> tuple:
-        """Priority, Fashion-MNIST first, then the longest estimate first (longest-processing-time order), then
-        declaration order."""
-        return self.priority, self.cfg.dataset != DATASET_FIRST, -self.estimate_s, self.order
+        """Priority, Fashion-MNIST first, then a run a checkpoint holds rounds of (what an earlier slice began ends
+        before new work starts), then the longest estimate first (longest-processing-time order), then declaration
+        order."""
+        return (self.priority, self.cfg.dataset != DATASET_FIRST, self.status != "partial", -self.estimate_s,
+                self.order)
 
 
 def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> Plan:

@@ -95,6 +95,22 @@ def test_within_one_priority_the_longest_run_goes_first_so_side_by_side_workers_
     assert items[1].estimate_s > items[2].estimate_s
 
 
+def test_a_run_a_checkpoint_holds_rounds_of_resumes_before_longer_new_ones(tmp_path, plans):
+    short, long_ = smoke(rounds=4, checkpoint_every=1), smoke(rounds=8)
+    plans(**{"06_fedintr_scaling": lambda scale, **kw: {"fig5": {"short": short, "long": long_}}})
+    store = Store(tmp_path)
+    assert [it.uses[0][2] for it in collect("smoke", "cpu", store=store, costs=CostTable(None))] == ["long", "short"]
+    def stop(engine, entry):
+        if engine.round >= 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(short, store=store, progress=False, callback=stop)
+    items = collect("smoke", "cpu", store=store, costs=CostTable(None))
+    assert [(it.uses[0][2], it.status) for it in items] == [("short", "partial"), ("long", "pending")]
+    assert items[0].rounds_done >= 1
+
+
 def test_missing_dataset_is_blocked_and_named(tmp_path, plans, monkeypatch):
     monkeypatch.setenv("FEDLIB_DATA", str(tmp_path / "nodata"))
     assert "cifar10" in dataset_missing("cifar10") and dataset_missing("synthetic") is None
