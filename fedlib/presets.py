@@ -95,7 +95,7 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
         # lr 0.1 diverges, 0.01 is FedIntR's lr for it), 10 clients (Fig. 3's federation) on 10 % of the training
         # set (600 images each) with batch 64, 10 local epochs (100 steps per client per round: at lr 0.01 this CNN
         # sits at chance for its first ~100), 20 rounds (2,000 steps; the paper: 500 rounds of 10 steps per epoch;
-        # notebook 08's plan runs 40 where 20 leave the runs below their plateau: fedlib.plans.fedshibu.QUICK_ROUNDS)
+        # notebook 08's plan runs 40 or 80 where 20 leave the runs below their plateau: fedlib.plans.fedshibu.QUICK_ROUNDS)
         # at a constant lr: the paper's decay at 1/2 and 3/4 of the rounds would leave half of the budget at full
         # lr and flatten every curve whether it reached its plateau or not. 20, not 10: at 10 rounds FedAvg and
         # FedAvg+CRSM at s = 5 still rose 3.5-6 points over their last 2 rounds (benchmarks/RESULTS.md, the plateau

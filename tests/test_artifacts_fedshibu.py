@@ -292,3 +292,17 @@ def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_f
     assert v.verdict == "not testable at this scale" and "first evaluation" in v.why and "seed 0 (round 1)" in v.why
     v = _faster(_curves({"FedAvg+CRSM": [0.5] + flat[1:], "FedAvg": [0.3, 0.5, 0.7] + flat[3:], "Local only": flat}))
     assert v.verdict == "reproduced" and v.estimate == 2.0  # FedAvg reaches 81 % in round 3, FedAvg+CRSM in round 2
+
+
+def test_quick_runs_take_their_shard_levels_rounds_and_the_other_scales_the_presets():
+    """Every quick run of notebook 08 runs the rounds of its shard level (QUICK_ROUNDS; Fig. 1's runs, without one,
+    QUICK_ROUNDS[None]), every method of a level alike; paper and smoke keep the preset's rounds."""
+    from fedlib.papers import plan
+    from fedlib.plans.fedshibu import QUICK_ROUNDS
+    from fedlib.presets import preset
+    quick = plan("08_fedshibu_shards", "quick")
+    assert all(c.rounds == QUICK_ROUNDS[rid.s] for rs in quick.values() for rid, c in rs.items())
+    assert {rid.s for rid in quick["table1"]} | {None} == set(QUICK_ROUNDS)
+    for scale in ("paper", "smoke"):
+        rounds = {c.rounds for rs in plan("08_fedshibu_shards", scale).values() for c in rs.values()}
+        assert rounds == {preset("fedshibu", scale).rounds}
