@@ -36,7 +36,6 @@ import inspect
 import math
 import re
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
