@@ -103,7 +103,29 @@ def test_a_mismatch_exits_nonzero(monkeypatch, capsys, one_thread):
     monkeypatch.setattr(gpu_check, "train", perturbed)
     assert gpu_check.main(["--smoke", "--only", "fedprox"]) == 1
     out = capsys.readouterr().out
-    assert "MISMATCH" in out and "| FAIL |" in out
+    assert "MISMATCH" in out and "| FAIL |" in out and "float64 too" in out  # rechecked in float64: still apart
+
+
+def test_a_float32_only_difference_is_rechecked_in_float64_and_passes_as_rounding(monkeypatch, capsys, one_thread):
+    """A vectorized path apart from the sequential one in float32 only (a rounding difference) passes, and the
+    table says so with both differences; the float64 rerun trains both paths in float64 on float64 data."""
+    real, dtypes = gpu_check.train, set()
+
+    def perturbed(cfg, data):
+        eng = real(cfg, data)
+        k = next(iter(eng.global_params))
+        dtypes.add((cfg.executor, data.x_train.dtype, eng.global_params[k].dtype))
+        if cfg.executor == "vectorized" and data.x_train.dtype == torch.float32:
+            eng.global_params[k] = eng.global_params[k] + 1e-3
+        return eng
+
+    monkeypatch.setattr(gpu_check, "train", perturbed)
+    assert gpu_check.main(["--smoke", "--only", "fedprox"]) == 0
+    out = capsys.readouterr().out
+    assert "rounding: float32 Δ 1.0e-03, float64 Δ 0.0e+00" in out and "| ok |" in out
+    assert "2 of 2 cases agree on every path" in out and "2 of them only in float64" in out
+    assert {(e, torch.float64, torch.float64) for e in ("sequential", "vectorized")} <= dtypes
+    assert torch.get_default_dtype() == torch.float32
 
 
 def test_an_exhausted_budget_exits_2_and_names_what_did_not_run(capsys):
