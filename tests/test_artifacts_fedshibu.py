@@ -306,3 +306,19 @@ def test_quick_runs_take_their_shard_levels_rounds_and_the_other_scales_the_pres
     for scale in ("paper", "smoke"):
         rounds = {c.rounds for rs in plan("08_fedshibu_shards", scale).values() for c in rs.values()}
         assert rounds == {preset("fedshibu", scale).rounds}
+
+
+def test_chance_is_the_clients_majority_class_for_a_model_per_client_and_one_class_for_the_global_model():
+    """At s = 2 a fine-tuned or local model can reach a two-class client's majority share (about 50 %) by a constant
+    prediction; FedAvg's one global model, predicting alike on every client, only the best single class's mean
+    share (about 1/classes)."""
+    from fedlib.presets import preset
+    base = preset("fedshibu", "smoke", dataset="synthetic").replace(partition="shards",
+                                                                     partition_kw={"shards_per_user": 2})
+    babu = base.replace(strategy="fedbabu", strategy_kw={"head": "dense"})
+    avg = base.replace(strategy="fedavg", strategy_kw={})
+    assert not art.one_model(babu) and art.one_model(avg)
+    assert not art.one_model(base.replace(strategy="local_only", strategy_kw={}))
+    assert 45 <= art.personal_chance(babu) <= 100 and art.personal_chance(avg) <= 100 / 10 * 1.6
+    assert art.personal_chance(base.replace(strategy="fedshibu", strategy_kw={"sim": "identity"})) == \
+        art.personal_chance(babu)

@@ -4,8 +4,9 @@
 Runs come as ``{FedSHIBURunId: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedshibu_plan`); :func:`personal_frame` reads method, s and seed from the run ids
 (:class:`fedlib.plans.FedSHIBURunId`). Accuracies are personalized: the mean over clients of each client's
-accuracy on its own test split (FedBABU and FedSHIBU after fine-tuning the head). Chance is per client: the share
-of the most frequent class in its test split (50 % for a client holding two classes), averaged over clients. Every
+accuracy on its own test split (FedBABU and FedSHIBU after fine-tuning the head). Chance is what a constant prediction
+reaches (:func:`personal_chance`): for a model per client the share of its client's most frequent test class (50 %
+for a client holding two classes), for FedAvg's one global model the best single class, averaged over clients. Every
 claim is decided by :func:`fedlib.verdicts.decide` over seeds; a claim whose runs are not stored is pending, and a
 run within 2 points of its chance makes a claim not testable.
 """
@@ -28,7 +29,7 @@ from ..plans import FedSHIBURunId, Plan
 from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR
 from ..report import compare
 from ..results import Pending, Record
-from ..strategies import build_strategy
+from ..strategies import Strategy, build_strategy
 from ..verdicts import CHANCE_MARGIN, VERDICTS, Verdict, decide, not_testable, off_plateau, pending
 
 __all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "shards_setup", "personal_chance", "overlap", "personal_frame",
@@ -69,9 +70,20 @@ def _counts(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
 
 
 def personal_chance(cfg: Config) -> float:
-    """Personalized chance (%): per client the share of its test split's most frequent class, mean over clients."""
+    """Personalized chance (%): the best a constant prediction does on the clients' test splits, mean over clients.
+    A model per client (fine-tuned, mixed or local) can learn its client's majority class: per client the share of
+    its most frequent class. The one global model that FedAvg tests on every split predicts alike for all clients:
+    the single class whose mean share is largest (at s = 2 about 10 %, not the 50 % of a two-class client)."""
     test = _counts(cfg)[1]
-    return float(100 * np.mean(test.max(1) / test.sum(1).clip(1)))
+    share = test / test.sum(1, keepdims=True).clip(1)
+    return float(100 * (share.mean(0).max() if one_model(cfg) else share.max(1).mean()))
+
+
+def one_model(cfg: Config) -> bool:
+    """Whether ``cfg``'s personalized evaluation tests the one global model on every client (no per-client model, no
+    fine-tuning: FedAvg)."""
+    s = build_strategy(cfg.strategy, **cfg.strategy_kw)
+    return type(s).eval_params is Strategy.eval_params and s.finetune() is None
 
 
 def overlap(cfg: Config) -> torch.Tensor:
