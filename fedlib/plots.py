@@ -13,6 +13,7 @@ import io
 import re
 import textwrap
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -26,7 +27,7 @@ from .provenance import code_commit, device_name, runs_provenance, short_commit
 from .style import method_style
 from .verdicts import CONFIDENCE
 
-FIGURES = Path(__file__).resolve().parent.parent / "figures"
+FIGURES = Path(os.environ.get("FEDLIB_FIGURES", Path(__file__).resolve().parent.parent / "figures"))  # as FEDLIB_RESULTS
 
 # no creation dates or versions in the files: the same figure gives the same bytes
 _METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}

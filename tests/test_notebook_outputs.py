@@ -33,9 +33,11 @@ def test_the_comparing_run_fails_when_a_committed_output_is_edited(tmp_path):
     printed[0]["text"] = ["an edited output line\n"]
     edited = tmp_path / NOTEBOOKS[0].name
     edited.write_text(json.dumps(nb))
-    env = {**os.environ, "FEDLIB_SCALE": "quick", "FEDLIB_TRAIN": "0"}
+    env = {**os.environ, "FEDLIB_SCALE": "quick", "FEDLIB_TRAIN": "0",  # its figures and summary: not the committed ones
+           "FEDLIB_FIGURES": str(tmp_path / "figures"), "FEDLIB_RESULTS": str(tmp_path / "results")}
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", str(edited)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stdout[-3000:]
     assert "Cell outputs differ" in out.stdout and "an edited output line" in out.stdout, out.stdout[-3000:]
     assert out.stdout.count("FAILED") == 1, out.stdout[-3000:]  # only the edited cell
+    assert any((tmp_path / "figures" / "quick").iterdir())  # drawn where it was told, not over the committed ones
