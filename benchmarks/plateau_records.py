@@ -4,11 +4,11 @@
     python benchmarks/plateau_records.py 08 --rounds 40      # the same runs as stored at 40 rounds (an older plan)
 
 For every planned run whose record is stored (``--rounds R``: the run's config at R rounds, the key a shorter plan
-had), one line per artifact and method: the verdicts' plateau rule (:func:`fedlib.verdicts.plateau_rise`: median of
-the last 3 rounds minus that of the 3 ending at 80 %; off the plateau above 1 point) per seed, sorted, and beside it
-a least-squares line through the second half of the curve, read as its rise over the last 20 % of rounds (the same
-quantity with the round-to-round noise averaged out), and the residual spread about that line (the noise).
-Personalized runs are read on ``personal_acc_mean``, the others on ``test_acc``.
+had), one line per artifact and method, per seed, sorted: the verdicts' plateau rule (:func:`fedlib.verdicts.
+plateau_rise`: a least-squares line through the second half of the curve, read as its rise over the last 20 % of
+rounds; off the plateau above 1 point), the rule's earlier form (the median of the last 3 rounds minus that of the 3
+ending at 80 %), and the residual spread about the line (the round-to-round noise). Personalized runs are read on
+``personal_acc_mean``, the others on ``test_acc``.
 """
 
 from __future__ import annotations
@@ -28,14 +28,21 @@ def curve(record) -> dict[int, float]:
     return {int(h["round"]): 100 * float(h[metric]) for h in record.history if h.get(metric) is not None}
 
 
-def fitted_rise(acc: dict[int, float], rounds: int) -> tuple[float, float]:
-    """The rise over the last 20 % of rounds of a line fitted to rounds > R/2, and the residuals' spread."""
+def median_rise(acc: dict[int, float], rounds: int) -> float:
+    """The rule's earlier form: the median of rounds R-2..R minus that of the 3 rounds ending at round(0.8 R)."""
+    end, start = rounds, max(3, round(0.8 * rounds))
+    med = lambda r: float(np.median([acc.get(i, np.nan) for i in range(r - 2, r + 1)]))  # noqa: E731
+    return med(end) - med(start)
+
+
+def noise(acc: dict[int, float], rounds: int) -> float:
+    """The residual spread about a least-squares line through rounds > R/2."""
     xs = np.array([r for r in sorted(acc) if r > rounds / 2], dtype=float)
     ys = np.array([acc[int(r)] for r in xs])
-    if len(xs) < 4:
-        return float("nan"), float("nan")
+    if len(xs) < 3:
+        return float("nan")
     slope, icpt = np.polyfit(xs, ys, 1)
-    return float(slope * 0.2 * rounds), float(np.std(ys - (slope * xs + icpt)))
+    return float(np.std(ys - (slope * xs + icpt)))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,18 +64,19 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             acc = curve(rec)
             rule = plateau_rise(acc, cfg.rounds)
-            fit, noise = fitted_rise(acc, cfg.rounds)
             group = str(rid).rsplit("seed=", 1)[0].rstrip(" |/")
-            rows[(art, group)].append((float("nan") if rule is None else rule, fit, noise))
+            rows[(art, group)].append((float("nan") if rule is None else rule, median_rise(acc, cfg.rounds),
+                                       noise(acc, cfg.rounds)))
     print(f"{name} at {a.scale}" + (f", stored at {a.rounds} rounds" if a.rounds else "") +
           f": off the plateau above {PLATEAU_RISE} point(s); **bold** = off\n")
-    print("| artifact | run | rule: rise per seed | fitted rise per seed | noise (median) |")
+    print("| artifact | run | the rule (line): rise per seed | earlier form (3-round medians) | noise (median) |")
     print("|---|---|---|---|--:|")
+    bold = lambda x: f"**{x:.2f}**" if x > PLATEAU_RISE else f"{x:.2f}"  # noqa: E731
     for (art, group), vals in sorted(rows.items()):
         vals.sort()
-        rule = ", ".join(f"**{r:.2f}**" if r > PLATEAU_RISE else f"{r:.2f}" for r, _, _ in vals)
-        fit = ", ".join(f"{f:.2f}" for _, f, _ in sorted(vals, key=lambda v: v[1]))
-        print(f"| {art} | {group} | {rule} | {fit} | {np.median([n for *_, n in vals]):.2f} |")
+        rule = ", ".join(bold(r) for r, _, _ in vals)
+        med = ", ".join(bold(m) for _, m, _ in sorted(vals, key=lambda v: v[1]))
+        print(f"| {art} | {group} | {rule} | {med} | {np.median([n for *_, n in vals]):.2f} |")
 
 
 if __name__ == "__main__":

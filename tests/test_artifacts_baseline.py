@@ -69,11 +69,11 @@ def _rec(cfg: Config, accs, time_s: float = 2.0) -> Record:
 def _records(prox: str = "done"):
     out = {}
     for s in (0, 1, 2):
-        avg = Config(seed=s, rounds=3)
+        avg = Config(seed=s, rounds=6)  # on its plateau from round 3 (the verdicts check it)
         prox_cfg = avg.replace(strategy="fedprox", strategy_kw={"mu": 0.001})
-        out[RunId("FedAvg", s)] = _rec(avg, [0.5, 0.8, 0.84 + 0.01 * s])
+        out[RunId("FedAvg", s)] = _rec(avg, [0.5, 0.8] + [0.84 + 0.01 * s] * 4)
         out[RunId("FedProx (μ=0.001)", s)] = (
-            _rec(prox_cfg, [0.5, 0.8, 0.85 + 0.01 * s]) if prox == "done" or s else
+            _rec(prox_cfg, [0.5, 0.8] + [0.85 + 0.01 * s] * 4) if prox == "done" or s else
             Pending(prox_cfg.key(), prox_cfg.to_dict()) if prox == "pending" else
             Diverged(prox_cfg.key(), prox_cfg.to_dict(), 2, "loss is nan"))
     return out

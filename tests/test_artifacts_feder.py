@@ -91,8 +91,8 @@ def test_pending_and_table():
     assert t.loc["Adam", "FedAvg"] == "80.50 ± 0.50" and t.loc["Adam", "FedER"] == "pending"
 
 
-def test_plateau_rise_is_the_median_of_3_over_the_last_20_percent():
-    assert plateau_rise(record(80.0)) == pytest.approx(0.2)  # +0.1 a round, rounds 8 -> 10
+def test_plateau_rise_is_the_rise_of_the_fitted_line_over_the_last_20_percent():
+    assert plateau_rise(record(80.0)) == pytest.approx(0.2)  # +0.1 a round, over the last 2 of 10 rounds
 
 
 # ------------------------------------------------------------------------- tables and figures of notebook 07

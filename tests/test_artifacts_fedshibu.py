@@ -35,14 +35,13 @@ def _rec(cfg: Config, accs, crsm: bool = True) -> Record:
 
 
 def _runs(methods, *, pending: str = "", crsm: bool = True, seeds=(0, 1), flat: int = 0):
-    """Two rounds per run, or ``flat`` rounds ending on a plateau (the verdicts check it)."""
+    """Two rounds per run, or ``flat`` rounds, flat after the first: on their plateau (the verdicts check it)."""
     out = {}
     for k, m in enumerate(methods):
         for s in seeds:
             c = BASE.replace(seed=s, lr=0.01 * (k + 1))  # one key per method and seed
             out[R(m, s, s=5)] = Pending(c.key(), c.to_dict()) if m == pending else \
-                _rec(c, [0.4 + 0.1 * k] * (flat - 1) * bool(flat) + [0.4 + 0.1 * k, 0.6 + 0.1 * k + 0.01 * s][
-                    bool(flat):], crsm)
+                _rec(c, [0.4 + 0.1 * k] + [0.6 + 0.1 * k + 0.01 * s] * max(1, flat - 1), crsm)
     return out
 
 
@@ -295,14 +294,17 @@ def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_f
 
 
 def test_quick_runs_take_their_shard_levels_rounds_and_the_other_scales_the_presets():
-    """Every quick run of notebook 08 runs the rounds of its shard level (QUICK_ROUNDS; Fig. 1's runs, without one,
-    QUICK_ROUNDS[None]), every method of a level alike; paper and smoke keep the preset's rounds."""
+    """Every quick run of notebook 08 runs the rounds of its shard level (QUICK_ROUNDS; Fig. 3 at s = 5's) or of its
+    figure (Figs. 1 and 5), every method of a level alike; paper and smoke keep the preset's rounds."""
     from fedlib.papers import plan
     from fedlib.plans.fedshibu import QUICK_ROUNDS
     from fedlib.presets import preset
     quick = plan("08_fedshibu_shards", "quick")
-    assert all(c.rounds == QUICK_ROUNDS[rid.s] for rs in quick.values() for rid, c in rs.items())
-    assert {rid.s for rid in quick["table1"]} | {None} == set(QUICK_ROUNDS)
+    for art, rs in quick.items():
+        assert {c.rounds for rid, c in rs.items()} == ({QUICK_ROUNDS[art]} if art in QUICK_ROUNDS else
+                                                      {QUICK_ROUNDS[rid.s] for rid in rs}), art
+    assert all(c.rounds == QUICK_ROUNDS[rid.s] for rid, c in quick["table1"].items())
+    assert {rid.s for rid in quick["table1"]} | {"fig1", "fig5"} == set(QUICK_ROUNDS)
     for scale in ("paper", "smoke"):
         rounds = {c.rounds for rs in plan("08_fedshibu_shards", scale).values() for c in rs.values()}
         assert rounds == {preset("fedshibu", scale).rounds}

@@ -7,7 +7,7 @@ body, the head frozen as in FedBABU); local-only trains each client's whole mode
 FedAvg+CRSM, whose uniform control is FedAvg. A run two artifacts share is the same Config, trained once.
 
 ``quick`` (10 clients, 100 local steps per client a round, 5 seeds, every run evaluated every round; rounds by shard
-level, :data:`QUICK_ROUNDS`, so that every run ends on its plateau):
+level and figure, :data:`QUICK_ROUNDS`, so that every run ends on its plateau):
 
 * Table 1: s ∈ {2, 5} (the paper's "extreme heterogeneity", where it claims FedSHIBU's gain), s = 10 and s = 100
   (homogeneous data, where the paper says FedSHIBU equals FedBABU), FedSHIBU (linear CKA), FedBABU, FedAvg and the
@@ -51,16 +51,15 @@ FEDSHIBU_METHODS: dict[str, dict[str, Any]] = {
     IDENTITY: dict(strategy="fedshibu", strategy_kw={"sim": "identity"}),
 }
 GROUPS = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
-# quick: rounds by shards per user (None: the figures' runs), from the measured curves of the quick records. At 20
-# rounds (2,000 local steps per client) the s = 2 runs of FedSHIBU, FedBABU and the identity control rise at most
-# 0.55 points over their last 20 % of rounds, but at s = 5 and 10 most FedSHIBU and FedBABU runs rise 1.0-2.3 (the
-# personalized accuracy still climbs about 0.4 points a round at round 20): 40 rounds, as this CNN needed in
-# FedIntR's quick setup at a similar ~110 local steps a round. At 40 rounds (benchmarks/plateau_records.py) the s = 5
-# runs of FedSHIBU and FedBABU are on their plateau but for one seed each (a line fitted to rounds 21-40 rises
-# 0.5-1.2 points over the last 20 %), while at s = 10 and 100 and in Fig. 1 FedBABU and FedSHIBU still climb on
-# nearly every seed (the fit: 0.7-1.9 points; FedBABU at s = 100 gains 5 points from round 22 to 40): 80 rounds
-# there, for every method of the level (benchmarks/RESULTS.md, "FedSHIBU's quick runs at 20 rounds" and "... at 40").
-QUICK_ROUNDS: dict[int | None, int] = {2: 20, 5: 40, 10: 80, 100: 80, None: 80}
+# quick: rounds by shards per user, and for Figs. 1 and 5 (Fig. 3 takes s = 5's), from the measured curves of the
+# quick records. At 20 rounds (2,000 local steps per client) the s = 2 runs of FedSHIBU, FedBABU and the identity
+# control are on their plateau, but at s = 5 and 10 most FedSHIBU and FedBABU runs still rise 1.0-2.3 points over
+# their last 20 % (about 0.4 a round at round 20): 40 rounds, as this CNN needed in FedIntR's quick setup at a
+# similar ~110 local steps a round. At 40 rounds (benchmarks/plateau_records.py) FedSHIBU, FedBABU and the identity
+# control at s = 5 are on their plateau but for one seed, while FedBABU and FedSHIBU at s = 10 and 100, Fig. 1's
+# runs and Fig. 5's FedAvg and FedAvg+CRSM (s = 5) still rise 1.0-3.6 points on most seeds: 80 rounds there, every
+# method of a level or figure alike (benchmarks/RESULTS.md, "FedSHIBU's quick runs at 20 rounds" and "... at 40").
+QUICK_ROUNDS: dict[int | str, int] = {2: 20, 5: 40, 10: 80, 100: 80, "fig1": 80, "fig5": 80}
 FINE_TUNED = ("fedbabu", "fedshibu")  # the strategies whose personalized evaluation fine-tunes the head
 
 
@@ -94,13 +93,14 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
             for label, kw in (("own samples (§4.3)", {"samples": "own"}),
                               ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
             for n in seeds}
-    fig5 = {FedSHIBURunId(label, n, s=FIG_S): at(base, FIG_S, AVG, n, **every).replace(strategy=strategy,
-                                                                                    strategy_kw=kw)
+    fig5_rounds = dict(rounds=QUICK_ROUNDS["fig5"]) if scale == "quick" else {}
+    fig5 = {FedSHIBURunId(label, n, s=FIG_S): at(base, FIG_S, AVG, n, **every, **fig5_rounds).replace(
+                strategy=strategy, strategy_kw=kw)
             for label, strategy, kw in (("FedAvg", "fedavg", {}),
                                         ("FedAvg+CRSM", "fedavg_crsm", {"sim": "linear", "samples": "shared"}),
                                         ("Local only", "local_only", {})) for n in seeds}
     groups = ten.replace(partition="label_groups", partition_kw={}, eval_every=1,  # its curve, and its plateau
-                         rounds=QUICK_ROUNDS[None] if scale == "quick" else ten.rounds)
+                         rounds=QUICK_ROUNDS["fig1"] if scale == "quick" else ten.rounds)
     fig1 = {FedSHIBURunId(label, n): groups.replace(seed=n, strategy=st, strategy_kw=kw)
             for label, st, kw in (("all bodies aggregated (FedBABU)", "fedbabu", {"head": "dense"}),
                                   ("aggregated within each group", "fedshibu", {"sim": "groups", "groups": GROUPS}))
