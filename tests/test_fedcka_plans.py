@@ -56,6 +56,16 @@ def test_runs_shared_between_notebooks_are_one_config(scale):
     assert sum(keeps_artifacts(c) for c in p3["table2"].values()) == 2 * len(seeds)
 
 
+@pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
+def test_the_campaign_keeps_the_models_of_every_run_a_similarity_notebook_reads(scale):
+    """Notebook 02 (IID FedAvg) and notebook 04's variance runs read their clients' models: the campaign's workers
+    keep them (keeps_models), so that rendering with train=False finds them instead of leaving the claims pending."""
+    from fedlib.plans import keeps_models
+    p2, p4 = plan("02_fedcka_layer_similarity", scale), plan("04_fedcka_ablations", scale)
+    assert all(keeps_models(c) for c in [*p2["simple_cnn"].values(), *p4["variance"].values()])
+    assert not any(keeps_models(c) for c in p4["M"].values() if c.strategy_kw.get("M", 2) != 2)
+
+
 def test_quick_runs_take_their_alphas_rounds_and_the_other_scales_the_presets():
     """Every quick run of notebooks 03 and 04 runs the rounds of its α (QUICK_ROUNDS; the local-epoch sweep and
     notebook 04 are at α = 5); paper and smoke keep the preset's rounds whatever the α."""

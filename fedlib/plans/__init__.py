@@ -26,5 +26,6 @@ __all__ = ["Plan", "RunId", "FedCKARunId", "FedIntRRunId", "FedERRunId",
 
 def keeps_models(cfg: Config) -> bool:
     """Whether a planned run keeps its clients' final models, as the notebook that renders it asks
-    (:func:`fedlib.plans.fedcka.keeps_artifacts`: FedCKA's between-client CKA), so rendering does not retrain it."""
+    (:func:`fedlib.plans.fedcka.keeps_artifacts`: FedCKA's layer similarity, notebooks 02 and 04), so rendering does not
+    retrain it."""
     return cfg.model == "simple_cnn" and keeps_artifacts(cfg)

@@ -204,10 +204,15 @@ def fedcka_ablations_plan(scale: str, **kw: Any) -> Plan:
 
 
 def keeps_artifacts(cfg: Config) -> bool:
-    """Whether a run keeps its clients' final models (``fetch(..., artifacts=True)``): FedAvg and FedCKA (μ = 3,
-    M = 2, linear CKA) at α = 5 and the preset's epochs, every seed — notebook 04's between-client variance per
-    layer. Notebook 03 runs them too, and asks for the same, so that they are trained once."""
-    return (cfg.scale != "" and cfg.partition == "dirichlet" and cfg.partition_kw.get("beta") == 5.0
+    """Whether a run keeps its clients' final models (``fetch(..., artifacts=True)``): FedAvg on IID clients
+    (FedCKA §3.1, notebook 02's layer similarity), and FedAvg and FedCKA (μ = 3, M = 2, linear CKA) at α = 5 and the
+    preset's epochs, every seed — notebook 04's between-client variance per layer. Notebook 03 runs the latter too,
+    and asks for the same, so that they are trained once."""
+    if cfg.scale == "":
+        return False
+    if cfg.partition == "iid":
+        return cfg.strategy == "fedavg"
+    return (cfg.partition == "dirichlet" and cfg.partition_kw.get("beta") == 5.0
             and cfg.local_epochs == preset("fedcka", cfg.scale).local_epochs
             and (cfg.strategy == "fedavg" or (cfg.strategy == "fedcka" and cfg.strategy_kw == {"mu": FEDCKA_MU})))
 
