@@ -30,11 +30,11 @@ nothing is written unless ``--costs`` is given.
 A vectorized path that differs from the sequential one in float32 is trained again, with the sequential path, in
 float64 (the same case, data cast to float64): BatchNorm ResNets amplify rounding about 1e4-fold within a few steps
 (docs/campaign.md), so a float32 mismatch alone does not tell a rounding difference from an executor bug. If the
-two agree in float64 (``|a - b| <= ATOL64 + RTOL64 |b|``) the cell reads ``rounding: float32 Δ …, float64 Δ …`` and
-the case passes; otherwise it stays a MISMATCH that names both differences.
+two agree in float64 (``|a - b| <= ATOL64 + RTOL64 |b|``) the cell reads ``rounding: float32 Δ …, float64 Δ …``
+and the case passes; otherwise it stays a MISMATCH that names both differences.
 
-Exit status: 0 all paths agree (in float64 where float32 differed); 1 a mismatch or an error (named in the table);
-2 the ``--budget`` ran out before every case ran (the rest are listed as not run).
+Exit status: 0 all paths agree (in float64 where float32 differed); 1 a mismatch or an error (named in the
+table); 2 the ``--budget`` ran out before every case ran (the rest are listed as not run).
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from .provenance import code_commit, device_name, runs_provenance, short_commit
 from .style import method_style
 from .verdicts import CONFIDENCE
 
-FIGURES = Path(os.environ.get("FEDLIB_FIGURES", Path(__file__).resolve().parent.parent / "figures"))  # as FEDLIB_RESULTS
+# figures/ beside the package, or $FEDLIB_FIGURES (as $FEDLIB_RESULTS for the results)
+FIGURES = Path(os.environ.get("FEDLIB_FIGURES", Path(__file__).resolve().parent.parent / "figures"))
 
 # no creation dates or versions in the files: the same figure gives the same bytes
 _METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}

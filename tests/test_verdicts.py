@@ -135,8 +135,10 @@ def test_noise_about_a_plateau_rarely_reads_as_a_rise():
 
     rng, rounds = np.random.default_rng(1), 40
     r = np.arange(1, rounds + 1)
-    off = lambda curve: np.mean([plateau_rise(dict(zip(r.tolist(), (curve + rng.normal(0, 1.5, rounds)).tolist())),  # noqa: E731
-                                              rounds) > PLATEAU_RISE for _ in range(400)])
+    def off(curve):
+        noisy = lambda: dict(zip(r.tolist(), (curve + rng.normal(0, 1.5, rounds)).tolist()))  # noqa: E731
+        return np.mean([plateau_rise(noisy(), rounds) > PLATEAU_RISE for _ in range(400)])
+
     assert off(np.full(rounds, 80.0)) < 0.06
     assert off(80.0 + 3.0 / 8 * (r - rounds)) > 0.95  # 3 points over the last 8 rounds
 
