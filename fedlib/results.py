@@ -423,17 +423,17 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
         cpu = lambda p: {k: v.detach().cpu() for k, v in p.items()}  # noqa: E731
         blob = {"global": cpu(engine.global_params), "clients": {c: cpu(p) for c, p in engine.client_models.items()}}
         atomic_save(store.artifact_path(key), blob)
+    if save and found is None:
+        store.put(record)
+        store.failed_path(key).unlink(missing_ok=True)
+    if ckpt is not None and ckpt.exists():  # after the record is safe: finished, its checkpoint is spent
+        ckpt.unlink()
     if save and found is not None:  # trained again only for its models: the stored record stays as it was
         if record.final_params_hash != found.final_params_hash:
             warnings.warn(f"{cfg.label or key}: trained again for its models, it ended with other weights than the "
                           f"stored record (threads or hardware change float sums); the models saved are this "
                           f"run's, the record is kept as stored.", RuntimeWarning, stacklevel=2)
         return found
-    if save:
-        store.put(record)
-        if ckpt is not None and ckpt.exists():
-            ckpt.unlink()
-        store.failed_path(key).unlink(missing_ok=True)
     return record
 
 

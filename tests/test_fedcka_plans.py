@@ -216,13 +216,14 @@ def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, mon
 
 
 def test_similarity_is_kept_in_the_store_and_a_rerun_for_models_keeps_the_stored_record(tmp_path):
-    cfg = plan("04_fedcka_ablations", "smoke")["variance"][RunId("FedAvg", 0)].replace(rounds=1)
+    cfg = plan("04_fedcka_ablations", "smoke")["variance"][RunId("FedAvg", 0)].replace(rounds=2, checkpoint_every=1)
     store = Store(tmp_path)
     first = fetch(cfg, store=store)  # a record without models
     text = store.record_path(first.key).read_text()
     sim = run_similarity(cfg, store=store, n_eval=64)  # trains again for the models, keeps the record
     assert store.record_path(first.key).read_text() == text
     assert store.artifact_path(first.key).exists()
+    assert not store.checkpoint_path(first.key).exists()  # finished: no checkpoint left behind
     store.artifact_path(first.key).unlink()  # a fresh checkout: records and analyses, no models
     again = run_similarity(cfg, store=store, train=False, n_eval=64)
     assert not isinstance(again, Pending) and again.taps == sim.taps
