@@ -219,10 +219,11 @@ def check(name: str, plan_cfg: Config, device: str, smoke: bool) -> CaseResult:
                 if not ok:
                     r.status = f"MISMATCH: {first}"
                     pending64.append(path)
-        for path in pending64:  # after every float32 path: its engines are no longer needed
-            r = res.paths[path]
+        if pending64:  # after every float32 path: their engines are no longer needed
             for p in res.paths.values():
                 p.engine = None
+        for path in pending64:
+            r = res.paths[path]
             try:
                 ok, d64, first = recheck_float64(res.cfg, data, path)
             except Exception as e:  # noqa: BLE001 — e.g. out of memory: the float32 mismatch stands

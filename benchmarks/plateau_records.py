@@ -21,18 +21,12 @@ import numpy as np
 from fedlib.papers import PLANS, plan
 from fedlib.results import Store
 from fedlib.verdicts import PLATEAU_RISE, plateau_rise
+from plateau_rule import median_rise  # the rule's earlier form (this folder; run as a script)
 
 
 def curve(record) -> dict[int, float]:
     metric = "personal_acc_mean" if any("personal_acc_mean" in h for h in record.history) else "test_acc"
     return {int(h["round"]): 100 * float(h[metric]) for h in record.history if h.get(metric) is not None}
-
-
-def median_rise(acc: dict[int, float], rounds: int) -> float:
-    """The rule's earlier form: the median of rounds R-2..R minus that of the 3 rounds ending at round(0.8 R)."""
-    end, start = rounds, max(3, round(0.8 * rounds))
-    med = lambda r: float(np.median([acc.get(i, np.nan) for i in range(r - 2, r + 1)]))  # noqa: E731
-    return med(end) - med(start)
 
 
 def noise(acc: dict[int, float], rounds: int) -> float:

@@ -28,10 +28,12 @@ import numpy as np
 from fedlib.verdicts import PLATEAU_RISE, plateau_rise
 
 
-def median_rise(acc: np.ndarray, rounds: int) -> float:
-    """The plateau rule's earlier form: median of rounds R-2..R minus that of the 3 rounds ending at round(0.8 R)."""
+def median_rise(acc: dict[int, float], rounds: int) -> float:
+    """The plateau rule's earlier form: the median of rounds R-2..R minus that of the 3 rounds ending at round(0.8 R)
+    (``acc``: ``{round: accuracy}``; NaN where a round is missing)."""
     end, start = rounds, max(3, round(0.8 * rounds))
-    return float(np.median(acc[end - 3:end]) - np.median(acc[start - 3:start]))
+    med = lambda r: float(np.median([acc.get(i, np.nan) for i in range(r - 2, r + 1)]))  # noqa: E731
+    return med(end) - med(start)
 
 
 def simulate(rounds: int, sd: float, rise: float, n: int, rng: np.random.Generator) -> tuple[float, float]:
@@ -44,9 +46,9 @@ def simulate(rounds: int, sd: float, rise: float, n: int, rng: np.random.Generat
     base = 80.0 - gap * np.exp(-r / tau)
     med = fit = 0
     for _ in range(n):
-        a = base + rng.normal(0.0, sd, rounds)
-        med += median_rise(a, rounds) > PLATEAU_RISE
-        fit += plateau_rise(dict(zip(r.tolist(), a.tolist())), rounds) > PLATEAU_RISE
+        acc = dict(zip(r.tolist(), (base + rng.normal(0.0, sd, rounds)).tolist()))
+        med += median_rise(acc, rounds) > PLATEAU_RISE
+        fit += plateau_rise(acc, rounds) > PLATEAU_RISE
     return med / n, fit / n
 
 

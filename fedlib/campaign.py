@@ -16,11 +16,10 @@ attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 
 ``run`` trains the pending runs in priority order (within one priority, a checkpointed run first, then the longest
 estimate first: workers training side by side then finish together instead of one of them ending on a long run
-alone) and never starts one whose
-estimate exceeds the remaining budget (it goes on with the next one that fits). Every run checkpoints
-(``checkpoint_every``), so a job killed at the end of its slice resumes there next time; records are written
-atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run again, it continues;
-with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;
+alone) and never starts one whose estimate exceeds the remaining budget (it goes on with the next one that fits).
+Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
+records are written atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run
+again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;
 never the batch summary) lists artifact × runs finished / needed, the claims' verdicts (from the notebooks'
 ``results/summary/*.<scale>.json``) and mean ± std over seeds where a plan has several.
 
