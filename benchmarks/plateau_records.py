@@ -14,14 +14,18 @@ ending at 80 %), and the residual spread about the line (the round-to-round nois
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections import defaultdict
 
 import numpy as np
 
-from fedlib.papers import PLANS, plan
-from fedlib.results import Store
-from fedlib.verdicts import PLATEAU_RISE, plateau_rise
-from plateau_rule import median_rise  # the rule's earlier form (this folder; run as a script)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fedlib.papers import PLANS, plan  # noqa: E402
+from fedlib.results import Store  # noqa: E402
+from fedlib.verdicts import PLATEAU_RISE, plateau_rise  # noqa: E402
+from plateau_rule import median_rise  # noqa: E402 — the rule's earlier form, beside this script
 
 
 def curve(record) -> dict[int, float]:
