@@ -33,6 +33,7 @@ from .atomic import atomic_save
 from .config import Config, ConfigError
 from .data import FedDataset, load_dataset
 from .executors import Executor, make_executor
+from .executors.layout import in_layout
 from .finetune import HeadTuner, Tuned, head_path_problem, select
 from .local import ClientContext, ClientJob, ClientResult, LocalTask, Needs
 from .models import build_model, representations
@@ -130,6 +131,7 @@ class Engine:
         self.trained = self.trainable + tuple(k for k in self.model.state_dict() if k not in params)
         self.optimizer = OptimizerSpec.from_config(cfg).validate()
         self.global_params: Params = clone_params(self.model.state_dict())
+        self.layout = {k: v for k, v in self.model.state_dict().items() if v.dim() == 4}  # conv weights' strides
         self.client_idx = [torch.as_tensor(np.array(ix), dtype=torch.long, device=self.device)
                            for ix in self.partition.client_indices]
         self.client_state: dict[int, dict[str, Any]] = {c: {} for c in range(self.n_clients)}
@@ -179,7 +181,7 @@ class Engine:
         pool = torch.arange(len(self.data.y_train), device=self.device) if shared else self.client_idx[cid]
         g = torch.Generator().manual_seed(rng_key(self.cfg.seed, rnd, 0xFEA, 0 if shared else cid + 1))
         pick = pool[torch.randperm(len(pool), generator=g)[:n].to(self.device)]
-        return representations(self.ref_model, params, self.data.x_train[pick], tuple(taps))
+        return representations(self.ref_model, in_layout(params, self.layout), self.data.x_train[pick], tuple(taps))
 
     def train(self, ctxs: list[ClientContext], starts: list[Params]) -> list[ClientResult]:
         """Local training of the clients ``ctxs`` from ``starts`` (what a round runs), checked for NaN/inf."""
@@ -218,6 +220,7 @@ class Engine:
         if len(y) == 0:
             return float("nan"), float("nan")
         batch_size = batch_size or EVAL_BATCH.get(self.device.type, 2048)
+        params = in_layout(params, self.layout)
         correct = torch.zeros((), device=self.device)
         loss = torch.zeros((), device=self.device)
         amp = precision == "bf16"
@@ -237,7 +240,8 @@ class Engine:
         per client, the learning rate kept (0.0: un-fine-tuned) and the training loss before and after.
         ``cached=False``: through the executor even where the head could train on cached features."""
         s = self.strategy
-        starts = [s.eval_params(cid, self.global_params, self.client_state[cid]) for cid in cids]
+        starts = [in_layout(s.eval_params(cid, self.global_params, self.client_state[cid]), self.layout)
+                  for cid in cids]
         ft = s.finetune() if finetune else None
         if ft is None:
             return starts
@@ -337,7 +341,7 @@ class Engine:
         weights = (sizes / sizes.sum()).to(self.device)
         uploads = [{k: u[k] for k in self.trained} for u in uploads]  # what training changed, nothing else
         new, metrics = strat.aggregate(rnd, self.global_params, uploads, weights, ctxs)
-        new = {k: new[k] for k in self.trained}
+        new = in_layout({k: new[k] for k in self.trained}, self.layout)  # the model's memory format, as trained
         bad = first_non_finite(new)
         if bad is not None:
             raise NonFiniteLossError(f"The aggregated global model's {bad!r} is non-finite after round {rnd + 1} "
@@ -403,7 +407,7 @@ class Engine:
             raise ValueError(f"Checkpoint {path} belongs to config {st['key']}, not {self.cfg.key()}; delete it.")
         st = tree_to(st, self.device)
         self.round = st["round"]
-        self.global_params = st["global_params"]
+        self.global_params = in_layout(st["global_params"], self.layout)
         self.client_state = {int(c): s for c, s in st["client_state"].items()}
         self.optimizer_states = {int(c): s for c, s in st.get("optimizer_states", {}).items()}
         self.visited = set(st["visited"])

@@ -281,3 +281,44 @@ def test_sequential_executor_trains_the_model_without_swapping_its_own_tensors(t
     monkeypatch.setattr(local_mod, "functional_call", lambda m, *a: seen.append(m) or call(m, *a))
     eng.run()
     assert seen and all(m is not eng.model for m in seen)  # MOON's reference models only
+
+
+def test_evaluated_and_reference_models_keep_the_models_memory_format(tiny_data, monkeypatch):
+    """Averaged weights come back contiguous while the CPU model is channels_last, and a conv's output takes its
+    weight's format: the global model (what evaluation and MOON's reference taps run), a strategy's mixed
+    per-client models and a resumed checkpoint's weights are put back in the model's strides, values unchanged."""
+    import fedlib.engine as engine_mod
+    from fedlib.executors.layout import in_layout
+
+    eng = Engine(small(strategy="moon", strategy_kw={"mu": 1.0}, num_clients=2, rounds=2), data=tiny_data,
+                 progress=False)
+    convs = {k: v.stride() for k, v in eng.model.state_dict().items() if v.dim() == 4}
+    assert convs and all(v.is_contiguous(memory_format=torch.channels_last) for k, v in eng.model.state_dict().items()
+                         if k in convs)
+    seen = []
+    call = engine_mod.functional_call
+    monkeypatch.setattr(engine_mod, "functional_call",
+                        lambda m, p, *a: seen.append({k: p[k].stride() for k in convs}) or call(m, p, *a))
+    eng.run()
+    assert all(eng.global_params[k].stride() == s for k, s in convs.items())
+    assert seen and all(s == convs for s in seen)  # every evaluation
+    nchw = {k: v.contiguous() for k, v in eng.global_params.items()}
+    assert any(nchw[k].stride() != s for k, s in convs.items())
+    back = in_layout(nchw, eng.model.state_dict())
+    assert all(back[k].stride() == s and torch.equal(back[k], nchw[k]) for k, s in convs.items())
+    assert all(back[k] is nchw[k] for k in nchw if k not in convs)
+    assert in_layout(back, eng.model.state_dict())["conv1.weight"] is back["conv1.weight"]  # nothing to do: no copy
+    assert eng.evaluate(nchw, tiny_data.x_test, tiny_data.y_test)[0] == eng.evaluate(
+        eng.global_params, tiny_data.x_test, tiny_data.y_test)[0]
+
+
+def test_a_resumed_run_puts_contiguous_checkpoint_weights_in_the_models_format(tiny_data, tmp_path):
+    eng = Engine(small(rounds=2), data=tiny_data, progress=False)
+    eng.run_round(0)
+    eng.round = 1
+    eng.global_params = {k: v.contiguous() for k, v in eng.global_params.items()}  # as older checkpoints hold them
+    eng.save_checkpoint(tmp_path / "c.pt")
+    again = Engine(small(rounds=2), data=tiny_data, progress=False)
+    again.load_checkpoint(tmp_path / "c.pt")
+    assert all(again.global_params[k].stride() == v.stride() for k, v in again.model.state_dict().items()
+               if v.dim() == 4)

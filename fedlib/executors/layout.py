@@ -6,10 +6,12 @@ strides of the tensors they come from, so oneDNN never sees mixed weight/input f
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import torch
 from torch import Tensor
 
-__all__ = ["stack_as", "stack_rows", "empty_stack", "gather", "write"]
+__all__ = ["stack_as", "stack_rows", "empty_stack", "gather", "write", "in_layout"]
 
 
 def stack_as(ts: list[Tensor], like: Tensor) -> Tensor:
@@ -81,3 +83,16 @@ def write(dst: Tensor, sel: slice | Tensor, value: Tensor) -> None:
     else:
         dst.index_copy_(0, sel, value)
 
+
+
+def in_layout(params: Mapping[str, Tensor], like: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """``params`` with each conv weight (4-d) in the strides of ``like``'s tensor of that name (the model's own:
+    channels_last on the CPU), the values unchanged; the same tensors where they match. Averaged or mixed weights
+    come back contiguous, and a convolution's output takes its weight's format, so a model evaluated with them runs
+    every later conv and max-pool in NCHW (max-pooling ~10x slower on the CPU; benchmarks/layout.py)."""
+    out = dict(params)
+    for k, v in params.items():
+        ref = like.get(k)
+        if v.dim() == 4 and ref is not None and ref.shape == v.shape and v.stride() != ref.stride() and dense(ref):
+            out[k] = torch.empty_strided(ref.shape, ref.stride(), dtype=v.dtype, device=v.device).copy_(v)
+    return out
