@@ -19,8 +19,8 @@ import torch
 
 from . import __version__
 
-__all__ = ["git_commit", "code_commit", "device_name", "params_hash", "provenance", "flatten_runs", "runs_provenance",
-           "short_commit"]
+__all__ = ["git_commit", "running_commit", "code_commit", "device_name", "params_hash", "provenance", "flatten_runs",
+           "runs_provenance", "short_commit"]
 
 # The code that produces numbers. The notebooks are left out: they hold no algorithm code (parameters and calls on
 # fedlib), and they are committed with their outputs, so a commit of a render must not change the code's identity.
@@ -88,9 +88,19 @@ def params_hash(params: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()[:16]
 
 
+_IMPORTED = git_commit()  # the code this process imported
+
+
+def running_commit() -> str:
+    """:func:`git_commit` as it read when this process imported fedlib (``$FEDLIB_COMMIT`` where set): the code a
+    run executes. A long-lived process (a campaign worker, a notebook kernel) keeps the code it imported, so a
+    commit made while it trains is not its code."""
+    return os.environ.get("FEDLIB_COMMIT") or _IMPORTED
+
+
 def provenance(cfg: Any) -> dict[str, Any]:
     """What a run records about the code and machine that trained it."""
-    return {"fedlib": __version__, "commit": git_commit(), "torch": torch.__version__,
+    return {"fedlib": __version__, "commit": running_commit(), "torch": torch.__version__,
             "device": device_name(cfg.device), "executor": cfg.executor, "python": platform.python_version(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 

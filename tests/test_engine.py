@@ -200,6 +200,19 @@ def test_provenance_commit_is_dirty_only_for_code_changes(tmp_path):
     assert git_commit(tmp_path) == clean + "-dirty"
 
 
+def test_a_run_is_stamped_with_the_code_its_process_imported(monkeypatch):
+    """A campaign worker or notebook kernel runs the code it imported: a commit made on disk while it trains (what
+    ``git_commit`` reads now) is not stamped on its records; ``$FEDLIB_COMMIT`` still is."""
+    import fedlib.provenance as prov
+
+    monkeypatch.delenv("FEDLIB_COMMIT", raising=False)
+    imported = prov.running_commit()
+    monkeypatch.setattr(prov, "git_commit", lambda path=None: "0123456789ab")
+    assert prov.provenance(small())["commit"] == imported != "0123456789ab"
+    monkeypatch.setenv("FEDLIB_COMMIT", "feedfacecafe")
+    assert prov.provenance(small())["commit"] == "feedfacecafe"
+
+
 def test_fedprox_unsquared_norm_has_a_zero_gradient_at_the_global_model(tiny_data):
     """One step per client (batch ≥ client size) starts at w = w_g, where a hand-written sqrt(Σ(w − w_g)²) has the
     gradient 0·∞ = NaN; the norm's subgradient 0 keeps training finite, in both executors."""
