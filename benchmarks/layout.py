@@ -31,19 +31,19 @@ from fedlib.data import load_dataset  # noqa: E402
 from fedlib.presets import preset  # noqa: E402
 from fedlib.provenance import device_name, git_commit  # noqa: E402
 
-# name: (preset, strategy, strategy_kw)
+# name: (preset, strategy, strategy_kw, label)
 SETUPS = {
-    "fedavg": ("fedintr", "fedavg", {}),
-    "moon": ("fedintr", "moon", {"mu": 1.0}),
-    "fedintr": ("fedintr", "fedintr", {"mu": 10.0}),
-    "fedcka": ("fedcka", "fedcka", {"mu": 3.0}),
-    "fedbabu": ("fedshibu", "fedbabu", {}),
+    "fedavg": ("fedintr", "fedavg", {}, "FedAvg, FedIntR's setup"),
+    "moon": ("fedintr", "moon", {"mu": 1.0}, "MOON (μ = 1), FedIntR's setup"),
+    "fedintr": ("fedintr", "fedintr", {"mu": 10.0}, "FedIntR (μ = 10), FedIntR's setup"),
+    "fedcka": ("fedcka", "fedcka", {"mu": 3.0}, "FedCKA (μ = 3), FedCKA's setup"),
+    "fedbabu": ("fedshibu", "fedbabu", {}, "FedBABU, FedSHIBU's setup (s = 5)"),
 }
 
 
 def two_rounds(name: str, data: dict, before: bool) -> tuple[float, float, dict]:
     """(train seconds, round seconds) of the second round, and the final global model."""
-    paper, strategy, kw = SETUPS[name]
+    paper, strategy, kw, _ = SETUPS[name]
     real = engine.in_layout
     engine.in_layout = (lambda p, like: dict(p)) if before else real
     try:
@@ -88,9 +88,7 @@ def main() -> None:
         b, a = secs[(name, True)], secs[(name, False)]
         ratios = [x[1] / y[1] for x, y in zip(b, a)]
         med = lambda v, i: statistics.median(x[i] for x in v)  # noqa: E731
-        paper, strategy, kw = SETUPS[name]
-        label = f"{strategy} {kw or ''} ({paper}'s)".replace(" {}", "")
-        print(f"| {label} | {med(b, 0):.2f} | {med(b, 1):.2f} | {med(a, 0):.2f} | {med(a, 1):.2f} "
+        print(f"| {SETUPS[name][3]} | {med(b, 0):.2f} | {med(b, 1):.2f} | {med(a, 0):.2f} | {med(a, 1):.2f} "
               f"| {statistics.median(ratios):.2f}x | {min(ratios):.2f}-{max(ratios):.2f} | {gap[name]:.1e} |")
 
 
