@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -148,7 +149,10 @@ class CostTable:
             atomic_write_text(self.path, json.dumps(doc, indent=1, sort_keys=True))
 
     def learn(self, record: Any) -> bool:
-        """Add a finished record's measured time (``record.history[*]['time_s']``) to the table."""
+        """Add a finished record's measured time (``record.history[*]['time_s']``) to the table. A key's estimate
+        is the median over its records' seconds per sample-pass, so a few runs timed under load (a test suite
+        beside the workers) do not pull it up; an entry written before per-record values were kept gets them as
+        its records are learnt again (the campaign learns the whole store when it starts), the mean until then."""
         cfg = Config.from_dict(record.config, migrate=True)
         timed = [(h["round"], h["time_s"]) for h in record.history if isinstance(h.get("time_s"), (int, float))]
         timed = timed[1:] if len(timed) > 1 else timed
@@ -158,12 +162,16 @@ class CostTable:
         per_pass = sum(t for _, t in timed) / work
         device = str(record.provenance.get("device", "unknown"))
         entry = self.table.setdefault(device, {}).get(cost_key(cfg), {"s_per_pass": 0.0, "runs": 0, "records": []})
-        if record.key in entry["records"]:
+        by_record = dict(entry.get("by_record", {}))
+        if record.key in by_record:
             return False  # learnt once
-        n = entry["runs"]
+        known = record.key in entry["records"]
+        n = entry["runs"] + (0 if known else 1)
+        by_record[record.key] = per_pass
+        mean = entry["s_per_pass"] if known else (entry["s_per_pass"] * entry["runs"] + per_pass) / n
         self.table[device][cost_key(cfg)] = {
-            "s_per_pass": (entry["s_per_pass"] * n + per_pass) / (n + 1), "runs": n + 1,
-            "records": sorted([*entry["records"], record.key]),
+            "s_per_pass": statistics.median(by_record.values()) if len(by_record) >= n else mean, "runs": n,
+            "records": sorted({*entry["records"], record.key}), "by_record": by_record,
             "type": "cuda" if record.config.get("device", "cpu").startswith("cuda") else "cpu"}
         return True
 

@@ -177,3 +177,34 @@ def test_each_strategy_declares_its_cost_family():
                     "fedcka": "contrastive", "fedintr": "contrastive", "feder": "feder", "centralized": "fedavg",
                     "fedbabu": "personal", "fedshibu": "personal", "fedavg_crsm": "personal", "local_only": "fedavg"}
     assert set(fams.values()) <= set(costs.FAMILY_FACTOR) and costs.family("unregistered") == "unregistered"
+
+
+def test_a_run_timed_under_load_does_not_pull_up_its_keys_estimate(tmp_path):
+    """The estimate is the median of the records' seconds per sample-pass; an entry from before per-record values
+    were kept (a running mean) takes them as its records are learnt again, without counting a run twice."""
+    from types import SimpleNamespace
+
+    cfg = preset("fedintr", "smoke")
+    work = costs._work(cfg, range(2, cfg.rounds + 1))
+
+    def rec(key: str, s_per_pass: float) -> SimpleNamespace:
+        hist = [{"round": r, "time_s": 99.0 if r == 1 else s_per_pass * work / (cfg.rounds - 1)}
+                for r in range(1, cfg.rounds + 1)]  # round 1 (warm-up) is never learnt
+        return SimpleNamespace(config=cfg.to_dict(), history=hist, key=key, provenance={"device": "cpu (test)"})
+
+    table = CostTable(tmp_path / "c.json")
+    for i, s in enumerate([1e-4, 1.1e-4, 0.9e-4, 1e-4, 1e-3]):  # the last one beside a test suite: 10x
+        assert table.learn(rec(f"r{i}", s))
+    assert not table.learn(rec("r0", 1e-4))  # learnt once
+    entry = table.table["cpu (test)"][cost_key(cfg)]
+    assert entry["runs"] == 5 and entry["s_per_pass"] == pytest.approx(1e-4)  # the mean would read 2.6e-4
+    # an entry of the older format: two runs, their mean, no per-record values
+    table.table["cpu (test)"][cost_key(cfg)] = {"s_per_pass": 5.5e-4, "runs": 2, "records": ["r0", "r4"],
+                                               "type": "cpu"}
+    assert table.learn(rec("r0", 1e-4))
+    assert table.table["cpu (test)"][cost_key(cfg)]["s_per_pass"] == 5.5e-4  # one of two known: the mean still
+    assert table.learn(rec("r4", 1e-3)) and not table.learn(rec("r4", 1e-3))
+    entry = table.table["cpu (test)"][cost_key(cfg)]
+    assert entry["runs"] == 2 and entry["s_per_pass"] == pytest.approx(5.5e-4)  # both known: their median
+    assert table.learn(rec("r1", 1.1e-4)) and table.table["cpu (test)"][cost_key(cfg)]["runs"] == 3
+    assert table.table["cpu (test)"][cost_key(cfg)]["s_per_pass"] == pytest.approx(1.1e-4)
