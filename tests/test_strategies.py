@@ -282,8 +282,14 @@ def test_vectorized_equals_sequential(strategy, kw, model, augment, data):
 
 
 def test_reference_taps_cached_per_round_equal_per_batch(data, monkeypatch):
+    from fedlib.executors import refcache
+
     c = cfg(strategy="fedcka", strategy_kw={"mu": 5.0}, augment="flip", rounds=3)
     cached = trained(c, data)
+    monkeypatch.setitem(refcache._CHUNK, "cpu", 7)  # every client's table built over several chunks
+    chunked = trained(c, data)
+    for k in cached.global_params:
+        torch.testing.assert_close(chunked.global_params[k], cached.global_params[k], atol=1e-5, rtol=1e-4)
     monkeypatch.setenv("FEDLIB_REF_CACHE_MB", "0")
     for ex in ("sequential", "vectorized"):
         plain = trained(c.replace(executor=ex), data)

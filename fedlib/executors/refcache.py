@@ -29,7 +29,9 @@ from ..params import Params
 
 __all__ = ["RefTaps", "build_ref_taps"]
 
-_CHUNK = 1024  # samples per reference forward pass while the tables are built
+# samples per reference forward pass while the tables are built, by device type: on the CPU a pass in chunks of 512
+# is up to 1.6x faster than in 1,024 (a smaller working set; benchmarks/ref_chunk.py)
+_CHUNK = {"cpu": 512, "cuda": 1024}
 
 
 class RefTaps:
@@ -101,10 +103,12 @@ def build_ref_taps(task: LocalTask, refs: list[dict[str, Params]], indices: list
     for ix in indices[:-1]:
         offsets.append(offsets[-1] + len(ix))
 
+    chunk = _CHUNK.get(data.x_train.device.type, 1024)
+
     def taps_of(p: Params, ix: Tensor, flip: bool) -> list[Tensor]:
         parts: list[list[Tensor]] = [[] for _ in needs.taps]
-        for lo in range(0, len(ix), _CHUNK):
-            x = data.x_train[ix[lo:lo + _CHUNK]]
+        for lo in range(0, len(ix), chunk):
+            x = data.x_train[ix[lo:lo + chunk]]
             out = forward(task.ref_model, p, x.flip(-1) if flip else x, needs.taps, False)[1]
             for acc, t, (_, nhwc) in zip(parts, out, shapes):
                 acc.append(_pack(t, nhwc))
