@@ -256,8 +256,13 @@ class Engine:
             before = [head.loss(cid, p) for cid, p in zip(cids, starts)]
 
             def tune(todo: list[int], lr: float) -> list[Tuned]:
-                return [head(cids[i], starts[i], lr) for i in todo]
+                return head.many([(cids[i], starts[i], lr) for i in todo])
+
+            def ladder(todo: list[int], lrs: list[float]) -> dict[float, list[Tuned]]:
+                got = head.many([(cids[i], starts[i], lr) for lr in lrs for i in todo])
+                return {lr: got[k * len(todo):(k + 1) * len(todo)] for k, lr in enumerate(lrs)}
         else:
+            ladder = None
             before = [self.train_loss(cid, p) for cid, p in zip(cids, starts)]
             tune = self._executor_tuner(cids, starts, spec, trainable, ft.epochs, bs)
 
@@ -266,7 +271,7 @@ class Engine:
                     f"personalized evaluation: lr {spec.lr} to {lowest}, {ft.epochs} epoch(s), batch {bs}), so it "
                     f"has no personalized accuracy. Lower the fine-tuning learning rate (strategy_kw['ft_lr']).")
 
-        tuned, self.finetune_log = select(ft.select, ft.backtrack, float(spec.lr), before, tune, starts, why)
+        tuned, self.finetune_log = select(ft.select, ft.backtrack, float(spec.lr), before, tune, starts, why, ladder)
         return tuned
 
     def _executor_tuner(self, cids: list[int], starts: list[Params], spec: OptimizerSpec, trainable: tuple[str, ...],

@@ -26,8 +26,9 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.func import functional_call, grad, vmap
 
-from .optim import OptimizerSpec
+from .optim import EPOCH_END, OptimizerSpec
 from .params import Params, load_params_
 from .schedule import NonFiniteLossError, epoch_plan, num_batches
 from .strategies.base import SELECTS
@@ -40,19 +41,24 @@ _MODAL = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)
 
 def select(rule: str, backtrack: int, lr: float, before: list[float],
            tune: Callable[[list[int], float], list[Tuned]], starts: list[Params],
-           why_not_finite: Callable[[int, str, float], str]) -> tuple[list[Params], dict[str, list[float]]]:
+           why_not_finite: Callable[[int, str, float], str],
+           ladder: Callable[[list[int], list[float]], dict[float, list[Tuned]]] | None = None,
+           ) -> tuple[list[Params], dict[str, list[float]]]:
     """Each client's kept model by ``rule`` (see the module docstring), and the log: per client the lr kept (0.0:
     un-fine-tuned) and the training-split loss before and after. ``tune(todo, lr)``: clients ``todo`` (positions)
-    fine-tuned at ``lr``. A client none of whose models is finite raises :class:`NonFiniteLossError`
+    fine-tuned at ``lr``; ``ladder(todo, lrs)`` (optional, used by ``"best"``, which tunes every client at every
+    lr): all of them at once, by lr. A client none of whose models is finite raises :class:`NonFiniteLossError`
     (``why_not_finite(i, what, lowest lr)``: its message)."""
     if rule not in SELECTS:
         raise ValueError(f"Unknown fine-tuning selection {rule!r}; valid: {SELECTS}.")
     n = len(starts)
     kept, lrs, after, finite = list(starts), [0.0] * n, list(before), [False] * n
     todo = list(range(n))
-    for k in range(backtrack + 1):
-        rate, failed = lr / 10 ** k, []
-        for i, t in zip(todo, tune(todo, rate)):
+    rates = [lr / 10 ** k for k in range(backtrack + 1)]
+    ahead = ladder(todo, rates) if rule == "best" and ladder is not None else None
+    for k, rate in enumerate(rates):
+        failed: list[int] = []
+        for i, t in zip(todo, ahead[rate] if ahead is not None else tune(todo, rate)):
             if isinstance(t, str):  # a NaN model would still "score" an accuracy: never keep one
                 if k == backtrack and not finite[i]:
                     raise NonFiniteLossError(why_not_finite(i, t, rate))
@@ -164,3 +170,79 @@ class HeadTuner:
             return repr(bad)
         final = self.loss(cid, out)
         return (out, final) if final == final and abs(final) != float("inf") else "model's training loss"
+
+    def many(self, jobs: list[tuple[int, Params, float]]) -> list[Tuned]:
+        """``[self(cid, start, lr) for cid, start, lr in jobs]``, trained together: the jobs of clients with as many
+        samples (so as many batches of each size) stacked, one vmapped gradient and one functional optimizer step
+        (:meth:`fedlib.optim.OptimizerSpec.step`) a batch for all of them, each job on its own client's batches.
+        The same numbers up to float rounding (tested); one at a time where the optimizer has no functional step."""
+        if not self.spec.functional()[0] or self.spec.name in EPOCH_END:
+            return [self(*j) for j in jobs]
+        groups: dict[int, list[int]] = {}
+        for j, (cid, _, _) in enumerate(jobs):
+            groups.setdefault(len(self.client_indices[cid]), []).append(j)
+        out: list[Tuned] = [""] * len(jobs)
+        for js in groups.values():
+            for j, t in zip(js, self._stacked([jobs[j] for j in js])):
+                out[j] = t
+        return out
+
+    def _stacked(self, jobs: list[tuple[int, Params, float]]) -> list[Tuned]:
+        spec, B, n = self.spec, self.batch_size, len(self.client_indices[jobs[0][0]])
+        clients = sorted({cid for cid, _, _ in jobs})
+        row = torch.tensor([clients.index(cid) for cid, _, _ in jobs])
+        feats = [self._features(cid, next(s for c, s, _ in jobs if c == cid)) for cid in clients]
+        h = torch.stack([f[0] for f in feats])  # (clients, n, ...): each client's features once, whatever its lrs
+        mirror = torch.stack([f[1] for f in feats]) if feats[0][1] is not None else None
+        y = torch.stack([self.y[self.client_indices[cid]] for cid in clients])
+        row = row.to(h.device)
+        after = set(self.model.layer_taps[self.model.layer_taps.index(self.tap) + 1:])
+        names = [k for k in jobs[0][1] if k.split(".")[0] in after]  # what the tail reads
+        train = [k for k in names if k in self.trainable]
+        frozen = [k for k in names if k not in self.trainable]
+        p = [torch.stack([s[k] for _, s, _ in jobs]) for k in train]
+        fixed = {f"m.{k}": torch.stack([s[k] for _, s, _ in jobs]) for k in frozen}
+        tail = _Tail(self.model, self.tap)
+
+        def loss(p: list[Tensor], fixed: dict[str, Tensor], hb: Tensor, yb: Tensor) -> Tensor:
+            params = {**fixed, **{f"m.{k}": v for k, v in zip(train, p)}}
+            return F.cross_entropy(functional_call(tail, params, (hb,)), yb)
+
+        step_grads = vmap(grad(loss))
+        state, t = spec.init_state(p), 0
+        self.model.train()
+        for epoch in range(self.epochs):
+            lr = torch.tensor([spec.epoch_lr(r, self.round * self.epochs + epoch) for _, _, r in jobs])
+            plans = [epoch_plan(n, self.augment, self.seed, self.round, cid, epoch, self.stream) for cid in clients]
+            pos = torch.stack([q for q, _ in plans]).to(h.device)[row]  # (jobs, n): each job its client's order
+            flips = torch.stack([d["flip"] for _, d in plans]).to(h.device)[row] if mirror is not None else None
+            for b in range(num_batches(n, B, self.drop_last)):
+                sl = pos[:, b * B:(b + 1) * B]
+                hb = h[row[:, None], sl]
+                if mirror is not None:
+                    flip = flips[:, b * B:(b + 1) * B].view(*sl.shape, *[1] * (h.dim() - 2))
+                    hb = torch.where(flip, mirror[row[:, None], sl], hb)
+                g = step_grads(p, fixed, hb, y[row[:, None], sl])
+                p, state = spec.step(p, g, state, t=t, lr=lr)
+                t += 1
+        results: list[Tuned] = []
+        for j, (cid, start, _) in enumerate(jobs):
+            out = {**start, **{k: torch.empty_like(start[k]).copy_(v[j]) for k, v in zip(train, p)}}  # its strides
+            bad = next((k for k in train if not torch.isfinite(out[k]).all()), None)
+            if bad is not None:
+                results.append(repr(bad))
+                continue
+            final = self.loss(cid, out)
+            results.append((out, final) if final == final and abs(final) != float("inf") else "model's training loss")
+        return results
+
+
+class _Tail(nn.Module):
+    """``model.tail(tap, ·)`` as a module's forward pass, for :func:`torch.func.functional_call`."""
+
+    def __init__(self, model: nn.Module, tap: str) -> None:
+        super().__init__()
+        self.m, self.tap = model, tap
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.m.tail(self.tap, h)

@@ -9,7 +9,8 @@ from torch.func import functional_call
 
 from fedlib.config import Config
 from fedlib.engine import Engine
-from fedlib.finetune import head_path_problem, select
+from fedlib.finetune import HeadTuner, head_path_problem, select
+from fedlib.optim import OptimizerSpec
 from fedlib.models import build_model
 from fedlib.schedule import NonFiniteLossError
 from fedlib.params import Params
@@ -136,10 +137,37 @@ def test_the_head_on_cached_features_trains_as_the_executor_does(trained, tiny_d
         assert fast._finetune_executor is None  # it did not take the executor's path
         slow = engine_like(trained, tiny_data, inflate, augment=augment, ft_backtrack=0)
         ref = slow.personalize(cids, cached=False)
-        for t, r in zip(tuned, ref):
+        for t, r in zip(tuned, ref):  # at the edge of stability float rounding grows over the steps: 1e-3
             for k in r:
-                torch.testing.assert_close(t[k], r[k], rtol=1e-4, atol=1e-5 * inflate)
+                torch.testing.assert_close(t[k], r[k], rtol=1e-4 if inflate == 1 else 1e-3, atol=1e-5 * inflate)
         assert fast.finetune_log["loss_after"] == pytest.approx(slow.finetune_log["loss_after"], rel=1e-3, abs=1e-5)
+
+
+@pytest.mark.parametrize("augment,optimizer", [("none", "sgd"), ("flip", "sgd"), ("none", "adam")])
+def test_the_ladder_trained_together_equals_one_job_at_a_time(trained, tiny_data, augment, optimizer):
+    """``HeadTuner.many`` (every client and lr of the ladder stacked, one vmapped step) gives each job the model
+    and loss that fine-tuning it alone gives; a client with fewer samples (other batch sizes) trains in its own
+    group."""
+    ft = trained.strategy.finetune()
+    trainable = trained._trainable(ft.trainable)
+    spec = OptimizerSpec(name=optimizer, lr=1e-3, momentum=0.9 if optimizer == "sgd" else 0.0, weight_decay=1e-3)
+    idx = list(trained.client_idx)
+    idx[3] = idx[3][:len(idx[3]) - 5]
+
+    def tuner() -> HeadTuner:
+        return HeadTuner(trained.model, str(ft.features), trainable, spec, 2, 16, False, tiny_data.x_train,
+                         tiny_data.y_train, idx, augment, seed=1, round=2)
+
+    starts = [trained.strategy.eval_params(c, trained.global_params, trained.client_state[c]) for c in range(5)]
+    jobs = [(c, starts[c], lr) for lr in (1e-3, 1e-4) for c in range(5)]
+    alone = [tuner()(*j) for j in jobs]
+    together = tuner().many(jobs)
+    for (cid, start, lr), a, b in zip(jobs, alone, together):
+        assert a[1] == pytest.approx(b[1], rel=1e-4, abs=1e-6), (cid, lr)
+        assert any(not torch.equal(b[0][k], start[k]) for k in trainable)  # it trained
+        for k in start:
+            torch.testing.assert_close(b[0][k], a[0][k], rtol=1e-4, atol=1e-5)
+            assert b[0][k].stride() == start[k].stride()
 
 
 def test_tail_is_the_rest_of_the_forward_pass(tiny_data):
