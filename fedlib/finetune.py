@@ -16,7 +16,8 @@ The fast path (:class:`HeadTuner`): when every fine-tuned layer sees only the ou
 behaves differently when training (no BatchNorm, no dropout), batches are at most flipped and the run is fp32, the
 body runs once per client (twice with flips: on the images and on their mirror images) and the head trains on its
 output: the executor's batches and flips (:func:`fedlib.schedule.epoch_plan`), optimizer and steps, without the
-body's forward pass at every step and every lr.
+body's forward pass at every step and every lr. :meth:`HeadTuner.many` trains every (client, lr) job together: one
+vmapped gradient and one functional optimizer step a batch for all of them (optimizers with a functional step).
 """
 
 from __future__ import annotations
