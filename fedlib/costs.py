@@ -151,8 +151,9 @@ class CostTable:
     def learn(self, record: Any) -> bool:
         """Add a finished record's measured time (``record.history[*]['time_s']``) to the table. A key's estimate
         is the median over its records' seconds per sample-pass, so a few runs timed under load (a test suite
-        beside the workers) do not pull it up; an entry written before per-record values were kept gets them as
-        its records are learnt again (the campaign learns the whole store when it starts), the mean until then."""
+        beside the workers) do not pull it up. An entry written before per-record values were kept (a running
+        mean) takes them as its records are learnt again (``python -m fedlib.campaign costs --learn`` learns the
+        whole store), without counting a run twice; its estimate is then the median of the values known."""
         cfg = Config.from_dict(record.config, migrate=True)
         timed = [(h["round"], h["time_s"]) for h in record.history if isinstance(h.get("time_s"), (int, float))]
         timed = timed[1:] if len(timed) > 1 else timed
@@ -168,9 +169,8 @@ class CostTable:
         known = record.key in entry["records"]
         n = entry["runs"] + (0 if known else 1)
         by_record[record.key] = per_pass
-        mean = entry["s_per_pass"] if known else (entry["s_per_pass"] * entry["runs"] + per_pass) / n
         self.table[device][cost_key(cfg)] = {
-            "s_per_pass": statistics.median(by_record.values()) if len(by_record) >= n else mean, "runs": n,
+            "s_per_pass": statistics.median(by_record.values()), "runs": n,
             "records": sorted({*entry["records"], record.key}), "by_record": by_record,
             "type": "cuda" if record.config.get("device", "cpu").startswith("cuda") else "cpu"}
         return True
