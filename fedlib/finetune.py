@@ -166,7 +166,11 @@ class HeadTuner:
             spec.end_epoch(opt)
         live = dict(model.named_parameters())
         out = {k: live[k].detach().clone() if k in trainable else v for k, v in start.items()}
-        bad = next((k for k in self.trainable if not torch.isfinite(out[k]).all()), None)
+        return self._judged(cid, out, self.trainable)
+
+    def _judged(self, cid: int, out: Params, trained: Any) -> Tuned:
+        """``out`` and its training-split loss, or why it is not finite (a fine-tuned tensor, or the loss)."""
+        bad = next((k for k in trained if not torch.isfinite(out[k]).all()), None)
         if bad is not None:
             return repr(bad)
         final = self.loss(cid, out)
@@ -226,16 +230,9 @@ class HeadTuner:
                 g = step_grads(p, fixed, hb, y[row[:, None], sl])
                 p, state = spec.step(p, g, state, t=t, lr=lr)
                 t += 1
-        results: list[Tuned] = []
-        for j, (cid, start, _) in enumerate(jobs):
-            out = {**start, **{k: torch.empty_like(start[k]).copy_(v[j]) for k, v in zip(train, p)}}  # its strides
-            bad = next((k for k in train if not torch.isfinite(out[k]).all()), None)
-            if bad is not None:
-                results.append(repr(bad))
-                continue
-            final = self.loss(cid, out)
-            results.append((out, final) if final == final and abs(final) != float("inf") else "model's training loss")
-        return results
+        return [self._judged(cid, {**start, **{k: torch.empty_like(start[k]).copy_(v[j])  # start's strides
+                                               for k, v in zip(train, p)}}, train)
+                for j, (cid, start, _) in enumerate(jobs)]
 
 
 class _Tail(nn.Module):
