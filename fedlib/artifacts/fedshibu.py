@@ -282,10 +282,12 @@ def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10",
                if 100 in levels else not_testable(claim, src, f"s = 100 is not run at {scale} scale"))
     above = [s for s in levels if s > 5 and len(_pick(frame, AVG, s))]
     for s in above:
+        c100, c10 = PAPER_T1["cifar100"][s], PAPER_T1["cifar10"][s]
         out.append(_judge(f"FedBABU beats FedAvg at s = {s}", "FedSHIBU §4.1, 'FedBABU performs better than FedAVG "
-                          "when data distribution across clients is heterogeneous (s > 5)'", _pick(frame, BABU, s),
-                          _pick(frame, AVG, s), ("FedBABU", "FedAvg"),
-                          paper=f"{column}: {paper[s][2] - paper[s][3]:+.2f}"))
+                          "when data distribution across clients is heterogeneous (s > 5)' (its Table 1 has it on "
+                          "CIFAR-100 at every s > 5; on CIFAR-10 FedAvg is ahead at s = 50 and 100)",
+                          _pick(frame, BABU, s), _pick(frame, AVG, s), ("FedBABU", "FedAvg"),
+                          paper=f"CIFAR-100: {c100[2] - c100[3]:+.2f}; CIFAR-10: {c10[2] - c10[3]:+.2f}"))
     if not above:
         out.append(not_testable("FedBABU beats FedAvg for s > 5", "FedSHIBU §4.1",
                                 f"FedAvg is not run at s > 5 at {scale} scale"))
