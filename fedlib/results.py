@@ -10,7 +10,8 @@ on a CPU stops above an hour unless told to go on (:func:`fedlib.costs.before_ru
 Nothing is lost when a run fails: ``run`` checks that the store is writable before it trains; a run that raises
 (e.g. a non-finite loss in round k) leaves ``failed/<key>.json`` with its finished rounds and the error, and the
 next ``run`` of that config warns what happened before it retries. A run that ends at chance accuracy is flagged
-(a warning and ``provenance["warnings"]``). Unreadable records are named; listing skips them with a warning.
+(a warning and ``provenance["warnings"]``; a stored record is judged again by the current rule when it is loaded).
+Unreadable records are named; listing skips them with a warning.
 Every record is checked when it is read: its key and its config's key must be its file name (else
 :class:`RecordMismatchError`), and non-finite metrics are flagged (:meth:`Record.problems`). A record is rewritten
 only when its result changed. An unreadable checkpoint is moved to ``failed/`` and the run starts over.
@@ -35,6 +36,7 @@ import torch
 from .atomic import atomic_save, atomic_write, atomic_write_text, orphaned  # noqa: F401  (re-exported)
 from .config import Config, ConfigError, device_problem
 from .costs import before_run
+from .data import CLASSES, canonical_name
 from .engine import Engine
 from .provenance import device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
 from .verdicts import learning_warnings  # noqa: F401  (re-exported)
@@ -374,7 +376,7 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
             warnings.warn(f"{e} Moved it to {dest}; recomputing it.", RuntimeWarning, stacklevel=2)
             found = None
         if found is not None and (not artifacts or store.artifact_path(found.key).exists()):
-            for w in found.provenance.get("warnings", []):
+            for w in learning_warnings(found.cfg, found.history, CLASSES[canonical_name(found.cfg.dataset)]):
                 warnings.warn(f"Stored record {found.key}: {w}", RuntimeWarning, stacklevel=2)
             return found
     if save:

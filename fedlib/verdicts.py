@@ -114,17 +114,20 @@ def off_plateau(record: Any, metric: str = "test_acc") -> str | None:
 
 
 def learning_warnings(cfg: Any, history: list[dict[str, Any]], num_classes: int) -> list[str]:
-    """Why a finished run's numbers should not be trusted: a final test accuracy that is not finite, or at chance
-    level (<= 1.5 / classes) after at least 5 local epochs in total (rounds x local_epochs), when it should have
-    learned. Empty when nothing is suspicious."""
-    accs = [h["test_acc"] for h in history if "test_acc" in h]
+    """Why a finished run's numbers should not be trusted: a final accuracy that is not finite, or at chance level
+    (<= 1.5 / classes) after at least 5 local epochs in total (rounds x local_epochs), when it should have learned.
+    A run with a model per client is judged by its clients' mean accuracy on their own test splits (a local-only
+    run has no global model to test). Empty when nothing is suspicious."""
+    personal = any("personal_acc_mean" in h for h in history)
+    key, what = ("personal_acc_mean", "personalized accuracy") if personal else ("test_acc", "test accuracy")
+    accs = [h[key] for h in history if h.get(key) is not None]
     if not accs or num_classes < 2:
         return []
     final, chance = float(accs[-1]), 1.0 / num_classes
     if not math.isfinite(final):
-        return [f"the final test accuracy is {final}"]
+        return [f"the final {what} is {final}"]
     if cfg.rounds * cfg.local_epochs >= 5 and final <= 1.5 * chance:
-        return [f"the final test accuracy {final:.3f} is at chance level (1/{num_classes} = {chance:.3f}) after "
+        return [f"the final {what} {final:.3f} is at chance level (1/{num_classes} = {chance:.3f}) after "
                 f"{cfg.rounds} rounds of {cfg.local_epochs} local epoch(s): the network did not learn. Try a lower "
                 f"learning rate (lr={cfg.lr}) or check the data and the model."]
     return []

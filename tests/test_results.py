@@ -157,6 +157,25 @@ def test_learning_warnings_flag_chance_and_non_finite_accuracy():
     assert learning_warnings(mini(rounds=2), [{"round": 2, "test_acc": 0.10}], 10) == []  # too early to tell
 
 
+def test_a_model_per_client_is_judged_by_its_clients_accuracy_not_a_global_model():
+    cfg = mini(rounds=10)  # local-only training: no global model, so its test accuracy stays at chance
+    local = [{"round": 9, "test_acc": 0.10, "personal_acc_mean": 0.91}, {"round": 10, "test_acc": 0.10}]
+    assert learning_warnings(cfg, local, 10) == []
+    stuck = [{"round": 10, "test_acc": 0.80, "personal_acc_mean": 0.11}]
+    assert "personalized accuracy 0.110 is at chance" in learning_warnings(cfg, stuck, 10)[0]
+
+
+def test_a_stored_warning_the_current_rule_does_not_give_is_not_repeated(tmp_path, mini_data):
+    store, cfg = Store(tmp_path), mini(rounds=1, lr=0.1, batch_size=32)
+    rec = run(cfg, store=store, data=mini_data, progress=False)
+    d = json.loads(store.record_path(rec.key).read_text())
+    d["provenance"]["warnings"] = ["the final test accuracy 0.100 is at chance level: the network did not learn."]
+    store.record_path(rec.key).write_text(json.dumps(d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(cfg, store=store, data=mini_data, progress=False)
+
+
 def test_a_run_that_never_learns_is_flagged(tmp_path, mini_data):
     cfg = mini(rounds=1, local_epochs=5, lr=0.0)  # stays at its (chance-level) initialization
     with pytest.warns(RuntimeWarning, match="chance level"):
