@@ -8,7 +8,9 @@ For each setup, FedAvg is trained with the quick preset's settings (global test 
 ``horizon`` times its rounds; with a constant learning rate the first R rounds are exactly the quick run. The
 table gives, at the quick preset's last round R: local SGD steps per client in round 1 and in all, sample-passes,
 FedAvg's accuracy (mean over seeds of the median of the last 3 rounds), the rise over the last 20 % of its rounds
-(the plateau criterion: at most 1 point), what the longer horizon would still add, and seconds per round.
+(:func:`fedlib.verdicts.plateau_rise`, the line through the second half; the plateau criterion: at most 1 point;
+tables in benchmarks/RESULTS.md before 2026-11-26 used the 3-round medians at each end), what the longer horizon
+would still add, and seconds per round.
 Curves are written to ``--out`` (JSON) after every run, so an interrupted measurement keeps what finished.
 """
 
@@ -28,6 +30,7 @@ import torch
 from fedlib.presets import preset
 from fedlib.engine import Engine
 from fedlib.schedule import num_batches
+from fedlib.verdicts import plateau_rise
 
 # the setup each paper's global-model claims use; FedSHIBU's claims are on personalized accuracy (FedBABU with
 # FedSHIBU's head at s = 5, as notebook 08 runs it): its curve is the mean accuracy over clients after fine-tuning
@@ -36,6 +39,8 @@ SETUPS: dict[str, dict[str, Any]] = {
     "fedcka": dict(dataset="fmnist"),
     "fedshibu": dict(dataset="fmnist", strategy="fedbabu", strategy_kw={"head": "dense"}),
     "feder": dict(dataset="fmnist"),
+    # Table 4.2's AdamP row (FedAvg): the thesis's curve rises fast, then falls (Fig. 4.8)
+    "feder-adamp": dict(preset="feder", dataset="fmnist", optimizer="adamp"),
     # notebook 03's Table 2 columns α = 0.1, 0.5, 1 with FedCKA's preset: FedAvg, and at α = 0.1 MOON (μ = 10),
     # the method furthest from its plateau at α = 5 (the same configs as the plan's runs: the curve says the key)
     "fedcka-a0.1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 0.1}),
@@ -84,7 +89,7 @@ def table(curves: list[dict[str, Any]], at: dict[str, int] | None = None) -> str
     for setup, r in dict.fromkeys((c["setup"], c["quick_rounds"]) for c in curves):
         cs = [c for c in curves if (c["setup"], c["quick_rounds"]) == (setup, r)]
         at = [statistics.median(c["acc"][r - 3: r]) for c in cs]
-        rise = [smooth(c["acc"], r - 1) - smooth(c["acc"], max(0, round(0.8 * r) - 1)) for c in cs]
+        rise = [plateau_rise(dict(enumerate(c["acc"][:r], start=1)), r) for c in cs]
         more = [smooth(c["acc"], len(c["acc"]) - 1) - smooth(c["acc"], r - 1) for c in cs]
         ok = max(rise) <= 1.0
         spr = sum(c["wall_s"] / c["rounds"] for c in cs) / len(cs)

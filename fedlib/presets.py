@@ -106,12 +106,14 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
     },
     "feder": {
         # a 2-core CPU, budgeted by local SGD steps per client: an eighth-width ResNet-18 (8-64 channels; 6 or 4 are
-        # hardly faster per step on this CPU), 25,600 training images (6,400 per client) with batch 64, 10 rounds x
-        # 1 epoch: 100 steps per client a round, 1,000 in all (the thesis: ~24,500), 2,000 test images (StepLR's step
-        # shrinks with the epochs: feder_grid). About 8 min a run. benchmarks/feder_floor.py (one client, seed 0):
-        # test accuracy 65.9 % after 100 steps, 83.9 % after 1,000; FedER's floored share 0.85 -> 0.65 by step 500,
-        # then flat: at this scale FedER is FedAvg on most client-layers.
-        "quick": dict(rounds=10, local_epochs=1, n_train=25600, n_test=2000, batch_size=64, model_kw={"width": 8}),
+        # hardly faster per step on this CPU), 25,600 training images (6,400 per client) with batch 64, 30 rounds x
+        # 1 epoch: 100 steps per client a round, 3,000 in all (the thesis: ~24,500), 2,000 test images (StepLR's step
+        # shrinks with the epochs: feder_grid). FedAvg is on its plateau from 30 rounds (rise over the last 20 %: Adam
+        # 1.26 and 1.22 at 20 rounds, 0.55 at 30, 0.66 at 40; AdamP 1.40, 0.45, 0.07; benchmarks/quick_scale/), about
+        # 16 min a run on one thread. benchmarks/feder_floor.py (one client, seed 0): test accuracy 65.9 % after 100
+        # steps, 83.9 % after 1,000; FedER's floored share 0.85 -> 0.65 by step 500, then flat: at this scale FedER
+        # is FedAvg on most client-layers.
+        "quick": dict(rounds=30, local_epochs=1, n_train=25600, n_test=2000, batch_size=64, model_kw={"width": 8}),
         "smoke": dict(rounds=2, local_epochs=1, n_train=256, n_test=128, model_kw={"width": 4}),
     },
 }

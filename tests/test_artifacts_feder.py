@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import LogNorm
 
-from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, first_seed, grid_frame, grid_table, invariants,
+from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, grid_frame, grid_table, invariants,
                                     mean_table, plateau_rise, stored, verdicts, versus_paper)
 from fedlib.artifacts.feder_figures import (THESIS_FIGURES, describe_floored, describe_rank_weights,
                                             describe_training_curves, floored_share_figure, rank_weights,
@@ -42,10 +42,14 @@ def by_claim(vs):
     return {v.claim: v for v in vs}
 
 
-def test_quick_plan_is_adams_fedavg_and_feder_once_on_its_step_budget():
+def test_quick_plan_trains_the_claims_without_feder_at_5_seeds_and_feder_once():
     p = plan("07_feder_optimizer_grid", "quick")
-    assert set(p) == {"table4.2"} and set(FEDER_LEFT_OUT["quick"]) == {"table4.2", "figA1"}
-    assert set(p["table4.2"]) == {rid("Adam", "FedAvg", 0), rid("Adam", "FedER", 0)}
+    assert set(p) == {"table4.2"} and set(FEDER_LEFT_OUT["quick"]) == {"feder", "figA1"}
+    cells = [("Adam", "non-federated"), ("Adam", "FedAvg"), ("Adam + StepLR", "FedAvg"), ("AdamP", "non-federated"),
+             ("AdamP", "FedAvg")]
+    assert set(p["table4.2"]) == {rid(r, s, i) for r, s in cells for i in range(5)} | {rid("Adam", "FedER", 0)}
+    assert set(plan("07_feder_optimizer_grid", "quick", seeds=[7, 3])["table4.2"]) == (
+        {rid(r, s, i) for r, s in cells for i in (7, 3)} | {rid("Adam", "FedER", 7)})
     assert str(rid("Adam + StepLR", "FedER", 2)) == "Adam + StepLR · FedER · seed=2"
     q = preset("feder", "quick", dataset="fmnist")
     per_client = q.n_train // q.num_clients
@@ -68,12 +72,20 @@ def test_feder_vs_fedavg_is_decided_over_seeds_when_the_floor_is_rare():
     assert {x.verdict for x in rest} == {"not testable at this scale"} and {x.why for x in rest} == {"not run"}
 
 
-def test_quick_says_why_it_tests_nothing_with_the_floored_share_it_saw():
-    df = grid_frame(runs({("Adam", "FedAvg"): (80.0,), ("Adam", "FedER"): (80.2,)}, floored=0.65))
-    v = by_claim(verdicts(df, "fmnist", FEDER_LEFT_OUT["quick"]))
-    assert {x.verdict for x in v.values()} == {"not testable at this scale"}
+def test_quick_says_why_it_tests_no_feder_claim_with_the_floored_share_it_saw():
+    acc = {("Adam", "FedAvg"): (80.0, 81.0, 80.5, 80.2, 80.9),
+           ("Adam", "non-federated"): (78.0, 78.5, 78.2, 77.9, 78.8),
+           ("Adam + StepLR", "FedAvg"): (79.0, 79.5, 79.1, 79.3, 79.6),
+           ("AdamP", "FedAvg"): (70.1, 70.5, 70.2, 70.0, 70.3),
+           ("AdamP", "non-federated"): (75.0, 75.5, 75.1, 75.3, 75.6), ("Adam", "FedER"): (80.2,)}
+    v = by_claim(verdicts(grid_frame(runs(acc, floored=0.65)), "fmnist", FEDER_LEFT_OUT["quick"]))
+    feder_claims = [x for c, x in v.items() if "FedER" in c]
+    assert len(feder_claims) == 6 and {x.verdict for x in feder_claims} == {"not testable at this scale"}
     adam = v["FedER out-performs FedAvg with Adam"].why
-    assert "worker-hours" in adam and adam.endswith("floored share 0.65")
+    assert "65 %" in adam and adam.endswith("floored share 0.65")
+    assert v["FedAvg with Adam out-performs the non-federated ResNet-18"].verdict == "reproduced"
+    assert v["StepLR lowers FedAvg's test accuracy with Adam"].verdict == "reproduced"
+    assert v["FedAvg with AdamP without StepLR ends below its non-federated baseline"].verdict == "reproduced"
 
 
 def test_a_floored_feder_is_fedavg_and_its_claim_not_testable():

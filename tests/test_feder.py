@@ -278,7 +278,7 @@ def test_feder_preset_and_grid():
     assert len(grid) == 15 and grid[("Adam + StepLR", "FedER")].lr_step == (25, 0.5)
     assert grid[("AdamP", "non-federated")].strategy == "centralized"
     quick = feder_grid("quick")[("Adam + StepLR", "FedAvg")]
-    assert quick.lr_step == (1, 0.5) and quick.rounds * quick.local_epochs == 10
+    assert quick.lr_step == (3, 0.5) and quick.rounds * quick.local_epochs == 30  # 25 of 250 epochs: 3 of 30
     assert preset("fedintr").key() == Config(**{**dataclasses.asdict(preset("fedintr"))}).key()
     with pytest.raises(ValueError, match="optimizer"):
         small(optimizer="lion").validate()
