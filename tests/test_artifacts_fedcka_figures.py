@@ -15,6 +15,7 @@ from fedlib.artifacts.fedcka_ablations import (PAPER_M, T3_COLUMNS, describe_lev
 from fedlib.artifacts.fedcka_accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
                                               epochs_artifact, mean_rounds, rounds_figure, seed_curves)
 from fedlib.config import Config
+from fedlib.grid import Diverged
 from fedlib.plans import FedCKARunId, RunId
 from fedlib.results import Pending, Record
 from fedlib.similarity import LayerSimilarity
@@ -90,6 +91,15 @@ def test_describe_table2_states_the_means_and_what_is_pending():
     assert "MOON at α = 5: pending" in text
     assert "pending" in describe_table2(Table2.from_records({k: v for k, v in _t2_records(True).items()
                                                              if k.method == "MOON (μ=10)"}))
+
+
+def test_table2_says_how_many_seeds_of_a_method_diverged():
+    recs = _t2_records()
+    moon = Config(partition_kw={"beta": 5.0}, seed=1, strategy="moon", strategy_kw={"mu": 10.0})
+    recs[FedCKARunId("MOON (μ=10)", 1, alpha=5)] = Diverged(moon.key(), moon.to_dict(), 7, "loss became nan")
+    t2 = Table2.from_records(recs)
+    assert t2.incomplete() == ["MOON at α = 5: 2 of 3 seeds (1 diverged)"]
+    assert "MOON at α = 5: 2 of 3 seeds (1 diverged)" in t2.figure("fmnist").axes[0].get_title()
 
 
 def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():

@@ -132,8 +132,8 @@ class Table2:
         return out
 
     def incomplete(self) -> list[str]:
-        """``"FedAvg at α = 5: 3 of 5 seeds"`` for each method at an α with stored runs whose seeds are not all
-        stored (pending or diverged), ``"... : pending"`` when none is."""
+        """``"FedAvg at α = 5: 3 of 5 seeds"`` (``"... (2 diverged)"``) for each method at an α with stored runs
+        whose seeds are not all stored (pending or diverged), ``"... : pending"`` when none is."""
         out = []
         for a in self.alphas:
             g = self.grid[np.isclose(self.grid.alpha, a)]
@@ -141,9 +141,9 @@ class Table2:
                 continue
             for m in self.methods:
                 r = self._runs(m, a)
-                n = int((~r["pending"] & ~r["diverged"]).sum())
+                n, nd = int((~r["pending"] & ~r["diverged"]).sum()), int(r["diverged"].sum())
                 if 0 < n < len(r):
-                    out.append(f"{m} at α = {a:g}: {n} of {len(r)} seeds")
+                    out.append(f"{m} at α = {a:g}: {n} of {len(r)} seeds" + f" ({nd} diverged)" * bool(nd))
                 elif n == 0 and len(self.grid[(self.grid.method == m) & (self.grid.alpha == a)]):
                     out.append(f"{m} at α = {a:g}: pending")
         return out
