@@ -80,7 +80,7 @@ class Verdict:
         d["interval"] = [None if not math.isfinite(x) else round(x, 4) for x in self.interval]
         for k in ("estimate", "margin"):
             d[k] = None if not math.isfinite(d[k]) else round(d[k], 4)
-        d["means"] = {k: round(v, 4) for k, v in self.means.items()}
+        d["means"] = {k: round(v, 4) if math.isfinite(v) else None for k, v in self.means.items()}  # no NaN in JSON
         return d
 
 

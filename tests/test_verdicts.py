@@ -94,6 +94,8 @@ def test_line_and_dict_show_n_means_interval_margin():
         assert s in line, (s, line)
     d = v.to_dict()
     assert d["n"] == {"FedIntR": 3, "FedAvg": 3} and d["margin"] == 0 and len(d["interval"]) == 2
+    gone = decide("A beats B", "T", {0: 86.0, 1: float("nan")}, {0: 84.0, 1: 84.5}, diverged=["A seed 1"])
+    assert gone.to_dict()["means"] == {"A": None, "B": 84.25}  # a diverged side: null in JSON, never NaN
 
 
 def test_not_testable_and_pending():
