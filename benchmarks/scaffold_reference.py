@@ -35,10 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     cfg = preset("fedcka", "quick", dataset="fmnist", strategy="scaffold", partition_kw={"beta": a.beta}, seed=a.seed)
-    eng = Engine(cfg, progress=False)  # only for its data, partition and initial weights
-    data, idx = eng.data, [ix for ix in eng.client_idx]
-    model = eng.model
-    model.load_state_dict({k: v.clone() for k, v in eng.global_params.items()}, strict=False)
+    eng = Engine(cfg, progress=False)  # only for its data, partition and initial weights (its model, untrained)
+    data, idx, model = eng.data, list(eng.client_idx), eng.model
     mom = cfg.momentum if a.momentum is None else a.momentum
     names = [n for n, p in model.named_parameters()]
     glob = {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -183,8 +183,7 @@ def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
     cells = [c.get("status", c.get("verdict", "?")), c.get("claim", ""), c.get("source", ""),
              c.get("data") or "the paper's data and model",
              ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items()) or "—",
-             ", ".join(f"{k} {v:.2f}" if v is not None else f"{k} —"
-                       for k, v in (c.get("means") or {}).items()) or "—", d,
+             ", ".join(f"{k} {_fmt(v, '.2f')}" for k, v in (c.get("means") or {}).items()) or "—", d,
              "—" if None in iv else _fmt((iv[1] - iv[0]) / 2, ".2f"),
              c.get("region") or "—", c.get("paper") or "—",
              " ".join(filter(None, [c.get("method", ""), c.get("why", "")])) or "—"]

@@ -76,11 +76,13 @@ class Verdict:
         return head + (" — " + "; ".join(parts) if parts else "")
 
     def to_dict(self) -> dict[str, Any]:
+        """As JSON holds it: numbers rounded, a non-finite one (a diverged side's mean) None, never NaN."""
+        def num(x: float) -> float | None:
+            return round(x, 4) if math.isfinite(x) else None
         d = asdict(self)
-        d["interval"] = [None if not math.isfinite(x) else round(x, 4) for x in self.interval]
-        for k in ("estimate", "margin"):
-            d[k] = None if not math.isfinite(d[k]) else round(d[k], 4)
-        d["means"] = {k: round(v, 4) if math.isfinite(v) else None for k, v in self.means.items()}  # no NaN in JSON
+        d["interval"] = [num(x) for x in self.interval]
+        d["estimate"], d["margin"] = num(d["estimate"]), num(d["margin"])
+        d["means"] = {k: num(v) for k, v in self.means.items()}
         return d
 
 
