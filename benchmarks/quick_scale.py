@@ -66,7 +66,7 @@ def measure(setup: str, seed: int, horizon: float, threads: int) -> dict[str, An
     torch.set_num_threads(threads)
     q = quick_config(setup, seed)
     long = q.replace(rounds=math.ceil(q.rounds * horizon), eval_every=1, lr_milestones=q.lr_milestones)
-    eng = Engine(long, progress=False)
+    eng = Engine(long)  # one line per round: a curve to 120 rounds takes most of an hour on one thread
     sizes = [len(ix) for ix in eng.partition.client_indices]
     steps = statistics.median(num_batches(n, q.batch_size, q.drop_last) for n in sizes) * q.local_epochs
     t0 = time.perf_counter()
