@@ -137,6 +137,20 @@ def test_describe_fig5_states_each_e_and_the_paired_differences_or_pending():
     assert "pending" in describe_fig5(values_frame({k: Pending("k", {}) for k in fig5(QUICK)}, ACC), 6)
 
 
+def test_fig5_rings_and_names_the_runs_off_their_plateau():
+    matplotlib.use("Agg")
+    df = values_frame(fig5(QUICK), ACC)
+    df.loc[(df["E"] == 1) & (df["method"] == "FedAvg") & (df["seed"] > 0), "off"] = "test_acc rose 2.0 points"
+    ax = fig5_figure(df, "fmnist", "quick", last=5).axes[0]
+    assert [t.get_text() for t in ax.texts] == ["2 of 3 still rising"]
+    ring = [ln for ln in ax.get_lines() if ln.get_markersize() == 14]
+    assert len(ring) == 1 and ring[0].get_ydata()[0] == pytest.approx(np.mean(QUICK[(1, "FedAvg")]))
+    assert "ringed: runs off their plateau" in ax.get_title()
+    assert "Off their plateau" in describe_fig5(df, 6) and "FedAvg at E = 1, seeds 1, 2" in describe_fig5(df, 6)
+    clean = values_frame(fig5(QUICK), ACC)
+    assert not fig5_figure(clean, "fmnist", "quick", 5).axes[0].texts and "Off their" not in describe_fig5(clean, 6)
+
+
 def _curve(v: float) -> pd.Series:
     return pd.Series([v / 3, v / 2, v], index=[1, 2, 3])
 

@@ -31,7 +31,7 @@ from .fedintr_figures import fmt
 
 __all__ = ["PAPER_T4", "PAPER_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves", "mean_table",
            "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_figure", "fig5_points",
-           "describe_fig5", "setup_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
+           "fig5_off", "describe_fig5", "setup_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
 
 T4_SOURCE = "FedIntR §IV-D, Table IV"
 FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
@@ -178,19 +178,35 @@ def fig5_points(df: pd.DataFrame) -> dict[str, dict[float, dict[int, float]]]:
     return out
 
 
+def fig5_off(df: pd.DataFrame) -> dict[tuple[str, float], list[int]]:
+    """``{(method, E): seeds}`` of Fig. 5's finished runs that are off their plateau (``df``'s ``off`` column)."""
+    out: dict[tuple[str, float], list[int]] = {}
+    for r in df[df["off"].map(lambda w: isinstance(w, str) and bool(w))].itertuples():
+        out.setdefault((r.method, float(r.E)), []).append(int(r.seed))
+    return out
+
+
 def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Figure:
     """Fig. 5: accuracy by local epochs E per method (mean over seeds, 95 % t error bars; dots while fewer than three
-    E are run; the methods offset slightly along E so that their bars stay apart); the paper's Table I values for
-    the dataset (its E = 10, 100 rounds) in a panel of their own: its Fig. 5 (CIFAR-10) gives no numbers."""
+    E are run; the methods offset slightly along E so that their bars stay apart; a point whose runs are off their
+    plateau is ringed and labelled with how many are still rising); the paper's Table I values for the dataset (its
+    E = 10, 100 rounds) in a panel of their own: its Fig. 5 (CIFAR-10) gives no numbers."""
     paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
     fig = plt.figure(figsize=(10 if paper else 7, 4.4), layout="constrained")
     gs = fig.add_gridspec(1, 2 if paper else 1, width_ratios=[2.4, 1] if paper else [1])
     ax = fig.add_subplot(gs[0])
-    points = fig5_points(df)
+    points, off = fig5_points(df), fig5_off(df)
     k = len(points)
-    note = sweep(ax, {m: {e * 2 ** (0.07 * (i - (k - 1) / 2)): v for e, v in p.items()}
-                      for i, (m, p) in enumerate(points.items())},
+    shift = {m: 2 ** (0.07 * (i - (k - 1) / 2)) for i, m in enumerate(points)}
+    note = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
                  xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)")
+    for (m, e), seeds in off.items():
+        if e in points.get(m, {}):
+            xy = (e * shift[m], statistics.mean(points[m][e].values()))
+            ax.plot(*xy, marker="o", ms=14, mfc="none", mec="0.3", ls="none")
+            right = list(points).index(m) == k - 1  # labels outward, clear of the other methods' bars
+            ax.annotate(f"{len(seeds)} of {len(points[m][e])} still rising", xy, xytext=(10 if right else -10, -3),
+                        textcoords="offset points", fontsize=7, color="0.3", ha="left" if right else "right")
     es = sorted({e for p in points.values() for e in p})
     ax.set_xscale("log", base=2)
     if es:
@@ -200,7 +216,9 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Fi
     pend = [f"E = {e:g}" for e in sorted(set(df["E"])) if e not in es]
     ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}\n{note}"
                  + (f"; not run yet: {', '.join(pend)}" if pend else "")
-                 + ("; methods offset slightly along E" if k > 1 else ""), fontsize=9)
+                 + ("; methods offset slightly along E" if k > 1 else "")
+                 + ("\nringed: runs off their plateau (still rising over their last 20 % of rounds): not testable"
+                    if off else ""), fontsize=9)
     if paper:
         rows = [[m, f"{paper[m.split(' (')[0]][0]:.2f}"] for m in points if m.split(" (")[0] in paper]
         paper_panel(fig.add_subplot(gs[1]), rows, ["method", "E = 10 (%)"],
@@ -231,6 +249,10 @@ def describe_fig5(df: pd.DataFrame, default_e: int) -> str:
     out = "Median accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + "."
     if diffs:
         out += " Paired over seeds (points): " + "; ".join(diffs) + "."
+    if off := fig5_off(df):
+        out += (" Off their plateau (still rising over their last 20 % of rounds; the claims on them are not "
+                "testable): " + "; ".join(f"{m} at E = {e:g}, seed{'s' * (len(v) > 1)} {', '.join(map(str, v))}"
+                                          for (m, e), v in off.items()) + ".")
     return out + tail
 
 
