@@ -48,11 +48,11 @@ FEDCKA_MU = 3.0  # the ablations' μ: FedCKA's best μ on CIFAR-10 in Table 1
 FEDCKA_ALPHAS = {"paper": (5.0, 1.0, 0.5, 0.1), "quick": (5.0, 0.1, 1.0, 0.5), "smoke": (5.0, 0.1)}
 FEDCKA_EPOCHS = {"paper": (1, 2, 5, 10, 20), "quick": (1, 2, 5, 10, 20), "smoke": (1, 2)}
 # Quick rounds by α, so that every run ends on its plateau (benchmarks/RESULTS.md, "FedCKA's quick rounds by α" and,
-# for α = 0.1, "FedCKA's quick α = 0.1 column under the line rule: 120 rounds"): the
-# preset's 20 left 3 of 16 runs at α = 5 rising 1.05-1.55 points over their last 20 % of rounds (fitted curves put
-# every rise below 0.7 at 25); FedAvg's curves at α = 1 and 0.5 rise 1.1-1.3 points over rounds 16-20 and at most
-# 0.45 over rounds 28-35; at α = 0.1 FedAvg climbs for about 100 rounds (77.6 % at 45, 81-82 % from ~90 on) and
-# passes the line rule from round 110 (rise 0.76 at 110, 0.58 at 120; a seed-1 curve to 120 rounds).
+# for α = 0.1, "FedCKA's quick α = 0.1 column under the line rule: 120 rounds"): the preset's 20 left 3 of 16 runs
+# at α = 5 rising 1.05-1.55 points over their last 20 % of rounds (fitted curves put every rise below 0.7 at 25);
+# FedAvg's curves at α = 1 and 0.5 rise 1.1-1.3 points over rounds 16-20 and at most 0.45 over rounds 28-35; at
+# α = 0.1 FedAvg climbs for about 100 rounds (77.6 % at 45, 81-82 % from ~90 on) and passes the line rule from
+# round 110 (rise 0.76 at 110, 0.58 at 120; a seed-1 curve to 120 rounds).
 QUICK_ROUNDS: dict[float, int] = {5.0: 25, 1.0: 35, 0.5: 35, 0.1: 120}
 FEDCKA_M = {"paper": (1, 2, 3, 4, 5, 6, 7), "quick": (1, 2, 3, 4, 5, 6, 7), "smoke": (1, 2, 3)}
 # Table 3: label -> FedCKA `sim`; paper scale adds the printed (unsigned / unnormalized) forms.
