@@ -1,7 +1,9 @@
 """FedCKA at its quick setup: a plain-PyTorch loop written apart from fedlib's engine, strategy and kernels, to tell
-whether FedCKA falling below FedAvg at α = 0.1 (and losing accuracy over rounds) is the method or fedlib.
+whether FedCKA falling below FedAvg at α = 0.1 (and losing accuracy over rounds) is the method or fedlib, and
+whether Table 3's squared Frobenius norm diverging at α = 5 is.
 
     python benchmarks/fedcka_reference.py --seed 4 --rounds 30 [--beta 0.1] [--mu 3] [--out f.json]
+    python benchmarks/fedcka_reference.py --seed 0 --rounds 3 --beta 5 --sim frobenius
 
 The loop takes only the data, the partition and the initial model from fedlib (the same as the campaign's run of
 that seed). Everything else is written here from the papers (Eq. 1-3 of both versions): the simple CNN's forward in
@@ -9,6 +11,11 @@ that seed). Everything else is written here from the papers (Eq. 1-3 of both ver
 linear CKA in Kornblith et al.'s feature form on column-centred activations, and per batch
 
     ℓ = CE + μ · (1/M) Σ_{n ≤ M} −log( e^{CKA(a_n, a_g,n)} / (e^{CKA(a_n, a_g,n)} + e^{CKA(a_n, a_p,n)}) )
+
+(as ``logsumexp(s_g, s_p) − s_g``, the same value, finite for unbounded similarities). ``--sim frobenius`` puts
+Table 3's squared Frobenius norm in CKA's place with the sign of a similarity, ``−‖a₁ − a₂‖²_F`` (a sum over the
+batch's whole activation maps); ``frobenius_mean`` divides it by the number of entries. A non-finite loss stops the
+loop and names its round, client and step.
 
 with the global model of the round and the client's own previous local model (the global one at its first round).
 Per client a fresh SGD (lr, momentum, weight decay), sample-size-weighted averaging. ``--mu 0`` is FedAvg in the
@@ -49,12 +56,17 @@ def cka(x: Tensor, y: Tensor) -> Tensor:
     return (kx * ky).sum() / (kx.square().sum().sqrt() * ky.square().sum().sqrt())
 
 
+SIMS = {"cka": cka, "frobenius": lambda x, y: -(x - y).square().sum(),
+        "frobenius_mean": lambda x, y: -(x - y).square().mean()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--beta", type=float, default=0.1, help="Dirichlet α of the partition")
     ap.add_argument("--mu", type=float, default=3.0, help="FedCKA's μ (0: FedAvg in the same loop)")
+    ap.add_argument("--sim", default="cka", choices=sorted(SIMS), help="the similarity in Eq. 2")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -86,11 +98,15 @@ def main(argv: list[str] | None = None) -> int:
                             _, act_p = forward(prev[k], x)
                         terms = []
                         for n in LAYERS:
-                            sg, sp = cka(act[n], act_g[n]), cka(act[n], act_p[n])
-                            terms.append(-torch.log(torch.exp(sg) / (torch.exp(sg) + torch.exp(sp))))
+                            sg, sp = SIMS[a.sim](act[n], act_g[n]), SIMS[a.sim](act[n], act_p[n])
+                            terms.append(torch.logsumexp(torch.stack([sg, sp]), 0) - sg)
                             s_g.append(float(sg.detach()))
                             s_p.append(float(sp.detach()))
                         loss = loss + a.mu * sum(terms) / len(terms)
+                    if not torch.isfinite(loss):
+                        print(f"round {rnd + 1}, client {k}, epoch-step {b}: loss {float(loss.detach())} (similarity to "
+                              f"global {s_g[-1]:.4g}, to previous {s_p[-1]:.4g})", flush=True)
+                        return 1
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
@@ -103,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         mg = sum(s_g) / len(s_g) if s_g else float("nan")
         mp = sum(s_p) / len(s_p) if s_p else float("nan")
         out.append({"round": rnd + 1, "test_acc": acc, "cka_global": mg, "cka_prev": mp})
-        print(f"round {rnd + 1}: test acc {100 * acc:.2f} %, mean CKA to global {mg:.3f}, to previous {mp:.3f}",
+        print(f"round {rnd + 1}: test acc {100 * acc:.2f} %, mean {a.sim} to global {mg:.4g}, to previous {mp:.4g}",
               flush=True)
     if a.out:
-        json.dump({"seed": a.seed, "beta": a.beta, "mu": a.mu, "rounds": out}, open(a.out, "w"), indent=1)
+        json.dump({"seed": a.seed, "beta": a.beta, "mu": a.mu, "sim": a.sim, "rounds": out}, open(a.out, "w"), indent=1)
     return 0
 
 

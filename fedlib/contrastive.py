@@ -108,6 +108,7 @@ FEDCKA_SIMILARITIES: dict[str, Callable[[Tensor, Sequence[Tensor]], list[Tensor]
     "rbf_cka": _pairwise(lambda x, y: rbf_cka(x, y, dtype=None)),
     "frobenius": _pairwise(lambda x, y: -(x - y).square().sum()),
     "frobenius_literal": _pairwise(lambda x, y: (x - y).square().sum()),
+    "frobenius_mean": _pairwise(lambda x, y: -(x - y).square().mean()),
     "cosine": _pairwise(_cosine),
     "cosine_unnormalized": _pairwise(lambda x, y: (x * y).sum()),
 }
@@ -116,7 +117,10 @@ FEDCKA_SIMILARITIES: dict[str, Callable[[Tensor, Sequence[Tensor]], list[Tensor]
 * ``linear_cka`` (Eq. 3, the default) and ``rbf_cka`` (Kornblith's RBF kernel, threshold 1.0) — Table 3's CKAs;
 * ``frobenius`` — ``−‖a₁ − a₂‖²_F``: Table 3's squared Frobenius norm with the sign that makes it a similarity
   (closer to the global model = larger); ``frobenius_literal`` — ``+‖a₁ − a₂‖²_F`` put in place of CKA as printed,
-  which rewards moving *away* from the global model;
+  which rewards moving *away* from the global model. The sum over a batch's whole activation maps reaches
+  thousands, and in FedCKA's setup at α = 5 it diverges in the first round with a previous model (every seed, and
+  an independent loop alike: benchmarks/RESULTS.md). ``frobenius_mean`` — ``−‖a₁ − a₂‖²_F / (n·d)``, the mean over
+  the entries (what ``F.mse_loss`` computes): not the paper's, a named option that trains;
 * ``cosine`` — the cosine of the flattened batch activations, ``cos θ`` of ``vec a₁, vec a₂``;
   ``cosine_unnormalized`` — the printed ``‖vec a₁‖ ‖vec a₂‖ cos θ`` (a dot product).
 

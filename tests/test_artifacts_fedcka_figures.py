@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedlib.artifacts.fedcka import PAPER_T3
 from fedlib.artifacts.fedcka_ablations import (PAPER_M, T3_COLUMNS, describe_levels, describe_m_layers,
-                                               describe_table4, describe_variance, layer_variance, m_layers,
-                                               similarity_levels, table3, table4)
+                                               describe_table3, describe_table4, describe_variance, layer_variance,
+                                               m_layers, similarity_levels, table3, table4)
 from fedlib.artifacts.fedcka_accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
                                               epochs_artifact, mean_rounds, rounds_figure, seed_curves)
 from fedlib.config import Config
@@ -221,6 +222,27 @@ def test_tables_3_and_4_say_what_was_not_run_or_timed():
     assert set(t4.loc["ResNet-50", "ours × FedAvg"]) == {"not timed at this scale"}
     assert isinstance(t4, pd.DataFrame) and t4.loc[("simple CNN", "FedAvg"), "paper × FedAvg"] == 1.0
     assert "not timed" in describe_table4({"cnn": None}, {}) and "pending" in describe_table4({"cnn": None}, {})
+
+
+def test_table3_adds_the_metrics_the_paper_lacks_and_names_those_that_diverged():
+    base = Config(partition_kw={"beta": 5.0}, strategy="fedcka", strategy_kw={"mu": 3.0})
+    runs = {}
+    for s in (0, 1, 2):
+        runs[RunId("None (FedAvg)", s)] = _rec(base.replace(strategy="fedavg", strategy_kw={}, seed=s), [0.5, 0.80])
+        runs[RunId("linear CKA", s)] = _rec(base.replace(seed=s), [0.5, 0.79 + 0.01 * s])
+        frob = base.replace(strategy_kw={"mu": 3.0, "sim": "frobenius"}, seed=s)
+        runs[RunId("Frobenius norm", s)] = Diverged(frob.key(), frob.to_dict(), 2, "Training loss became nan")
+        mean = base.replace(strategy_kw={"mu": 3.0, "sim": "frobenius_mean"}, seed=s)
+        runs[RunId("Frobenius norm per entry (not the paper's)", s)] = _rec(mean, [0.5, 0.81])
+    t3 = table3(runs, None, timing_planned=False)
+    extra = t3.loc["Frobenius norm per entry (not the paper's)"]
+    assert extra["paper acc (%)"] == "—" and extra["ours acc (%)"] == "81.00 ± 0.00"
+    assert t3.loc["Frobenius norm", "ours acc (%)"] == "diverged" and list(t3.index[:5]) == list(PAPER_T3)
+    text = describe_table3(runs)
+    assert "Frobenius norm in 3 of 3 seeds (round 2: a non-finite loss)" in text
+    assert "--sim frobenius" in text and "+1.00 ± 0.00 (3 seeds) against FedAvg" in text
+    assert "Pending: linear CKA" in describe_table3({**runs, RunId("linear CKA", 0): Pending("k", base.to_dict())})
+    assert "independent" not in describe_table3({k: v for k, v in runs.items() if "Frobenius norm" != k.method})
 
 
 def _costs(slow: float) -> pd.DataFrame:

@@ -37,7 +37,8 @@ def test_paper_plans_are_the_papers_grids():
     p4 = plan("04_fedcka_ablations", "paper")
     assert sorted({c.strategy_kw.get("M", 2) for c in p4["M"].values()}) == list(range(1, 8))
     sims = {c.strategy_kw.get("sim", "linear_cka") for c in p4["metrics"].values() if c.strategy == "fedcka"}
-    assert {"frobenius", "cosine", "rbf_cka", "linear_cka", "frobenius_literal", "cosine_unnormalized"} == sims
+    assert {"frobenius", "cosine", "rbf_cka", "linear_cka", "frobenius_literal", "cosine_unnormalized",
+            "frobenius_mean"} == sims
 
 
 @pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])

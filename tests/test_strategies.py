@@ -71,6 +71,7 @@ SLOW_SIMS = {  # sim(a, b) written out on the flattened batches
     "rbf_cka": lambda a, b: rbf_cka(a, b),
     "frobenius": lambda a, b: -sum(((a[i] - b[i]) ** 2).sum() for i in range(len(a))),
     "frobenius_literal": lambda a, b: sum(((a[i] - b[i]) ** 2).sum() for i in range(len(a))),
+    "frobenius_mean": lambda a, b: -sum(((a[i] - b[i]) ** 2).sum() for i in range(len(a))) / a.numel(),
     "cosine": lambda a, b: cos(a.reshape(-1), b.reshape(-1)),
     "cosine_unnormalized": lambda a, b: a.reshape(-1).norm() * b.reshape(-1).norm() * cos(a.reshape(-1), b.reshape(-1)),
 }

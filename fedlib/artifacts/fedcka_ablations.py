@@ -17,7 +17,7 @@ import pandas as pd
 
 from .fedcka import PAPER_T3, PAPER_T4
 from .fedcka_accuracy import fmt
-from ..grid import DIVERGED, PENDING, cell, runs_frame, seed_summary
+from ..grid import DIVERGED, PENDING, Diverged, cell, runs_frame, seed_summary
 from ..plans import RunId
 from ..plots import paper_panel, sweep, t_interval
 from ..report import compare
@@ -27,8 +27,8 @@ from ..style import dataset_name, method_style
 from ..timing import repeat_times
 
 __all__ = ["PAPER_M", "M_RANGE", "REGULARIZED", "m_points", "m_layers", "describe_m_layers", "layer_variance",
-           "describe_variance", "similarity_levels", "describe_levels", "metrics_frame", "table3", "ratio_bars",
-           "table4", "describe_table4"]
+           "describe_variance", "similarity_levels", "describe_levels", "metrics_frame", "table3", "describe_table3",
+           "ratio_bars", "table4", "describe_table4"]
 
 # arXiv Fig. 5 / Appl. Sci. Fig. 6 (left), CIFAR-10: only these are printed (text); the other M are a figure
 PAPER_M = {"FedCKA, M = 2": 67.86, "FedAvg": 64.37, "centralized": 70.0}
@@ -273,23 +273,59 @@ T3_COLUMNS = ("paper acc (%)", "ours acc (%)", "paper s / round", "paper × FedA
 
 
 def table3(metric_runs: Runs, timed: pd.DataFrame | None, timing_planned: bool) -> pd.DataFrame:
-    """Table 3 beside ours, one row per metric of the paper (index ``metric``, columns :data:`T3_COLUMNS`):
-    accuracy, and the duration per round as a ratio to FedAvg's — from the runs' own records (a cell says why there
-    is no ratio: not run, pending, diverged) and from the interleaved timing (``timed``; None: pending)."""
+    """Table 3 beside ours, one row per metric of the paper (index ``metric``, columns :data:`T3_COLUMNS`), then
+    one per metric run that the paper does not have (its paper cells "—"): accuracy, and the duration per round as a
+    ratio to FedAvg's — from the runs' own records (a cell says why there is no ratio: not run, pending, diverged)
+    and from the interleaved timing (``timed``; None: pending)."""
     t3 = seed_summary(metrics_frame(metric_runs), ["metric"]).set_index("metric") if metric_runs else pd.DataFrame()
     fedavg = t3.loc["None (FedAvg)"] if "None (FedAvg)" in t3.index else None
     base = fedavg["s / round"] if fedavg is not None and not fedavg["pending"] else np.nan
     rows = []
-    for m, (p_acc, p_s) in PAPER_T3.items():
+    extra = {m: ("—", "—") for m in t3.index if m not in PAPER_T3}
+    for m, (p_acc, p_s) in {**PAPER_T3, **extra}.items():
         r = t3.loc[m] if m in t3.index else None
         ours = "not run at this scale" if r is None else cell(r["mean"], r["std"], r["n"], r["pending"],
                                                               r["diverged"])
         runs = ours if r is None or r["pending"] or r["diverged"] else \
             PENDING if not np.isfinite(base) else round(float(r["s / round"] / base), 2)
         timed_ = PENDING if timing_planned and timed is None else \
-            round(float(timed.loc[m, "× FedAvg"]), 2) if timed is not None else "not timed"
-        rows.append([m, p_acc, ours, p_s, round(p_s / PAPER_T3["None (FedAvg)"][1], 2), runs, timed_])
+            round(float(timed.loc[m, "× FedAvg"]), 2) if timed is not None and m in timed.index else "not timed"
+        ratio = "—" if m in extra else round(p_s / PAPER_T3["None (FedAvg)"][1], 2)
+        rows.append([m, p_acc, ours, p_s, ratio, runs, timed_])
     return pd.DataFrame(rows, columns=["metric", *T3_COLUMNS]).set_index("metric")
+
+
+def describe_table3(metric_runs: Runs) -> str:
+    """What Table 3's runs show: each metric's final accuracy (mean ± 95 % t interval over seeds) and its paired
+    difference to FedAvg, the metrics whose runs diverged (in which round, how many seeds), and what is pending."""
+    if not metric_runs:
+        return "Table 3's metrics are not run at this scale."
+    accs = _accs(metric_runs)
+    base = accs.get("None (FedAvg)", {})
+    parts, broke, pend = [], [], []
+    for m in dict.fromkeys(rid.method for rid in metric_runs):
+        runs = [r for rid, r in metric_runs.items() if rid.method == m]
+        div = [r for r in runs if isinstance(r, Diverged)]
+        if div:
+            rounds = sorted({r.failed_round for r in div})
+            broke.append(f"{m} in {len(div)} of {len(runs)} seeds (round{'s' * (len(rounds) > 1)} "
+                         f"{', '.join(map(str, rounds))}: a non-finite loss)")
+        elif any(isinstance(r, Pending) for r in runs):
+            pend.append(m)
+        elif v := accs.get(m):
+            d = [v[k] - base[k] for k in v if k in base]
+            parts.append(f"{m} {fmt(v)}" + (f" ({fmt(d, '+')} against FedAvg)" if d and m != "None (FedAvg)" else ""))
+    out = ("Final test accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + ".") if parts else ""
+    if broke:
+        out += " Diverged (its claims are not testable): " + "; ".join(broke) + "."
+    if any(b.startswith("Frobenius norm in") for b in broke):
+        out += (" The squared Frobenius norm summed over a batch's activation maps reaches thousands; an independent "
+                "loop of this setup (benchmarks/fedcka_reference.py --sim frobenius) diverges in the same round, so "
+                "it is the metric as printed, not our code. The per-entry form (not the paper's) shows what the "
+                "metric does when it trains.")
+    if pend:
+        out += f" Pending: {', '.join(pend)}."
+    return out.strip()
 
 
 def _ratios(costs: pd.DataFrame, methods: Sequence[str]) -> pd.DataFrame:
