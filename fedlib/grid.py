@@ -124,6 +124,11 @@ def runs_frame(runs: Mapping[Any, Run], metric: str = "test_acc") -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+def is_off(df: pd.DataFrame) -> pd.Series:
+    """Which rows of ``df`` (a :func:`runs_frame`) are runs off their plateau (their ``off`` column says why)."""
+    return df["off"].map(lambda w: isinstance(w, str) and bool(w)) if "off" in df else pd.Series(False, df.index)
+
+
 def offs(df: pd.DataFrame, name: str = "name") -> list[str]:
     """``"<run>: <why>"`` for every row of ``df`` whose run is off its plateau (its ``off`` column): the ``off``
     argument of :func:`fedlib.verdicts.decide`."""

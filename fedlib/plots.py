@@ -200,15 +200,18 @@ def _drawn(values: Mapping[Any, Sequence[float]]) -> dict[Any, tuple[float, floa
 
 
 def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, float]]], *,
-               ylabel: str = "final test accuracy (%)", ylim: tuple[float, float] | None = None) -> str:
+               ylabel: str = "final test accuracy (%)", ylim: tuple[float, float] | None = None,
+               off: Mapping[str, Mapping[str, Iterable[int]]] | None = None) -> str:
     """Values by group and method (``{group: {method: {seed: value}}}``) as bars of the seeds' mean with 95 % t
     error bars and each seed as a dot. A group with no value yet is not drawn: the returned note names it
-    ("not run yet: ...") after the seeds note. Methods keep their colour (:func:`fedlib.style.method_style`)."""
+    ("not run yet: ...") after the seeds note. Methods keep their colour (:func:`fedlib.style.method_style`).
+    ``off`` (``{group: {method: seeds}}``): seeds off their plateau, drawn as red rings (the note says so)."""
     drawn = {g: m for g, m in groups.items() if any(len(v) for v in m.values())}
     methods = list(dict.fromkeys(k for m in drawn.values() for k, v in m.items() if len(v)))
     width = 0.8 / max(1, len(methods))
     seeds: set[int] = set()
     labelled: set[str] = set()
+    ringed = False
     for j, method in enumerate(methods):
         style = method_style(method)
         for i, (g, m) in enumerate(drawn.items()):
@@ -224,6 +227,10 @@ def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, floa
             if n > 1:
                 ax.errorbar(x, mean, yerr=half, color="black", capsize=3, lw=1)
             ax.plot([x] * n, list(vals.values()), ls="none", marker=".", color="black", ms=3)
+            bad = [v for sd, v in vals.items() if sd in set((off or {}).get(g, {}).get(method, ()))]
+            if bad:
+                ringed = True
+                ax.plot([x] * len(bad), bad, ls="none", marker="o", mfc="none", mec="tab:red", ms=6, mew=1.2)
     ax.set_xticks(range(len(drawn)), list(drawn))
     ax.set_ylabel(ylabel)
     if ylim:
@@ -232,17 +239,25 @@ def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, floa
     if methods:
         ax.legend(fontsize=8, ncol=min(len(methods), 5))
     missing = [g for g in groups if g not in drawn]
-    return seeds_note(seeds) + (f"; not run yet: {', '.join(missing)}" if missing else "")
+    return seeds_note(seeds) + (f"; not run yet: {', '.join(missing)}" if missing else "") + \
+        ("\n" + OFF_SEEDS_NOTE if ringed else "")
+
+
+OFF_NOTE = "ringed: runs still rising over their last 20 % of rounds (off their plateau: their claims not testable)"
+OFF_SEEDS_NOTE = "red rings: seeds still rising over their last 20 % of rounds (off their plateau)"
 
 
 def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]], *, xlabel: str,
-          ylabel: str = "final test accuracy (%)") -> str:
+          ylabel: str = "final test accuracy (%)", off: Mapping[str, Mapping[float, int]] | None = None) -> str:
     """Values along a swept setting (``{method: {x: {seed: value}}}``): the seeds' mean with 95 % t error bars.
     A method with fewer than three settings run is drawn as dots without a connecting line (two points are not a
-    trend); x ticks are the settings that were run."""
+    trend); x ticks are the settings that were run. ``off`` (``{method: {x: count}}``): how many of a point's runs
+    are off their plateau; such a point is ringed and labelled "k of n still rising" (outwards of the other methods:
+    the last method's to the right), and the note says so."""
     seeds: set[int] = set()
     xs: set[float] = set()
-    for method, by_x in points.items():
+    ringed = False
+    for i, (method, by_x) in enumerate(points.items()):
         stats_ = {x: st for x, v in sorted(by_x.items()) if (st := t_interval(v.values()))[2] > 0}
         for v in by_x.values():
             seeds |= set(v)
@@ -256,13 +271,20 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
         ax.errorbar(x, [m for m, _, _ in stats_.values()],
                     yerr=[0 if not np.isfinite(h) else h for _, h, _ in stats_.values()], capsize=3, label=method,
                     **{k: v for k, v in style.items() if k != "marker"}, marker=style.get("marker") or "o")
+        right = i == len(points) - 1 or len(points) == 1
+        for xv, (mean, _, n) in stats_.items():
+            if k := (off or {}).get(method, {}).get(xv, 0):
+                ringed = True
+                ax.plot(xv, mean, marker="o", ms=14, mfc="none", mec="0.3", ls="none")
+                ax.annotate(f"{k} of {n} still rising", (xv, mean), xytext=(10 if right else -10, -3),
+                            textcoords="offset points", fontsize=7, color="0.3", ha="left" if right else "right")
     ax.set_xticks(sorted(xs))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if xs:
         ax.legend(fontsize=8)
-    return seeds_note(seeds)
+    return seeds_note(seeds) + ("\n" + OFF_NOTE if ringed else "")
 
 
 def similarity_heatmap(ax: plt.Axes, matrix: np.ndarray, labels: Sequence[str] | None = None, title: str = "",

@@ -187,6 +187,25 @@ def test_a_sweep_of_two_settings_is_dots_not_a_line_and_three_are_a_line():
     plt.close(fig)
 
 
+def test_runs_off_their_plateau_are_ringed_in_sweeps_and_bars_and_the_note_says_so():
+    from fedlib.plots import OFF_NOTE, OFF_SEEDS_NOTE, group_bars, sweep
+
+    fig, ax = plt.subplots()
+    pts = {"FedAvg": {1: {0: 80.0, 1: 82.0}, 6: {0: 85.0, 1: 85.5}}}
+    assert sweep(ax, pts, xlabel="E", off={"FedAvg": {6: 0}}).count("\n") == 0 and not ax.texts
+    note = sweep(ax, pts, xlabel="E", off={"FedAvg": {1: 2}})
+    assert note.endswith("\n" + OFF_NOTE) and [t.get_text() for t in ax.texts] == ["2 of 2 still rising"]
+    assert [ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_markersize() == 14] == [81.0]
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    groups = {"α = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "MOON": {0: 87.5, 1: 88.1}}}
+    note = group_bars(ax, groups, off={"α = 5": {"MOON": [1]}})
+    rings = [ln for ln in ax.get_lines() if ln.get_markeredgecolor() == "tab:red"]
+    assert note.endswith("\n" + OFF_SEEDS_NOTE) and len(rings) == 1 and list(rings[0].get_ydata()) == [88.1]
+    assert "\n" not in group_bars(ax, groups, off={"α = 5": {"MOON": []}})
+    plt.close(fig)
+
+
 def test_similarity_heatmaps_use_the_whole_0_to_1_scale_with_values_written():
     from fedlib.plots import similarity_heatmap
 

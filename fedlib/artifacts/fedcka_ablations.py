@@ -17,7 +17,7 @@ import pandas as pd
 
 from .fedcka import PAPER_T3, PAPER_T4
 from .fedcka_accuracy import fmt
-from ..grid import DIVERGED, PENDING, Diverged, cell, runs_frame, seed_summary
+from ..grid import DIVERGED, PENDING, Diverged, cell, is_off, runs_frame, seed_summary
 from ..plans import RunId
 from ..plots import paper_panel, sweep, t_interval
 from ..report import compare
@@ -71,7 +71,8 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     beside ours, and a figure: ours per M run (the seeds' mean with the 95 % t interval; dots without a line while
     fewer than three M are stored; the M not run yet named in the title) with FedAvg and the centralized model as
     lines with their 95 % t bands, and the papers' printed CIFAR-10 numbers in a panel of their own."""
-    mdf = seed_summary(runs_frame(m_runs), ["M"])
+    mf = runs_frame(m_runs)
+    mdf = seed_summary(mf, ["M"])
     bdf = seed_summary(runs_frame(bound_runs), ["method"]).set_index("method")
     rows = {f"FedCKA, M = {int(r['M'])}": r for _, r in mdf.iterrows()} | {n: bdf.loc[n] for n in bdf.index}
     table = pd.DataFrame({"final test accuracy (%)": [cell(r["mean"], r["std"], r["n"], r["pending"], r["diverged"])
@@ -83,13 +84,19 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     gs = fig.add_gridspec(1, 2, width_ratios=(2.2, 1))
     ax = fig.add_subplot(gs[0])
     points = m_points(m_runs)
-    note = sweep(ax, {f"FedCKA (μ={mu:g})": points} if points else {}, xlabel="M: layers regularized, from the input")
+    label = f"FedCKA (μ={mu:g})"
+    off = {float(m): int(n) for m, n in mf[is_off(mf)].groupby("M").size().items()} if points else {}
+    note, _, ringed = sweep(ax, {label: points} if points else {}, xlabel="M: layers regularized, from the input",
+                            off={label: off}).partition("\n")
     bounds = _accs(bound_runs)
+    bf = runs_frame(bound_runs) if bound_runs else pd.DataFrame(columns=["method", "off"])
     for name, label in (("FedAvg", "FedAvg (M = 0)"), ("centralized", "centralized (same rounds × epochs)")):
         mean, half, n = t_interval(bounds.get(name, {}).values())
         if n:
             st = method_style("Centralized" if name == "centralized" else name)
-            ax.axhline(mean, color=st["color"], ls=st["ls"], lw=1.2, label=f"{label}, n={n}")
+            rising = int((is_off(bf) & (bf["method"].str.lower() == name.lower())).sum())
+            ax.axhline(mean, color=st["color"], ls=st["ls"], lw=1.2,
+                       label=f"{label}, n={n}" + (f", {rising} still rising" if rising else ""))
             if n > 1:
                 ax.axhspan(mean - half, mean + half, color=st["color"], alpha=0.12, lw=0)
     planned = sorted({int(m) for m in mdf["M"]})
@@ -99,7 +106,8 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="lower right")
     ax.set_title(f"ours — {dataset_name(dataset)}, α = 5\n{note}; lines: means, bands: 95 % t interval"
-                 + (f"\nnot run yet: M = {_ranges(missing)}" if missing else ""), fontsize=9)
+                 + (f"\nnot run yet: M = {_ranges(missing)}" if missing else "") + (f"\n{ringed}" if ringed else ""),
+                 fontsize=9)
     paper_panel(fig.add_subplot(gs[1]), [[k, f"{v:g}"] for k, v in PAPER_M.items()] + [["other M", "figure only"]],
                 ["run", "accuracy (%)"], "paper — CIFAR-10, 100 rounds\n(printed values only)")
     fig.suptitle("FedCKA arXiv Fig. 5 / Appl. Sci. Fig. 6 (left): how many layers to regularize", fontsize=10)

@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from .fedcka import PAPER_T2 as T2_TUPLES, T2_METHODS
-from ..grid import DIVERGED, best_mu, cell, runs_frame, seed_summary
+from ..grid import DIVERGED, best_mu, cell, is_off, runs_frame, seed_summary
 from ..plans import FedCKARunId, RunId
 from ..plots import group_bars, mean_curves, paper_panel, sweep, t_interval
 from ..report import compare
@@ -131,6 +131,11 @@ class Table2:
                                     for m in order if not (r := self._runs(m, a)).empty}
         return out
 
+    def seed_off(self) -> dict[str, dict[str, list[int]]]:
+        """``{α label: {method: seeds}}`` of the runs :meth:`seed_values` draws that are off their plateau."""
+        return {ALPHA_LABELS[a]: {m: [int(x) for x in r.loc[is_off(r), "seed"]] for m in self.methods
+                                  if not (r := self._runs(m, a)).empty} for a in sorted(PAPER_T2, reverse=True)}
+
     def incomplete(self) -> list[str]:
         """``"FedAvg at α = 5: 3 of 5 seeds"`` (``"... (2 diverged)"``) for each method at an α with stored runs
         whose seeds are not all stored (pending or diverged), ``"... : pending"`` when none is."""
@@ -155,13 +160,14 @@ class Table2:
         fig = plt.figure(figsize=(10, 6.6), layout="constrained")
         gs = fig.add_gridspec(2, 1, height_ratios=[2.6, 1])
         ax = fig.add_subplot(gs[0])
-        note = group_bars(ax, self.seed_values(), ylim=(0, 100))
+        note, _, ringed = group_bars(ax, self.seed_values(), ylim=(0, 100), off=self.seed_off()).partition("\n")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
         waiting = self.incomplete()
         ax.set_title(f"FedCKA Table 2: final test accuracy at each method's best μ — ours: {dataset_name(dataset)}"
                      f"{', ' + setup if setup else ''}\n{note}"
-                     + ("\nincomplete: " + "; ".join(waiting) if waiting else ""), fontsize=9)
+                     + ("\nincomplete: " + "; ".join(waiting) if waiting else "") + (f"\n{ringed}" if ringed else ""),
+                     fontsize=9)
         alphas = sorted(PAPER_T2, reverse=True)
         paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{PAPER_T2[a][m]:.2f}" for a in alphas)] for m in PAPER_METHODS],
                     ["method", *(ALPHA_LABELS[a] for a in alphas)],
@@ -295,8 +301,14 @@ def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFr
         return table, None
     fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
     k = len(points)
-    note = sweep(ax, {m: {e * 2 ** (0.05 * (i - (k - 1) / 2)): v for e, v in p.items()}
-                      for i, (m, p) in enumerate(points.items())}, xlabel="local epochs E")
+    df = runs_frame(records)
+    bad = df[is_off(df)].assign(label=lambda d: [m + ("" if np.isnan(mu) else f" (μ={mu:g})")
+                                                 for m, mu in zip(d["method"], d["mu"])])
+    shift = {m: 2 ** (0.05 * (i - (k - 1) / 2)) for i, m in enumerate(points)}
+    note, _, ringed = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
+                            xlabel="local epochs E",
+                            off={m: {e * shift[m]: int(((bad["label"] == m.split(" (n=")[0]) & (bad["E"] == e)).sum())
+                                     for e in p} for m, p in points.items()}).partition("\n")
     es = sorted({e for p in points.values() for e in p})
     ax.set_xscale("log", base=2)
     ax.set_xticks(es, [f"{e:g}" for e in es])
@@ -304,7 +316,8 @@ def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFr
     ax.minorticks_off()
     pend = _pending_epochs(records)
     ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (right): local epochs, α = 5 — {dataset_name(dataset)}, {rounds} rounds"
-                 f"\n{note}" + (f"; not run yet: E = {', '.join(map(str, pend))}" if pend else ""), fontsize=9)
+                 f"\n{note}" + (f"; not run yet: E = {', '.join(map(str, pend))}" if pend else "")
+                 + (f"\n{ringed}" if ringed else ""), fontsize=9)
     return table, fig
 
 

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..grid import seed_values
+from ..grid import is_off, seed_values
 from ..plans.fedintr import FEDINTR_METHODS
 from ..plots import mean_curves, paper_panel, seeds_note, sweep, t_interval
 from ..style import dataset_name, method_style
@@ -80,11 +80,16 @@ def mu_figure(t1: Table1, scale: str) -> plt.Figure:
     mean, half, n = t_interval(fa.values())
     if n:
         st = method_style("FedAvg")
-        ax.axhline(mean, color=st["color"], ls="-", lw=1.4, label=f"FedAvg (no μ, n={n})")
+        rising = int((is_off(t1.long) & (t1.long["method"] == "FedAvg")).sum())
+        ax.axhline(mean, color=st["color"], ls="-", lw=1.4,
+                   label=f"FedAvg (no μ, n={n}" + (f"; {rising} still rising" if rising else "") + ")")
         if n > 1:
             ax.axhspan(mean - half, mean + half, color=st["color"], alpha=0.12, lw=0)
     points = mu_points(t1)
-    sweep(ax, points, xlabel="μ", ylabel=f"median test accuracy, last {t1.last} rounds (%)")
+    bad = t1.long[is_off(t1.long)]
+    _, _, ringed = sweep(ax, points, xlabel="μ", ylabel=f"median test accuracy, last {t1.last} rounds (%)",
+                         off={m: {float(mu): int(((bad["method"] == m) & (bad["μ"].astype(float) == mu)).sum())
+                                  for mu in p} for m, p in points.items()}).partition("\n")
     mus = sorted({mu for p in points.values() for mu in p})
     ax.set_xscale("log")
     ax.set_xticks(mus, [f"{mu:g}" for mu in mus])
@@ -92,7 +97,8 @@ def mu_figure(t1: Table1, scale: str) -> plt.Figure:
     seeds = set(fa) | {s for p in points.values() for v in p.values() for s in v}
     note = seeds_note(seeds) + ("; FedAvg: line and band" if n > 1 else "")
     ax.set_title(f"FedIntR Tables I–II: ours by μ — {data}, scale={scale}\n{note}"
-                 f"{_not_run(t1, set(points) | ({'FedAvg'} if n else set()))}", fontsize=9)
+                 f"{_not_run(t1, set(points) | ({'FedAvg'} if n else set()))}" + (f"\n{ringed}" if ringed else ""),
+                 fontsize=9)
     if paper:
         _paper_t1(fig.add_subplot(gs[0, 1]), t1.dataset, "each method at its best μ,\n100 rounds × 10 epochs")
         paper_panel(fig.add_subplot(gs[1, 1]), [[f"{mu:g}", f"{v[t1.dataset]:.2f}"] for mu, v in PAPER_T2.items()],

@@ -199,14 +199,8 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Fi
     k = len(points)
     shift = {m: 2 ** (0.07 * (i - (k - 1) / 2)) for i, m in enumerate(points)}
     note = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
-                 xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)")
-    for (m, e), seeds in off.items():
-        if e in points.get(m, {}):
-            xy = (e * shift[m], statistics.mean(points[m][e].values()))
-            ax.plot(*xy, marker="o", ms=14, mfc="none", mec="0.3", ls="none")
-            right = list(points).index(m) == k - 1  # labels outward, clear of the other methods' bars
-            ax.annotate(f"{len(seeds)} of {len(points[m][e])} still rising", xy, xytext=(10 if right else -10, -3),
-                        textcoords="offset points", fontsize=7, color="0.3", ha="left" if right else "right")
+                 xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)",
+                 off={m: {e * shift[m]: len(v) for (mm, e), v in off.items() if mm == m} for m in points})
     es = sorted({e for p in points.values() for e in p})
     ax.set_xscale("log", base=2)
     if es:
@@ -214,11 +208,11 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Fi
         ax.set_xlim(min(es) / 1.6, max(es) * 1.6)
     ax.minorticks_off()
     pend = [f"E = {e:g}" for e in sorted(set(df["E"])) if e not in es]
+    note, _, ringed = note.partition("\n")
     ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}\n{note}"
                  + (f"; not run yet: {', '.join(pend)}" if pend else "")
-                 + ("; methods offset slightly along E" if k > 1 else "")
-                 + ("\nringed: runs off their plateau (still rising over their last 20 % of rounds): not testable"
-                    if off else ""), fontsize=9)
+                 + ("; methods offset slightly along E" if k > 1 else "") + (f"\n{ringed}" if ringed else ""),
+                 fontsize=9)
     if paper:
         rows = [[m, f"{paper[m.split(' (')[0]][0]:.2f}"] for m in points if m.split(" (")[0] in paper]
         paper_panel(fig.add_subplot(gs[1]), rows, ["method", "E = 10 (%)"],
