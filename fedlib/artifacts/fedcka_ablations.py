@@ -325,7 +325,7 @@ def describe_table3(metric_runs: Runs) -> str:
             parts.append(f"{m} {fmt(v)}" + (f" ({fmt(d, '+')} against FedAvg)" if d and m != "None (FedAvg)" else ""))
     out = ("Final test accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + ".") if parts else ""
     if broke:
-        out += " Diverged (its claims are not testable): " + "; ".join(broke) + "."
+        out += " Diverged (the claims on them are not testable): " + "; ".join(broke) + "."
     if any(b.startswith("Frobenius norm in") for b in broke):
         out += (" The squared Frobenius norm summed over a batch's activation maps reaches thousands; an independent "
                 "loop of this setup (benchmarks/fedcka_reference.py --sim frobenius) diverges in the same round, so "
