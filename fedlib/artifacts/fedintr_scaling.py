@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import chance
-from ..grid import Diverged, Run, cell, offs
+from ..grid import Diverged, Run, cell, is_off, offs
 from ..plans import FedIntRRunId
 from ..results import Pending, Record
 from ..plots import mean_curves, paper_panel, sweep
@@ -181,7 +181,7 @@ def fig5_points(df: pd.DataFrame) -> dict[str, dict[float, dict[int, float]]]:
 def fig5_off(df: pd.DataFrame) -> dict[tuple[str, float], list[int]]:
     """``{(method, E): seeds}`` of Fig. 5's finished runs that are off their plateau (``df``'s ``off`` column)."""
     out: dict[tuple[str, float], list[int]] = {}
-    for r in df[df["off"].map(lambda w: isinstance(w, str) and bool(w))].itertuples():
+    for r in df[is_off(df)].itertuples():
         out.setdefault((r.method, float(r.E)), []).append(int(r.seed))
     return out
 
