@@ -126,6 +126,9 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
     build is skipped and its error appended to ``errors``. With ``retry_diverged`` a diverged run is pending."""
     store = store or Store.for_scale(scale)
     costs = costs if costs is not None else CostTable()
+    if costs.relearn:  # a table counted another way: learn the stored runs' times again
+        costs.learn_all(store.records())
+        costs.save()
     items: dict[str, Item] = {}
     for nb, fn in sorted((plans if plans is not None else registry.PLANS).items()):
         if only and not any(nb == o or nb.startswith(o) for o in only):

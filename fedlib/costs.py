@@ -1,8 +1,9 @@
 """How long a run takes: measured seconds per round on a device, or a stated default model from sample-passes.
 
 A run's work is counted in *sample-passes*: one training sample through one forward and backward pass. A round of
-``cfg`` trains ``sample_fraction × n_train × local_epochs`` of them (all clients together) and evaluates the test
-set (a forward pass, counted as a third of a sample-pass) every ``eval_every`` rounds.
+``cfg`` trains ``sample_fraction × n_train × local_epochs`` of them (all clients together), runs the frozen reference
+models of MOON, FedCKA and FedIntR over the clients' samples (:func:`reference_passes`) and evaluates the test set (a
+forward pass, counted as a third of a sample-pass) every ``eval_every`` rounds.
 
 Measurements live in a small JSON table (``results/costs.json``; :class:`CostTable`), keyed by the device's name
 and ``(model, dataset, strategy family, batch, precision)``: seconds per sample-pass, averaged over the rounds of
@@ -29,13 +30,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .atomic import atomic_write_text
+from .augment import DEFAULT_AUGMENT
 from .config import Config
 from .provenance import device_name
 from .strategies import STRATEGIES
 
-__all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "split_sizes",
-           "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "LONG_RUN_S", "LongRunError", "check_long",
-           "long_allowed", "fmt_s", "device_type", "check_runs", "before_run", "no_check"]
+__all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "reference_passes",
+           "split_sizes", "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD", "LONG_RUN_S",
+           "LongRunError", "check_long", "long_allowed", "fmt_s", "device_type", "check_runs", "before_run", "no_check"]
 
 DEFAULT_COSTS = Path(os.environ.get("FEDLIB_COSTS", Path(__file__).resolve().parent.parent / "results" / "costs.json"))
 
@@ -57,6 +59,11 @@ DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
 # forward passes beside the local one (the target is <= 2x FedAvg); FedER computes EVBMF ranks every round.
 FAMILY_FACTOR = {"fedavg": 1.0, "prox": 1.1, "contrastive": 2.0, "feder": 1.3, "personal": 1.1}
 RUN_OVERHEAD_S = {"cuda": 15.0, "cpu": 3.0}  # data to the device, model set-up, CUDA-graph capture
+# One sample through a frozen reference model (its taps included) as a fraction of a training sample-pass: FedIntR's
+# quick rounds on one thread, 6.4-7.9 s at E = 1 and 24.5-26.2 s at E = 6 (its four reference tables a round), fit 0.2.
+REF_FORWARD = 0.2
+# How a table's seconds per sample-pass were counted; a table learnt under another count is learnt again.
+WORK_MODEL = 2
 
 
 def family(strategy: str) -> str:
@@ -79,9 +86,25 @@ def sample_passes(cfg: Config) -> tuple[float, float]:
     return frac * n_train * cfg.local_epochs, float(n_test)
 
 
+def reference_passes(cfg: Config) -> float:
+    """Sample-pass equivalents a round spends in the frozen reference models (the global and previous models of
+    MOON, FedCKA and FedIntR; none when μ = 0): the executors run them once a round over every client's samples,
+    for both orientations under ``flip`` (fedlib.executors.refcache), and with every local batch under crops."""
+    cls = STRATEGIES.get(cfg.strategy)
+    refs = len(cls.needs.references) if cls is not None else 0
+    if not refs or cfg.strategy_kw.get("mu") == 0:
+        return 0.0
+    aug = cfg.augment or DEFAULT_AUGMENT.get(cfg.dataset, "none")
+    tables = {"none": 1, "flip": 2}.get(aug, cfg.local_epochs)
+    train = sample_passes(cfg)[0] / cfg.local_epochs
+    return REF_FORWARD * refs * tables * train
+
+
 def _work(cfg: Config, rounds: Iterable[int]) -> float:
-    """Sample-passes of the given rounds (1-based), test forwards counted as a third."""
+    """Sample-passes of the given rounds (1-based): training, the reference models' forwards
+    (:func:`reference_passes`) and test forwards counted as a third."""
     train, test = sample_passes(cfg)
+    train += reference_passes(cfg)
     return sum(train + (test / 3 if r % cfg.eval_every == 0 or r == cfg.rounds else 0.0) for r in rounds)
 
 
@@ -124,13 +147,19 @@ class CostTable:
     def __init__(self, path: str | Path | None = DEFAULT_COSTS) -> None:
         self.path = Path(path) if path is not None else None
         self.table: dict[str, dict[str, dict[str, Any]]] = {}
+        self.relearn = False  # read from a table counted another way: its runs' times must be learnt again
         if self.path is not None and self.path.exists():
             try:
-                self.table = json.loads(self.path.read_text()).get("devices", {})
+                doc = json.loads(self.path.read_text())
+                self.table = doc.get("devices", {})
             except (json.JSONDecodeError, AttributeError) as e:
                 raise ValueError(f"{self.path} is not a cost table ({e}); delete it (it is rebuilt from runs and "
                                  f"records).") from e
         self._read = _pairs(self.table)  # (device, key) pairs as read: others' later additions are kept on save
+        if self.path is not None and self.table and doc.get("work_model") != WORK_MODEL:
+            # keep the measurements that are not runs (a GPU check's); the campaign learns the runs' times again
+            self.table = {d: {k: e for k, e in es.items() if not e.get("runs")} for d, es in self.table.items()}
+            self.relearn = True
 
     def save(self) -> None:
         """Write the table. Entries another process added to the file since this table read it (e.g. a GPU check
@@ -145,7 +174,7 @@ class CostTable:
             self._read = _pairs(self.table)
             doc = {"about": "seconds per training sample-pass (eval included) by device and "
                             "model|dataset|strategy family|batch|precision; written by fedlib.costs",
-                   "devices": self.table}
+                   "work_model": WORK_MODEL, "devices": self.table}
             atomic_write_text(self.path, json.dumps(doc, indent=1, sort_keys=True))
 
     def learn(self, record: Any) -> bool:
@@ -176,12 +205,14 @@ class CostTable:
         return True
 
     def learn_all(self, records: Iterable[Any]) -> int:
+        self.relearn = False
         return sum(self.learn(r) for r in records)
 
     def add(self, device_name: str, kind: str, cfg: Config, s_per_pass: float, source: str) -> bool:
-        """Record a measurement taken outside a run (``benchmarks/gpu_check.py``): ``s_per_pass`` seconds per
-        sample-pass of ``cfg``'s key on ``device_name`` (of type ``kind``: "cuda" or "cpu"). It counts as no run:
-        the first finished run of that key replaces it, and a key measured by finished runs keeps theirs (False)."""
+        """Record a measurement taken outside a run (``benchmarks/gpu_check.py``): ``s_per_pass`` seconds of a round's
+        training per training sample-pass of ``cfg`` (reference forwards included) for ``cfg``'s key on
+        ``device_name`` (of type ``kind``: "cuda" or "cpu"). It counts as no run: the first finished run of that key
+        replaces it, and a key measured by finished runs keeps theirs (False)."""
         if kind not in ("cuda", "cpu"):
             raise ValueError(f"kind {kind!r}: the device type is 'cuda' or 'cpu'.")
         if not (isinstance(s_per_pass, (int, float)) and 0 < s_per_pass < math.inf):
@@ -189,8 +220,9 @@ class CostTable:
         entries = self.table.setdefault(device_name, {})
         if entries.get(cost_key(cfg), {}).get("runs", 0) > 0:
             return False
-        entries[cost_key(cfg)] = {"s_per_pass": float(s_per_pass), "runs": 0, "records": [], "type": kind,
-                                  "source": source}
+        train = sample_passes(cfg)[0]
+        per_pass = float(s_per_pass) * train / (train + reference_passes(cfg))
+        entries[cost_key(cfg)] = {"s_per_pass": per_pass, "runs": 0, "records": [], "type": kind, "source": source}
         return True
 
     def measured(self, cfg: Config, device: str, device_name: str | None = None) -> tuple[float, str] | None:

@@ -68,7 +68,7 @@ def test_a_gpu_check_measurement_never_replaces_finished_runs(tmp_path):
 
 def test_saving_keeps_what_another_process_wrote_to_the_file_meanwhile(tmp_path):
     """A CPU campaign and a GPU check share one cost table: neither's save drops the other's measurements."""
-    cfg = preset("fedintr", "paper")
+    cfg = preset("fedintr", "paper", strategy="fedavg", strategy_kw={})
     cpu, gpu = CostTable(tmp_path / "c.json"), CostTable(tmp_path / "c.json")  # both read the empty file
     gpu.add("GPU", "cuda", cfg, 2e-6, "gpu-check")
     gpu.save()
@@ -210,3 +210,53 @@ def test_a_run_timed_under_load_does_not_pull_up_its_keys_estimate(tmp_path):
     assert entry["runs"] == 2 and entry["s_per_pass"] == pytest.approx(5.5e-4)
     assert table.learn(rec("r1", 1.1e-4)) and table.table["cpu (test)"][cost_key(cfg)]["runs"] == 3
     assert table.table["cpu (test)"][cost_key(cfg)]["s_per_pass"] == pytest.approx(1.1e-4)
+
+
+def test_a_round_counts_the_reference_models_forwards_once_per_table():
+    """MOON, FedCKA and FedIntR run the global and previous models over the clients' samples once a round (both
+    orientations under flips), with every batch under crops; μ = 0 runs none. So FedIntR's round at E = 1 costs
+    more than a sixth of its round at E = 6, as its records show (6.4-7.9 against 24.5-26.2 s on one thread)."""
+    e6 = preset("fedintr", "quick", dataset="fmnist", strategy="fedintr", strategy_kw={"mu": 10.0})
+    e1 = e6.replace(local_epochs=1)
+    n = costs.sample_passes(e1)[0]
+    assert e6.augment in (None, "flip") and costs.reference_passes(e1) == pytest.approx(costs.REF_FORWARD * 2 * 2 * n)
+    assert costs.reference_passes(e6) == costs.reference_passes(e1)  # one table per round whatever E
+    ratio = costs._work(e6, [2]) / costs._work(e1, [2])
+    assert 3.3 < ratio < 3.9  # the records: 25.5 / 7.0 = 3.6 (an E-proportional count would say about 5.4)
+    crops = e1.replace(augment="crop_flip", local_epochs=3)
+    assert costs.reference_passes(crops) == pytest.approx(costs.REF_FORWARD * 2 * 3 * n)  # with every batch
+    assert costs.reference_passes(e1.replace(strategy_kw={**e1.strategy_kw, "mu": 0.0})) == 0.0
+    assert costs.reference_passes(e1.replace(strategy="fedavg", strategy_kw={})) == 0.0
+    # a GPU check times a round's training: its seconds per training sample-pass become seconds per unit of work
+    table = CostTable(None)
+    assert table.add("GPU", "cuda", e1, 1e-6, "gpu-check")
+    assert table.table["GPU"][cost_key(e1)]["s_per_pass"] == pytest.approx(1e-6 * n / (n + costs.reference_passes(e1)))
+
+
+@pytest.mark.filterwarnings("ignore:.*chance level")  # three rounds of 32 images: the time is what counts here
+def test_a_table_counted_the_older_way_is_learnt_again_from_the_store(tmp_path):
+    """A table written before the reference forwards were counted keeps its GPU-check measurements, drops its
+    runs' values (on save too, though the file still holds them) and the campaign learns the stored runs again."""
+    from fedlib.config import Config
+
+    cfg = Config(dataset="synthetic", n_train=32, n_test=16, num_clients=2, rounds=3, batch_size=16)
+    old = {"about": "", "devices": {"cpu (test)": {cost_key(cfg): {"s_per_pass": 9.0, "runs": 2, "records": ["a"],
+                                                                   "type": "cpu"}},
+                                    "GPU": {cost_key(cfg): {"s_per_pass": 1e-6, "runs": 0, "records": [],
+                                                            "type": "cuda", "source": "gpu-check"}}}}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(old))
+    table = CostTable(path)
+    assert table.relearn and table.table == {"cpu (test)": {}, "GPU": old["devices"]["GPU"]}
+    table.save()
+    doc = json.loads(path.read_text())
+    assert doc["work_model"] == costs.WORK_MODEL and doc["devices"]["cpu (test)"] == {}
+    fresh = CostTable(path)
+    assert not fresh.relearn
+    store = Store(tmp_path / "store")
+    run(cfg, store=store, progress=False)
+    path.write_text(json.dumps(old))
+    stale = CostTable(path)
+    collect("smoke", "cpu", store=store, costs=stale, plans={})
+    assert not stale.relearn and stale.table[device_name("cpu")][cost_key(cfg)]["runs"] == 1
+    assert json.loads(path.read_text())["devices"][device_name("cpu")][cost_key(cfg)]["runs"] == 1
