@@ -223,6 +223,8 @@ def test_a_round_counts_the_reference_models_forwards_once_per_table():
     assert costs.reference_passes(e6) == costs.reference_passes(e1)  # one table per round whatever E
     ratio = costs._work(e6, [2]) / costs._work(e1, [2])
     assert 3.3 < ratio < 3.9  # the records: 25.5 / 7.0 = 3.6 (an E-proportional count would say about 5.4)
+    from fedlib.plans.budget import estimate_s  # the stated model, which sizes the quick plans, counts them too
+    assert estimate_s(e6) / estimate_s(e1) == pytest.approx(ratio, rel=0.05)
     crops = e1.replace(augment="crop_flip", local_epochs=3)
     assert costs.reference_passes(crops) == pytest.approx(costs.REF_FORWARD * 2 * 3 * n)  # with every batch
     assert costs.reference_passes(e1.replace(strategy_kw={**e1.strategy_kw, "mu": 0.0})) == 0.0

@@ -7,8 +7,9 @@ claim rows then say so with the estimate), or for a reason other than time (``qu
 plateau in the preset's rounds).
 
 The estimate is a stated model, never a measurement of the moment, so a plan does not change with machine load:
-training sample-passes (:func:`fedlib.costs.sample_passes`; test images count a third) × the method's cost factor
-× seconds per sample-pass of the model on one thread of this CPU; :data:`WORKER_WALL` turns worker time into wall
+training sample-passes and the reference models' forwards (:func:`fedlib.costs.sample_passes`,
+:func:`fedlib.costs.reference_passes`) × the method's cost factor, plus test images counted a third, × seconds per
+sample-pass of the model on one thread of this CPU; :data:`WORKER_WALL` turns worker time into wall
 time for the campaign's two workers.
 """
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..config import Config
-from ..costs import DEFAULT_THROUGHPUT, sample_passes
+from ..costs import DEFAULT_THROUGHPUT, reference_passes, sample_passes
 from ._base import Plan
 
 __all__ = ["MAX_PART_S", "retrain_cost", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
@@ -30,11 +31,12 @@ WORKER_WALL = 0.5
 # FedAvg with the simple CNN at batch 64 on one thread of this CPU: a FedCKA quick run (20 rounds x 5 epochs x 15,000
 # images) in about 3.1 min (benchmarks/RESULTS.md, notebook 03 from an empty store).
 CPU_S_PER_PASS = {"simple_cnn": 186.0 / 1_500_000}
-# Cost per sample-pass relative to FedAvg, measured from the committed quick records on one thread: FedCKA 1.7x,
-# MOON 1.35x (FedCKA's setup), FedIntR about 3.1x (11.8 against 3.8 min: its five projection heads); the others
-# are estimates. Kernel CKA adds an RBF Gram per layer (FedCKA Table 3: 122 vs 104 s).
+# Cost per sample-pass (training and reference forwards) relative to FedAvg, from the committed quick records on
+# one thread: whole runs of FedCKA 1.7x and MOON 1.35x FedAvg's in FedCKA's setup (E = 5, 0.4 reference passes per
+# training sample a round), FedIntR about 3.1x (11.8 against 3.8 min at E = 6 with 0.8: its five projection heads);
+# the others are estimates. Kernel CKA adds an RBF Gram per layer (FedCKA Table 3: 122 vs 104 s).
 METHOD_FACTOR = {"fedavg": 1.0, "centralized": 1.0, "local_only": 1.0, "fedprox": 1.1, "scaffold": 1.2,
-                 "moon": 1.35, "fedcka": 1.7, "fedintr": 3.1}
+                 "moon": 1.35 * 5 / 5.4, "fedcka": 1.7 * 5 / 5.4, "fedintr": 3.1 * 6 / 6.8}
 SIM_FACTOR = {"rbf_cka": 1.2}
 
 
@@ -46,7 +48,7 @@ def estimate_s(cfg: Config) -> float:
         cfg.model, cpu["*"])
     factor = METHOD_FACTOR.get(cfg.strategy, 2.0) * SIM_FACTOR.get(cfg.strategy_kw.get("sim", ""), 1.0)
     train, test = sample_passes(cfg)
-    return cfg.rounds * (train * factor + test / 3) * per_pass
+    return cfg.rounds * ((train + reference_passes(cfg)) * factor + test / 3) * per_pass
 
 
 @dataclass(frozen=True)
