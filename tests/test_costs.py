@@ -260,5 +260,7 @@ def test_a_table_counted_the_older_way_is_learnt_again_from_the_store(tmp_path):
     path.write_text(json.dumps(old))
     stale = CostTable(path)
     collect("smoke", "cpu", store=store, costs=stale, plans={})
+    assert stale.relearn  # smoke runs are all set-up: never learnt into a table
+    collect("quick", "cpu", store=store, costs=stale, plans={})
     assert not stale.relearn and stale.table[device_name("cpu")][cost_key(cfg)]["runs"] == 1
     assert json.loads(path.read_text())["devices"][device_name("cpu")][cost_key(cfg)]["runs"] == 1
