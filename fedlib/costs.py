@@ -55,8 +55,9 @@ DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
              "resnet50": 6_000, "*": 10_000},
     "cpu": {"intr_cnn": 10_000, "simple_cnn": 8_000, "resnet20": 800, "resnet18": 60, "resnet50": 20, "*": 50},
 }
-# Cost of a strategy family relative to FedAvg: the contrastive methods run the global and previous models'
-# forward passes beside the local one (the target is <= 2x FedAvg); FedER computes EVBMF ranks every round.
+# Cost of a strategy family per sample-pass relative to FedAvg: the contrastive methods' projection heads and
+# losses (the target is <= 2x FedAvg; their reference forwards are work of their own, :func:`reference_passes`);
+# FedER computes EVBMF ranks every round.
 FAMILY_FACTOR = {"fedavg": 1.0, "prox": 1.1, "contrastive": 2.0, "feder": 1.3, "personal": 1.1}
 RUN_OVERHEAD_S = {"cuda": 15.0, "cpu": 3.0}  # data to the device, model set-up, CUDA-graph capture
 # One sample through a frozen reference model (its taps included) as a fraction of a training sample-pass: FedIntR's
