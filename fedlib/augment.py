@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["AUGMENTATIONS", "DEFAULT_AUGMENT", "CUTOUT", "augment_params", "apply_augment", "augment_batch"]
+__all__ = ["AUGMENTATIONS", "DEFAULT_AUGMENT", "VIEWS", "CUTOUT", "augment_params", "apply_augment", "augment_batch"]
 
 # The augmentation the papers train each dataset with. FedIntR §IV-A: "random horizontal flip ... except for
 # the SVHN dataset". FedCKA trains without augmentation: its preset overrides this with augment="none".
@@ -20,6 +20,9 @@ DEFAULT_AUGMENT = {"fmnist": "flip", "svhn": "none", "cifar10": "flip", "cifar10
 # "crop_flip_cutout" (FedER thesis §4.2, "CIFAR100 with cutout"): crop_flip, then one square hole of side
 # CUTOUT (DeVries & Taylor 2017's CIFAR-100 setting) centred anywhere in the image, clipped at the borders, set to 0.
 AUGMENTATIONS = ("none", "flip", "crop_flip", "crop_flip_cutout")
+# Distinct views of a sample under the augmentations that have finitely many (the reference taps are cached for
+# these, one table per view; crops draw a new view every epoch).
+VIEWS = {"none": 1, "flip": 2}
 CUTOUT = 8
 
 

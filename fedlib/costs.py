@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .atomic import atomic_write_text
-from .augment import DEFAULT_AUGMENT
+from .augment import DEFAULT_AUGMENT, VIEWS
 from .config import Config
 from .provenance import device_name
 from .strategies import STRATEGIES
@@ -96,7 +96,7 @@ def reference_passes(cfg: Config) -> float:
     if not refs or cfg.strategy_kw.get("mu") == 0:
         return 0.0
     aug = cfg.augment or DEFAULT_AUGMENT.get(cfg.dataset, "none")
-    tables = {"none": 1, "flip": 2}.get(aug, cfg.local_epochs)
+    tables = VIEWS.get(aug, cfg.local_epochs)
     train = sample_passes(cfg)[0] / cfg.local_epochs
     return REF_FORWARD * refs * tables * train
 

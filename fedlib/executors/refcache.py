@@ -24,6 +24,7 @@ import os
 import torch
 from torch import Tensor
 
+from ..augment import VIEWS
 from ..local import LocalTask, forward
 from ..params import Params
 
@@ -79,7 +80,7 @@ def build_ref_taps(task: LocalTask, refs: list[dict[str, Params]], indices: list
     tensors, in the order of each client's positions), or None where the cache does not apply (crops, or tables
     larger than the budget)."""
     needs = task.needs
-    if not needs.references or not needs.taps or task.augment not in ("none", "flip") or not indices:
+    if not needs.references or not needs.taps or task.augment not in VIEWS or not indices:
         return None
     flips = task.augment == "flip"
     data = task.data
