@@ -153,16 +153,20 @@ def t_interval(values: Iterable[float]) -> tuple[float, float, int]:
     return float(v.mean()), float(half), len(v)
 
 
-def seeds_note(seeds: Iterable[int], what: str = "bars") -> str:
+def seeds_note(seeds: Iterable[int], what: str = "bars", counts: Iterable[int] = (), per: str = "point") -> str:
     """``"5 seeds (0-4); bars: 95 % t interval"``, or ``"1 seed (0), no interval"``: what a figure's title says
-    about its seeds and error bars."""
+    about its seeds and error bars. ``counts``: the number of seeds behind each drawn point (or bar, or curve:
+    ``per``); where they differ, the note says so (``"5 seeds (0-4), 2 to 5 per point; ..."``), so a title never
+    reads as if every point had all the seeds."""
     s = sorted(set(int(x) for x in seeds))
     if not s:
         return "no runs yet"
     names = f"{s[0]}-{s[-1]}" if len(s) > 2 and s == list(range(s[0], s[-1] + 1)) else ",".join(map(str, s))
     if len(s) == 1:
         return f"1 seed ({names}), no interval"
-    return f"{len(s)} seeds ({names}); {what}: 95 % t interval of the mean"
+    n = sorted(set(int(c) for c in counts if c > 0))
+    uneven = f", {n[0]} to {n[-1]} per {per}" if len(n) > 1 else f", {n[0]} per {per}" if n and n[0] < len(s) else ""
+    return f"{len(s)} seeds ({names}){uneven}; {what}: 95 % t interval of the mean"
 
 
 def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, percent: bool = True,
@@ -171,10 +175,12 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
     95 % t band (one seed: its curve alone); rounds where a seed was not evaluated are left out of that round's
     mean. Returns the seeds note for the title (:func:`seeds_note`)."""
     seeds: set[int] = set()
+    counts: list[int] = []
     for label, by_seed in runs.items():
         if not by_seed:
             continue
         seeds |= set(by_seed)
+        counts.append(len(by_seed))
         frame = pd.concat({s: c for s, c in by_seed.items()}, axis=1).sort_index() * (100 if percent else 1)
         stats_ = [t_interval(row) for row in frame.to_numpy()]
         mean = np.array([m for m, _, _ in stats_])
@@ -192,7 +198,7 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
     ax.grid(alpha=0.3)
     if seeds:
         ax.legend(fontsize=8)
-    return seeds_note(seeds, "band")
+    return seeds_note(seeds, "band", counts, "curve")
 
 
 def _drawn(values: Mapping[Any, Sequence[float]]) -> dict[Any, tuple[float, float, int]]:
@@ -210,6 +216,7 @@ def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, floa
     methods = list(dict.fromkeys(k for m in drawn.values() for k, v in m.items() if len(v)))
     width = 0.8 / max(1, len(methods))
     seeds: set[int] = set()
+    counts: list[int] = []
     labelled: set[str] = set()
     ringed = False
     for j, method in enumerate(methods):
@@ -220,6 +227,7 @@ def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, floa
             mean, half, n = t_interval(vals.values())
             if n == 0:
                 continue
+            counts.append(n)
             x = i - 0.4 + width * (j + 0.5)
             ax.bar(x, mean, width * 0.9, color=style["color"], alpha=0.85,
                    label=None if method in labelled else method)  # one legend entry per method
@@ -239,7 +247,7 @@ def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, floa
     if methods:
         ax.legend(fontsize=8, ncol=min(len(methods), 5))
     missing = [g for g in groups if g not in drawn]
-    return seeds_note(seeds) + (f"; not run yet: {', '.join(missing)}" if missing else "") + \
+    return seeds_note(seeds, "bars", counts, "bar") + (f"; not run yet: {', '.join(missing)}" if missing else "") + \
         ("\n" + OFF_SEEDS_NOTE if ringed else "")
 
 
@@ -256,6 +264,7 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
     the last method's to the right), and the note says so."""
     seeds: set[int] = set()
     xs: set[float] = set()
+    drawn: list[tuple[float, float, int]] = []
     ringed = False
     for i, (method, by_x) in enumerate(points.items()):
         stats_ = {x: st for x, v in sorted(by_x.items()) if (st := t_interval(v.values()))[2] > 0}
@@ -264,6 +273,7 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
         if not stats_:
             continue
         xs |= set(stats_)
+        drawn += stats_.values()
         style = method_style(method)
         if len(stats_) < 3:
             style["ls"] = "none"
@@ -284,7 +294,7 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
     ax.grid(alpha=0.3)
     if xs:
         ax.legend(fontsize=8)
-    return seeds_note(seeds) + ("\n" + OFF_NOTE if ringed else "")
+    return seeds_note(seeds, "bars", [n for _, _, n in drawn], "point") + ("\n" + OFF_NOTE if ringed else "")
 
 
 def similarity_heatmap(ax: plt.Axes, matrix: np.ndarray, labels: Sequence[str] | None = None, title: str = "",

@@ -187,6 +187,23 @@ def test_a_sweep_of_two_settings_is_dots_not_a_line_and_three_are_a_line():
     plt.close(fig)
 
 
+def test_a_title_says_how_many_seeds_each_point_has_when_they_differ():
+    from fedlib.plots import group_bars, mean_curves, seeds_note, sweep
+
+    assert seeds_note(range(5), counts=[5, 5]) == "5 seeds (0-4); bars: 95 % t interval of the mean"
+    assert seeds_note(range(5), counts=[2, 5, 4]).startswith("5 seeds (0-4), 2 to 5 per point; bars:")
+    fig, ax = plt.subplots()
+    note = sweep(ax, {"FedAvg": {1: {0: 80.0, 1: 81.0}, 6: {0: 85.0, 1: 85.5, 2: 85.1}},
+                      "FedIntR": {1: {1: 80.0, 2: 80.5}}}, xlabel="E")
+    assert note.startswith("3 seeds (0-2), 2 to 3 per point; bars")
+    note = group_bars(ax, {"β = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "FedIntR": {2: 87.5, 3: 88.1}}})
+    assert note.startswith("4 seeds (0-3), 2 per bar; bars")
+    note = mean_curves(ax, {"FedAvg": {0: pd.Series([0.5, 0.6]), 1: pd.Series([0.5, 0.7])},
+                            "FedIntR": {0: pd.Series([0.5, 0.6])}})
+    assert note.startswith("2 seeds (0,1), 1 to 2 per curve; band")
+    plt.close(fig)
+
+
 def test_runs_off_their_plateau_are_ringed_in_sweeps_and_bars_and_the_note_says_so():
     from fedlib.plots import OFF_NOTE, OFF_SEEDS_NOTE, group_bars, sweep
 
@@ -221,6 +238,6 @@ def test_mean_curves_shade_the_interval_over_seeds_and_say_so():
     fig, ax = plt.subplots()
     r = pd.Series([0.5, 0.7, 0.8], index=[1, 2, 3])
     note = mean_curves(ax, {"FedAvg": {0: r, 1: r + 0.01, 2: r - 0.01}, "FedIntR (μ=10)": {0: r}})
-    assert note == "3 seeds (0-2); band: 95 % t interval of the mean"
+    assert note == "3 seeds (0-2), 1 to 3 per curve; band: 95 % t interval of the mean"
     assert len(ax.collections) == 1 and np.allclose(ax.lines[0].get_ydata(), [50, 70, 80])
     plt.close(fig)

@@ -95,7 +95,8 @@ def mu_figure(t1: Table1, scale: str) -> plt.Figure:
     ax.set_xticks(mus, [f"{mu:g}" for mu in mus])
     ax.minorticks_off()
     seeds = set(fa) | {s for p in points.values() for v in p.values() for s in v}
-    note = seeds_note(seeds) + ("; FedAvg: line and band" if n > 1 else "")
+    counts = [len(v) for p in points.values() for v in p.values()] + ([n] if n else [])
+    note = seeds_note(seeds, "bars", counts) + ("; FedAvg: line and band" if n > 1 else "")
     ax.set_title(f"FedIntR Tables I–II: ours by μ — {data}, scale={scale}\n{note}"
                  f"{_not_run(t1, set(points) | ({'FedAvg'} if n else set()))}" + (f"\n{ringed}" if ringed else ""),
                  fontsize=9)
