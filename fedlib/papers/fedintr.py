@@ -7,8 +7,8 @@ from typing import Any, Mapping
 from ..artifacts import fedintr as fi
 from ..artifacts import fedintr_scaling as fs
 from ..plans import fedintr_benchmarks_plan, fedintr_scaling_plan
-from ..plans.fedintr import (FEDINTR_DEFAULT_E, FEDINTR_LAST, FEDINTR_QUICK_LEFT_OUT, FEDINTR_SCALING_LEFT_OUT,
-                             FEDINTR_TABLE4_AT)
+from ..plans.fedintr import (FEDINTR_DEFAULT_E, FEDINTR_LAST, FEDINTR_QUICK_LEFT_OUT, FEDINTR_TABLE4_AT,
+                             scaling_left_out)
 from ..verdicts import Verdict
 from .paper import Notebook, Paper
 
@@ -25,9 +25,9 @@ def benchmarks_claims(records: Records, *, scale: str, dataset: str = "fmnist", 
     return fi.claims(t1, records, scale, t3)
 
 
-def scaling_claims(records: Records, *, scale: str, **params: Any) -> list[Verdict]:
+def scaling_claims(records: Records, *, scale: str, dataset: str = "fmnist", **params: Any) -> list[Verdict]:
     """Table IV (many clients, 20 % sampled) and Fig. 5 (local epochs)."""
-    left_out = FEDINTR_SCALING_LEFT_OUT[scale]
+    left_out = scaling_left_out(scale, dataset)
     df4 = fs.table4_frame(records["table4"], FEDINTR_TABLE4_AT[scale]) if "table4" in records else None
     df5 = fs.fig5_frame(records["fig5"], FEDINTR_LAST[scale])
     return [*fs.table4_verdicts(df4, left_out=left_out.get("table4")),

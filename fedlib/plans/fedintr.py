@@ -5,8 +5,8 @@ no μ; Table III adds ``"β=<beta> | "`` in front, Table IV ``"N=<clients> | "``
 
 ``quick`` (the preset's 40 rounds × 6 epochs on 12,000 images at batch 64, on the plateau) runs each method at
 the μ FedIntR Table I found best for the dataset, 5 seeds each, with Table III at β = 5 and 0.1 and Table V.
-Notebook 06 at quick leaves Table IV out (:data:`FEDINTR_SCALING_LEFT_OUT`: tens of worker-hours) and runs Fig. 5
-for FedAvg and FedIntR at E = 1 and the preset's E.
+Notebook 06 at quick leaves Table IV and Fig. 5 above the preset's E out (:func:`fedintr_scaling_scope`: tens of
+worker-hours each) and runs Fig. 5 for FedAvg and FedIntR at E = 1 and the preset's E.
 ``paper`` is every grid of the paper; ``smoke`` one value of each, for CI.
 """
 
@@ -18,10 +18,12 @@ from typing import Any, Sequence
 from ..config import Config
 from ..presets import preset
 from ._base import SEEDS, FedIntRRunId, Plan
+from .budget import Part, Scope, fit
 
 __all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "FEDINTR_METHODS",
            "mu_grid", "FEDINTR_BEST_MU", "FEDINTR_BETAS", "FEDINTR_TABLE4", "FEDINTR_TABLE4_METHODS",
-           "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT", "FEDINTR_QUICK_LEFT_OUT"]
+           "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT", "FEDINTR_QUICK_LEFT_OUT", "fedintr_scaling_scope",
+           "TABLE4_PART", "FIG5_PART", "FIG5_LONG_PART", "scaling_left_out"]
 
 # "We report the median of test accuracy values attained by the global model over the course of last 10 training
 # rounds"; quick's 10 rounds still climb, so it takes the median of the last 3 (smoke: the last round).
@@ -77,10 +79,9 @@ FEDINTR_TABLE4_AT = {  # the rounds Table IV reports
 _TABLE4_PAPER = (("FedAvg", None), ("FedCKA", 1), ("FedCKA", 10), ("FedProx", 0.01), ("MOON", 1), ("MOON", 10),
                  ("FedIntR", 1), ("FedIntR", 10))
 FEDINTR_TABLE4_METHODS = {"paper": _TABLE4_PAPER, "smoke": (("FedAvg", None), ("FedIntR", 10))}
-# Fig. 5 (§IV-E): local epochs, 100 rounds, each method at Table I's μ for the dataset. quick: E = 1 and the quick
-# preset's E = 6 (its stand-in for the paper's default 10) over the preset's rounds, FedAvg and FedIntR; E = 20 and 40
-# would take about 13 worker-hours for these two methods at 5 seeds (0.63 and 1.97 worker-minutes per epoch-run).
-FEDINTR_EPOCHS = {"paper": (1, 5, 10, 20, 40), "quick": (1, 6), "smoke": (1, 2)}
+# Fig. 5 (§IV-E): local epochs, 100 rounds, each method at Table I's μ for the dataset. quick: FedAvg and FedIntR at
+# the paper's E over the quick preset's rounds, the preset's E = 6 standing for the paper's default 10.
+FEDINTR_EPOCHS = {"paper": (1, 5, 10, 20, 40), "quick": (1, 6, 20, 40), "smoke": (1, 2)}
 # Rounds by E where quick departs from the preset's (the paper keeps 100 rounds for every E; quick runs each E to
 # its plateau, and the verdicts check it). E = 1: every run still climbed at 30 rounds and at 90 (rise 1.7-2.2 points
 # over the last 20 %, 80-84 %); FedAvg's curves pass the line rule from round 240 (seeds 0, 1) but seed 2 only from
@@ -91,16 +92,11 @@ FEDINTR_DEFAULT_E = {"paper": 10, "quick": 6, "smoke": 2}  # the E that stands f
 _FIG5_METHODS = {"paper": tuple(FEDINTR_METHODS), "quick": ("FedAvg", "FedIntR"),
                  "smoke": ("FedAvg", "FedIntR")}
 FEDINTR_SCALING_SEEDS = {k: len(v) for k, v in SEEDS.items()}  # seeds per run
-# Artifacts of notebook 06 a scale leaves out, with why: the notebook reports their claims as not testable there.
-FEDINTR_SCALING_LEFT_OUT: dict[str, dict[str, str]] = {
-    "paper": {}, "smoke": {},
-    "quick": {"table4": "Table IV's federations (50 and 100 clients, 20 % sampled, 800 and 1,000 rounds, eight "
-                        "method settings, 5 seeds) need about 50 single-thread worker-hours on this CPU, over the 10 "
-                        "a quick artifact may take",
-              "fig5 E > default": "E = 20 and 40 (FedAvg and FedIntR, 5 seeds) need about 13 single-thread "
-                                  "worker-hours on this CPU, over the 10 a quick artifact may take; the other methods "
-                                  "would add more"},
-}
+# Notebook 06's parts (fedlib.plans.budget.fit): quick leaves out a part whose runs need more than 10 worker-hours
+# and its claims say so with the estimate. Quick plans Table IV as the paper has it (its N, T and method settings).
+TABLE4_PART = "Table IV / Fig. 4 (50 and 100 clients, 20 % sampled, 800 and 1,000 rounds, eight method settings)"
+FIG5_PART = "Fig. 5 up to the default E"
+FIG5_LONG_PART = "Fig. 5 above the default E"
 
 
 def _method(base: Config, method: str, mu: float | None) -> Config:
@@ -147,22 +143,41 @@ def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "
     return {a: runs for a, runs in plan.items() if a not in left_out}
 
 
-def fedintr_scaling_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
-                         executor: str = "auto", seeds: Sequence[int] | None = None) -> Plan:
-    """Notebook 06: Table IV / Fig. 4 (N clients, 20 % sampled per round, T rounds, evaluated every round) and Fig. 5
-    (local epochs E at Table I's μ for the dataset, the preset's rounds), each run with every seed; the artifacts of
-    :data:`FEDINTR_SCALING_LEFT_OUT` are left out. ``seeds``: default ``seed, seed + 1, ...``
+def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
+                          executor: str = "auto", seeds: Sequence[int] | None = None) -> Scope:
+    """Notebook 06's parts: Table IV / Fig. 4 (N clients, 20 % sampled per round, T rounds, evaluated every round)
+    and Fig. 5 (local epochs E at Table I's μ for the dataset, the preset's rounds), up to and above the default E,
+    each run with every seed; :func:`fedlib.plans.budget.fit` decides what ``quick`` keeps (:data:`TABLE4_PART` and
+    :data:`FIG5_LONG_PART` need tens of worker-hours). ``seeds``: default ``seed, seed + 1, ...``
     (:data:`FEDINTR_SCALING_SEEDS`)."""
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(FEDINTR_SCALING_SEEDS[scale]))
     base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
-    left_out = FEDINTR_SCALING_LEFT_OUT[scale]
     table4 = {FedIntRRunId(m, s, N=n, mu=mu): _method(base, m, mu).replace(num_clients=n, sample_fraction=0.2,
                                                                          rounds=t, seed=s)
-              for n, t in FEDINTR_TABLE4.get(scale, {}).items() for m, mu in FEDINTR_TABLE4_METHODS.get(scale, ())
-              for s in seeds} if "table4" not in left_out else {}
-    best = _best(dataset)
-    rounds = FEDINTR_FIG5_ROUNDS.get(scale, {})
-    fig5 = {FedIntRRunId(m, s, E=e, mu=best.get(m)): _method(base, m, best.get(m)).replace(
-        local_epochs=e, seed=s, rounds=rounds.get(e, base.rounds))
-            for e in FEDINTR_EPOCHS[scale] for m in _FIG5_METHODS[scale] for s in seeds}
-    return {a: runs for a, runs in {"table4": table4, "fig5": fig5}.items() if a not in left_out}
+              for n, t in FEDINTR_TABLE4.get(scale, FEDINTR_TABLE4["paper"]).items()
+              for m, mu in FEDINTR_TABLE4_METHODS.get(scale, _TABLE4_PAPER) for s in seeds}
+    best, rounds, default = _best(dataset), FEDINTR_FIG5_ROUNDS.get(scale, {}), FEDINTR_DEFAULT_E[scale]
+
+    def fig5(es: Sequence[int]) -> Plan:
+        return {"fig5": {FedIntRRunId(m, s, E=e, mu=best.get(m)): _method(base, m, best.get(m)).replace(
+            local_epochs=e, seed=s, rounds=rounds.get(e, base.rounds))
+            for e in es for m in _FIG5_METHODS[scale] for s in seeds}}
+
+    es, methods = FEDINTR_EPOCHS[scale], " and ".join(_FIG5_METHODS[scale])
+    long = [e for e in es if e > default]
+    return fit([Part(TABLE4_PART, {"table4": table4}), Part(FIG5_PART, fig5([e for e in es if e <= default])),
+                Part(f"{FIG5_LONG_PART} (E = {' and '.join(map(str, long))}: {methods}, {len(seeds)} seeds)",
+                     fig5(long))], scale)
+
+
+def fedintr_scaling_plan(scale: str, **kw: Any) -> Plan:
+    """Notebook 06's runs: the parts :func:`fedintr_scaling_scope` keeps."""
+    return fedintr_scaling_scope(scale, **kw).plan()
+
+
+def scaling_left_out(scale: str, dataset: str = "fmnist") -> dict[str, str]:
+    """What notebook 06 leaves out at ``scale``, by artifact (``"table4"``; ``"fig5 E > default"``: Fig. 5 above the
+    default E), each with the part and why (the estimate)."""
+    why = fedintr_scaling_scope(scale, dataset=dataset).left_out
+    key = lambda p: "table4" if p == TABLE4_PART else "fig5 E > default" if p.startswith(FIG5_LONG_PART) else "fig5"  # noqa: E731
+    return {key(p): f"{p}: {w}" for p, w in why.items()}
