@@ -176,3 +176,45 @@ def test_describe_fig4_names_the_leader_early_and_late_or_why_not():
     assert "round 10: FedIntR (μ=10) leads with 70.00 % (FedAvg 67.00 %)" in text
     assert describe_fig4(None, None, "tens of worker-hours") == "Fig. 4 is not run at this scale: tens of worker-hours."
     assert "pending" in describe_fig4({}, 100)
+
+
+def _climbing(cfg, rounds: int, top: float, rise: int, s: int):
+    """A Fashion-MNIST record that climbs linearly from 30 % to ``top`` over ``rise`` rounds, then stays there."""
+    from fedlib.results import Record
+
+    accs = [min(top, 0.30 + (top - 0.30) * r / rise) + 0.001 * s for r in range(1, rounds + 1)]
+    hist = [{"round": r, "test_acc": a, "train_time_s": 1.0} for r, a in enumerate(accs, 1)]
+    c = cfg.replace(rounds=rounds, seed=s)
+    return Record(key=c.key(), config=c.to_dict(), history=hist, provenance={}, partition_hash="", final_params_hash="")
+
+
+def test_where_e_1_runs_longer_its_poor_accuracy_is_decided_at_its_end_and_in_the_same_rounds_as_the_paper():
+    """E = 1 run to its plateau (450 rounds) ends above E = 6's 40 rounds, but at round 40 it is far below: the two
+    readings of 'E = 1 results in poor accuracy' give opposite verdicts, each named with its rounds."""
+    from fedlib.artifacts.fedintr_scaling import fig5_equal, fig5_frame
+    from fedlib.config import Config
+
+    base = Config(dataset="fmnist")
+    runs = {}
+    for s in range(5):
+        for m, mu in (("FedAvg", None), ("FedIntR", 10)):
+            runs[R(m, s, E=1, mu=mu)] = _climbing(base, 450, 0.87, 200, s)
+            runs[R(m, s, E=6, mu=mu)] = _climbing(base, 40, 0.86, 10, s)
+    rounds = {1: 450, 6: 40}
+    df, eq = fig5_frame(runs, 3), fig5_equal(runs, 3, rounds, 6)
+    assert set(eq["E"]) == {1} and eq["acc"].to_numpy() == pytest.approx(100 * (0.30 + 0.57 * 39 / 200) + 0.1 *
+                                                                           eq["seed"].to_numpy())
+    assert fig5_equal(runs, 3, {1: 40, 6: 40}, 6) is None
+    v = by_claim(fig5_verdicts(df, 6, equal=eq, rounds=rounds))
+    end = v["E = 1 gives FedAvg a lower accuracy than E = 6, each at its end (450 and 40 rounds: its plateau)"]
+    same = v["E = 1 gives FedAvg a lower accuracy than E = 6 in the same 40 rounds (the paper's setup: the same "
+             "rounds for every E)"]
+    assert end.verdict == "contradicted" and same.verdict == "reproduced"
+    assert same.means == pytest.approx({"E=1 at round 40": 41.3150, "E=6": 86.2}, abs=1e-3)
+    assert "E = 1 gives FedAvg a lower accuracy than E = 6" not in v  # one reading per row, each named
+    assert "E = 1 gives FedAvg a lower accuracy than E = 6" in by_claim(fig5_verdicts(df, 6))  # paper: one reading
+    text = describe_fig5(df, 6, eq, 40)
+    assert "In the same 40 rounds as E = 6" in text and "FedAvg 41.31" in text
+    ax = fig5_figure(df, "fmnist", "quick", 3, eq, 40).axes[0]
+    assert "hollow: the same runs at round 40" in ax.get_title()
+    assert "FedAvg, E = 1 at round 40" in [t.get_text() for t in ax.get_legend().get_texts()]

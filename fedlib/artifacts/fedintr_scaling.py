@@ -23,14 +23,14 @@ from ..data import chance
 from ..grid import Diverged, Run, cell, is_off, offs
 from ..plans import FedIntRRunId
 from ..results import Pending, Record
-from ..plots import mean_curves, paper_panel, sweep
+from ..plots import mean_curves, paper_panel, sweep, t_interval
 from ..style import dataset_name, method_style
 from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
 from .fedintr import PAPER_T1, round_ticks
 from .fedintr_figures import fmt
 
 __all__ = ["PAPER_T4", "PAPER_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves", "mean_table",
-           "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_figure", "fig5_points",
+           "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_equal", "fig5_figure", "fig5_points",
            "fig5_off", "describe_fig5", "setup_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
 
 T4_SOURCE = "FedIntR §IV-D, Table IV"
@@ -162,9 +162,22 @@ def describe_fig4(cv: Mapping[str, Mapping[int, pd.Series]] | None, n: int | Non
     return f"Means over {seeds[0]}{'–' + str(seeds[-1]) if len(seeds) > 1 else ''} seed(s) — {at(early)}; {at(last)}."
 
 
-def fig5_frame(runs: Runs, last: int) -> pd.DataFrame:
-    """:func:`values_frame` of Fig. 5's runs: ``acc`` is the median test accuracy (%) of the ``last`` rounds."""
-    return values_frame(runs, {"acc": lambda r: 100 * r.final("test_acc", last=last)})
+def fig5_frame(runs: Runs, last: int, at: int | None = None) -> pd.DataFrame:
+    """:func:`values_frame` of Fig. 5's runs: ``acc`` is the median test accuracy (%) of the ``last`` rounds, or with
+    ``at`` of the ``last`` rounds up to round ``at`` (the same rounds for every E, as the paper runs them; NaN for a
+    run shorter than ``at``)."""
+    if at is None:
+        return values_frame(runs, {"acc": lambda r: 100 * r.final("test_acc", last=last)})
+    return values_frame(runs, {"acc": lambda r: accuracy_at(r, at, last) if r.config["rounds"] >= at else np.nan})
+
+
+def fig5_equal(runs: Runs, last: int, rounds: Mapping[int, int], default_e: int) -> pd.DataFrame | None:
+    """:func:`fig5_frame` of the Fig. 5 runs longer than the default E's (``rounds``: ``{E: rounds}``) at the default
+    E's last round, as the paper runs every E (None when every E has the same rounds)."""
+    longer = {e for e, r in rounds.items() if r > rounds[default_e]}
+    if not longer:
+        return None
+    return fig5_frame({rid: r for rid, r in runs.items() if rid.E in longer}, last, at=rounds[default_e])
 
 
 def fig5_points(df: pd.DataFrame) -> dict[str, dict[float, dict[int, float]]]:
@@ -186,11 +199,14 @@ def fig5_off(df: pd.DataFrame) -> dict[tuple[str, float], list[int]]:
     return out
 
 
-def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Figure:
+def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd.DataFrame | None = None,
+                equal_rounds: int | None = None) -> plt.Figure:
     """Fig. 5: accuracy by local epochs E per method (mean over seeds, 95 % t error bars; dots while fewer than three
     E are run; the methods offset slightly along E so that their bars stay apart; a point whose runs are off their
     plateau is ringed and labelled with how many are still rising); the paper's Table I values for the dataset (its
-    E = 10, 100 rounds) in a panel of their own: its Fig. 5 (CIFAR-10) gives no numbers."""
+    E = 10, 100 rounds) in a panel of their own: its Fig. 5 (CIFAR-10) gives no numbers. ``equal``
+    (:func:`fig5_frame` ``at=equal_rounds`` of the runs with more rounds than the default E's): those runs at the
+    default E's rounds, as hollow markers (the paper's reading: the same rounds for every E)."""
     paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
     fig = plt.figure(figsize=(10 if paper else 7, 4.4), layout="constrained")
     gs = fig.add_gridspec(1, 2 if paper else 1, width_ratios=[2.4, 1] if paper else [1])
@@ -201,6 +217,14 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Fi
     note = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
                  xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)",
                  off={m: {e * shift[m]: len(v) for (mm, e), v in off.items() if mm == m} for m in points})
+    for m, p in (fig5_points(equal) if equal is not None else {}).items():
+        for e, v in p.items():
+            mean, half, _ = t_interval(v.values())
+            ax.errorbar([e * shift.get(m, 1.0)], [mean], yerr=[half if np.isfinite(half) else 0], capsize=3,
+                        color=method_style(m)["color"], marker="o", mfc="white", ls="none",
+                        label=f"{m}, E = {e:g} at round {equal_rounds}")
+    if equal is not None and equal["acc"].notna().any():
+        ax.legend(fontsize=8)
     es = sorted({e for p in points.values() for e in p})
     ax.set_xscale("log", base=2)
     if es:
@@ -211,7 +235,10 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Fi
     note, _, ringed = note.partition("\n")
     ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}\n{note}"
                  + (f"; not run yet: {', '.join(pend)}" if pend else "")
-                 + ("; methods offset slightly along E" if k > 1 else "") + (f"\n{ringed}" if ringed else ""),
+                 + ("; methods offset slightly along E" if k > 1 else "")
+                 + (f"\nhollow: the same runs at round {equal_rounds}, the default E's last (the paper's: the same "
+                    f"rounds for every E)" if equal is not None and equal["acc"].notna().any() else "")
+                 + (f"\n{ringed}" if ringed else ""),
                  fontsize=9)
     if paper:
         rows = [[m, f"{paper[m.split(' (')[0]][0]:.2f}"] for m in points if m.split(" (")[0] in paper]
@@ -220,9 +247,11 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int) -> plt.Fi
     return fig
 
 
-def describe_fig5(df: pd.DataFrame, default_e: int) -> str:
+def describe_fig5(df: pd.DataFrame, default_e: int, equal: pd.DataFrame | None = None,
+                  equal_rounds: int | None = None) -> str:
     """What Fig. 5 shows: each method's accuracy at each E run (mean ± 95 % t), the paired differences E = 1 − the
-    default E and FedIntR − FedAvg at each E, and the E still pending."""
+    default E and FedIntR − FedAvg at each E, the runs longer than the default E's at its rounds (``equal``), and
+    the E still pending."""
     points = fig5_points(df)
     es = sorted({e for p in points.values() for e in p})
     pend = sorted(e for e in set(df["E"]) if e not in es)
@@ -243,6 +272,14 @@ def describe_fig5(df: pd.DataFrame, default_e: int) -> str:
     out = "Median accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + "."
     if diffs:
         out += " Paired over seeds (points): " + "; ".join(diffs) + "."
+    at = []
+    for m, p in (fig5_points(equal) if equal is not None else {}).items():
+        ref = points.get(m, {}).get(float(default_e), {})
+        at += [f"{m} {fmt(v)} (E = {e:g} − E = {default_e}: {fmt([v[s] - ref[s] for s in v if s in ref], '+')})"
+               for e, v in p.items()]
+    if at:
+        out += (f" In the same {equal_rounds} rounds as E = {default_e} (the paper runs every E for the same "
+                f"rounds): " + "; ".join(at) + ".")
     if off := fig5_off(df):
         out += (" Off their plateau (still rising over their last 20 % of rounds; the claims on them are not "
                 "testable): " + "; ".join(f"{m} at E = {e:g}, seed{'s' * (len(v) > 1)} {', '.join(map(str, v))}"
@@ -335,20 +372,31 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
     return out
 
 
-def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "") -> list[Verdict]:
+def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal: pd.DataFrame | None = None,
+                  rounds: Mapping[int, int] | None = None) -> list[Verdict]:
     """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
     ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5.
     ``df``: :func:`values_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale runs no E beyond
-    ``default_e`` (those claims are then not testable)."""
+    ``default_e`` (those claims are then not testable). ``rounds`` (``{E: rounds}``) and ``equal`` (:func:`fig5_frame`
+    at the default E's rounds): where E = 1 runs longer than the default E (to its plateau), "E = 1 is poor" is
+    decided twice: at the end of each run, and in the same rounds, as the paper runs every E."""
     out = []
     Es = sorted(set(df["E"]))
     methods = list(dict.fromkeys(df["method"]))
     above = [e for e in Es if e > default_e]
+    r1, rd = (rounds or {}).get(1), (rounds or {}).get(default_e)
+    both = equal is not None and r1 is not None and rd is not None and r1 > rd
+    src = f"{FIG5_SOURCE}: 'setting E = 1 results in poor accuracy for all approaches'"
     for m in methods:
         d = df[df["method"] == m]
-        claim = f"E = 1 gives {m} a lower accuracy than E = {default_e}"
-        src = f"{FIG5_SOURCE}: 'setting E = 1 results in poor accuracy for all approaches'"
+        claim = f"E = 1 gives {m} a lower accuracy than E = {default_e}" + (
+            f", each at its end ({r1} and {rd} rounds: its plateau)" if both else "")
         out.append(_compare(claim, src, d[d["E"] == 1], d[d["E"] == default_e], ("E=1", f"E={default_e}"), "less"))
+        if both:
+            e1 = equal[(equal["method"] == m) & (equal["E"] == 1)]
+            out.append(_compare(f"E = 1 gives {m} a lower accuracy than E = {default_e} in the same {rd} rounds "
+                                f"(the paper's setup: the same rounds for every E)", src, e1, d[d["E"] == default_e],
+                                (f"E=1 at round {rd}", f"E={default_e}"), "less"))
     for m in methods:
         d = df[df["method"] == m]
         claim = f"{m} is best at the default E = {default_e} (the paper's 10)"

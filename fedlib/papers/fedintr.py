@@ -8,7 +8,7 @@ from ..artifacts import fedintr as fi
 from ..artifacts import fedintr_scaling as fs
 from ..plans import fedintr_benchmarks_plan, fedintr_scaling_plan
 from ..plans.fedintr import (FEDINTR_DEFAULT_E, FEDINTR_LAST, FEDINTR_QUICK_LEFT_OUT, FEDINTR_TABLE4_AT,
-                             scaling_left_out)
+                             fig5_rounds, scaling_left_out)
 from ..verdicts import Verdict
 from .paper import Notebook, Paper
 
@@ -29,9 +29,12 @@ def scaling_claims(records: Records, *, scale: str, dataset: str = "fmnist", **p
     """Table IV (many clients, 20 % sampled) and Fig. 5 (local epochs)."""
     left_out = scaling_left_out(scale, dataset)
     df4 = fs.table4_frame(records["table4"], FEDINTR_TABLE4_AT[scale]) if "table4" in records else None
-    df5 = fs.fig5_frame(records["fig5"], FEDINTR_LAST[scale])
+    last, rounds = FEDINTR_LAST[scale], fig5_rounds(scale, dataset)
+    df5 = fs.fig5_frame(records["fig5"], last)
+    equal = fs.fig5_equal(records["fig5"], last, rounds, FEDINTR_DEFAULT_E[scale])
     return [*fs.table4_verdicts(df4, left_out=left_out.get("table4")),
-            *fs.fig5_verdicts(df5, FEDINTR_DEFAULT_E[scale], budget_note=left_out.get("fig5 E > default", ""))]
+            *fs.fig5_verdicts(df5, FEDINTR_DEFAULT_E[scale], budget_note=left_out.get("fig5 E > default", ""),
+                              equal=equal, rounds=rounds)]
 
 
 PAPER = Paper(

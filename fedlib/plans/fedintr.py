@@ -23,7 +23,7 @@ from .budget import Part, Scope, fit
 __all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "FEDINTR_METHODS",
            "mu_grid", "FEDINTR_BEST_MU", "FEDINTR_BETAS", "FEDINTR_TABLE4", "FEDINTR_TABLE4_METHODS",
            "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT", "FEDINTR_QUICK_LEFT_OUT", "fedintr_scaling_scope",
-           "TABLE4_PART", "FIG5_PART", "FIG5_LONG_PART", "scaling_left_out"]
+           "TABLE4_PART", "FIG5_PART", "FIG5_LONG_PART", "scaling_left_out", "fig5_rounds"]
 
 # "We report the median of test accuracy values attained by the global model over the course of last 10 training
 # rounds"; quick's 10 rounds still climb, so it takes the median of the last 3 (smoke: the last round).
@@ -156,11 +156,11 @@ def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cp
                                                                          rounds=t, seed=s)
               for n, t in FEDINTR_TABLE4.get(scale, FEDINTR_TABLE4["paper"]).items()
               for m, mu in FEDINTR_TABLE4_METHODS.get(scale, _TABLE4_PAPER) for s in seeds}
-    best, rounds, default = _best(dataset), FEDINTR_FIG5_ROUNDS.get(scale, {}), FEDINTR_DEFAULT_E[scale]
+    best, rounds, default = _best(dataset), fig5_rounds(scale, dataset), FEDINTR_DEFAULT_E[scale]
 
     def fig5(es: Sequence[int]) -> Plan:
         return {"fig5": {FedIntRRunId(m, s, E=e, mu=best.get(m)): _method(base, m, best.get(m)).replace(
-            local_epochs=e, seed=s, rounds=rounds.get(e, base.rounds))
+            local_epochs=e, seed=s, rounds=rounds[e])
             for e in es for m in _FIG5_METHODS[scale] for s in seeds}}
 
     es, methods = FEDINTR_EPOCHS[scale], " and ".join(_FIG5_METHODS[scale])
@@ -168,6 +168,13 @@ def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cp
     return fit([Part(TABLE4_PART, {"table4": table4}), Part(FIG5_PART, fig5([e for e in es if e <= default])),
                 Part(f"{FIG5_LONG_PART} (E = {' and '.join(map(str, long))}: {methods}, {len(seeds)} seeds)",
                      fig5(long))], scale)
+
+
+def fig5_rounds(scale: str, dataset: str = "fmnist") -> dict[int, int]:
+    """Fig. 5's rounds by E at ``scale``: the preset's, except where :data:`FEDINTR_FIG5_ROUNDS` runs an E longer (to
+    its plateau)."""
+    base = preset("fedintr", scale, dataset=dataset).rounds
+    return {e: FEDINTR_FIG5_ROUNDS.get(scale, {}).get(e, base) for e in FEDINTR_EPOCHS[scale]}
 
 
 def fedintr_scaling_plan(scale: str, **kw: Any) -> Plan:
