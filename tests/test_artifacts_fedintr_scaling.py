@@ -206,7 +206,7 @@ def test_where_e_1_runs_longer_its_poor_accuracy_is_decided_at_its_end_and_in_th
                                                                            eq["seed"].to_numpy())
     assert fig5_equal(runs, 3, {1: 40, 6: 40}, 6) is None
     v = by_claim(fig5_verdicts(df, 6, equal=eq, rounds=rounds))
-    end = v["E = 1 gives FedAvg a lower accuracy than E = 6, each at its end (450 and 40 rounds: its plateau)"]
+    end = v["E = 1 gives FedAvg a lower accuracy than E = 6, each run to its plateau (450 and 40 rounds)"]
     same = v["E = 1 gives FedAvg a lower accuracy than E = 6 in the same 40 rounds (the paper's setup: the same "
              "rounds for every E)"]
     assert end.verdict == "contradicted" and same.verdict == "reproduced"

@@ -390,7 +390,7 @@ def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal
     for m in methods:
         d = df[df["method"] == m]
         claim = f"E = 1 gives {m} a lower accuracy than E = {default_e}" + (
-            f", each at its end ({r1} and {rd} rounds: its plateau)" if both else "")
+            f", each run to its plateau ({r1} and {rd} rounds)" if both else "")
         out.append(_compare(claim, src, d[d["E"] == 1], d[d["E"] == default_e], ("E=1", f"E={default_e}"), "less"))
         if both:
             e1 = equal[(equal["method"] == m) & (equal["E"] == 1)]
