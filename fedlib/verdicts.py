@@ -141,7 +141,7 @@ def _region(kind: str, margin: float) -> tuple[float, float, str]:
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
         raise ValueError(f"decide: margin={margin!r} must be a finite number >= 0 (points or ratio units).")
     return {"greater": (margin, math.inf, f"d > {margin:g}"), "at_least": (-margin, math.inf, f"d >= {-margin:g}" if margin else "d >= 0"),
-            "within": (-margin, margin, f"|d| <= {margin:g}"), "less": (-math.inf, -margin, f"d < {-margin:g}")}[kind]
+            "within": (-margin, margin, f"|d| <= {margin:g}"), "less": (-math.inf, -margin, f"d < {-margin:g}" if margin else "d < 0")}[kind]
 
 
 def _values(x: Values) -> tuple[dict[Any, float], bool]:

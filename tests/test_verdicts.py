@@ -98,6 +98,15 @@ def test_line_and_dict_show_n_means_interval_margin():
     assert gone.to_dict()["means"] == {"A": None, "B": 84.25}  # a diverged side: null in JSON, never NaN
 
 
+def test_each_region_reads_as_its_inequality_without_a_negative_zero():
+    a, b = {0: 86.0, 1: 86.4, 2: 85.8}, {0: 84.0, 1: 84.5, 2: 83.9}
+    regions = {(k, m): decide("A vs B", "T", a, b, kind=k, margin=m).region
+               for k in ("greater", "at_least", "within", "less") for m in (0.0, 0.5)}
+    assert regions == {("greater", 0.0): "d > 0", ("greater", 0.5): "d > 0.5", ("at_least", 0.0): "d >= 0",
+                       ("at_least", 0.5): "d >= -0.5", ("within", 0.0): "|d| <= 0", ("within", 0.5): "|d| <= 0.5",
+                       ("less", 0.0): "d < 0", ("less", 0.5): "d < -0.5"}
+
+
 def test_not_testable_and_pending():
     assert not_testable("T IV ordering", "FedIntR Table IV", "1,000 rounds").verdict == NOT_TESTABLE
     assert pending("x", "T").verdict == "pending"
