@@ -71,7 +71,7 @@ def test_notebook_06_leaves_out_at_quick_only_parts_over_the_budget_and_says_how
         for e in (20, 40) for m in ("FedAvg", "FedIntR") for s in range(5)) / 3600
     assert hours > MAX_PART_S / 3600 and f"need about {hours:.0f} single-thread worker-hours" in why["fig5 E > default"]
     assert "E = 20 and 40: FedAvg and FedIntR, 5 seeds" in why["fig5 E > default"]
-    assert "800 and 1,000 rounds" in why["table4"]
+    assert "800 and 1,000 rounds, 8 method settings, 5 seeds" in why["table4"]
     assert scaling_left_out("smoke") == {} and scaling_left_out("paper") == {}
 
 

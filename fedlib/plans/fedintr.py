@@ -94,7 +94,7 @@ _FIG5_METHODS = {"paper": tuple(FEDINTR_METHODS), "quick": ("FedAvg", "FedIntR")
 FEDINTR_SCALING_SEEDS = {k: len(v) for k, v in SEEDS.items()}  # seeds per run
 # Notebook 06's parts (fedlib.plans.budget.fit): quick leaves out a part whose runs need more than 10 worker-hours
 # and its claims say so with the estimate. Quick plans Table IV as the paper has it (its N, T and method settings).
-TABLE4_PART = "Table IV / Fig. 4 (50 and 100 clients, 20 % sampled, 800 and 1,000 rounds, eight method settings)"
+TABLE4_PART = "Table IV / Fig. 4"
 FIG5_PART = "Fig. 5 up to the default E"
 FIG5_LONG_PART = "Fig. 5 above the default E"
 
@@ -152,10 +152,10 @@ def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cp
     (:data:`FEDINTR_SCALING_SEEDS`)."""
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(FEDINTR_SCALING_SEEDS[scale]))
     base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
+    nt, settings = FEDINTR_TABLE4.get(scale, FEDINTR_TABLE4["paper"]), FEDINTR_TABLE4_METHODS.get(scale, _TABLE4_PAPER)
     table4 = {FedIntRRunId(m, s, N=n, mu=mu): _method(base, m, mu).replace(num_clients=n, sample_fraction=0.2,
                                                                          rounds=t, seed=s)
-              for n, t in FEDINTR_TABLE4.get(scale, FEDINTR_TABLE4["paper"]).items()
-              for m, mu in FEDINTR_TABLE4_METHODS.get(scale, _TABLE4_PAPER) for s in seeds}
+              for n, t in nt.items() for m, mu in settings for s in seeds}
     best, rounds, default = _best(dataset), fig5_rounds(scale, dataset), FEDINTR_DEFAULT_E[scale]
 
     def fig5(es: Sequence[int]) -> Plan:
@@ -163,11 +163,19 @@ def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cp
             local_epochs=e, seed=s, rounds=rounds[e])
             for e in es for m in _FIG5_METHODS[scale] for s in seeds}}
 
-    es, methods = FEDINTR_EPOCHS[scale], " and ".join(_FIG5_METHODS[scale])
+    es, n = FEDINTR_EPOCHS[scale], f"{len(seeds)} seed{'s' * (len(seeds) != 1)}"
     long = [e for e in es if e > default]
-    return fit([Part(TABLE4_PART, {"table4": table4}), Part(FIG5_PART, fig5([e for e in es if e <= default])),
-                Part(f"{FIG5_LONG_PART} (E = {' and '.join(map(str, long))}: {methods}, {len(seeds)} seeds)",
-                     fig5(long))], scale)
+    t4 = (f"{TABLE4_PART} ({_and(nt)} clients, 20 % sampled, {_and(f'{t:,}' for t in nt.values())} rounds, "
+          f"{len(settings)} method settings, {n})")
+    return fit([Part(t4, {"table4": table4}), Part(FIG5_PART, fig5([e for e in es if e <= default]))]
+               + [Part(f"{FIG5_LONG_PART} (E = {_and(long)}: {_and(_FIG5_METHODS[scale])}, {n})", fig5(long))] * bool(long),
+               scale)
+
+
+def _and(items: Any) -> str:
+    """``"a, b and c"``."""
+    xs = [str(x) for x in items]
+    return ", ".join(xs[:-1]) + " and " + xs[-1] if len(xs) > 1 else "".join(xs)
 
 
 def fig5_rounds(scale: str, dataset: str = "fmnist") -> dict[int, int]:
@@ -185,6 +193,8 @@ def fedintr_scaling_plan(scale: str, **kw: Any) -> Plan:
 def scaling_left_out(scale: str, dataset: str = "fmnist") -> dict[str, str]:
     """What notebook 06 leaves out at ``scale``, by artifact (``"table4"``; ``"fig5 E > default"``: Fig. 5 above the
     default E), each with the part and why (the estimate)."""
-    why = fedintr_scaling_scope(scale, dataset=dataset).left_out
-    key = lambda p: "table4" if p == TABLE4_PART else "fig5 E > default" if p.startswith(FIG5_LONG_PART) else "fig5"  # noqa: E731
-    return {key(p): f"{p}: {w}" for p, w in why.items()}
+    def key(part: str) -> str:
+        return "table4" if part.startswith(TABLE4_PART) else "fig5 E > default" if part.startswith(FIG5_LONG_PART) \
+            else "fig5"
+
+    return {key(p): f"{p}: {w}" for p, w in fedintr_scaling_scope(scale, dataset=dataset).left_out.items()}
