@@ -14,9 +14,10 @@ unless ``--retry-diverged``), ``pending`` (``partial`` when a checkpoint holds s
 (its dataset's files are not on this machine, or its record file holds another config's record: named, never
 attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 
-``run`` trains the pending runs in priority order (within one priority, a checkpointed run first, then the longest
-estimate first: workers training side by side then finish together instead of one of them ending on a long run
-alone) and never starts one whose estimate exceeds the remaining budget (it goes on with the next one that fits).
+``run`` first finishes the runs a checkpoint holds rounds of (checkpoints live on this machine only: a begun run left
+for later may lose its rounds with the machine), then trains the pending runs in priority order (within one
+priority, the longest estimate first: workers training side by side then finish together instead of one of them
+ending on a long run alone) and never starts one whose estimate exceeds the remaining budget (it goes on with the next one that fits).
 Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
 records are written atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run
 again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;
@@ -103,10 +104,10 @@ class Item:
 
     @property
     def sort_key(self) -> tuple:
-        """Priority, Fashion-MNIST first, then a run a checkpoint holds rounds of (what an earlier slice began ends
-        before new work starts), then the longest estimate first (longest-processing-time order), then declaration
-        order."""
-        return (self.priority, self.cfg.dataset != DATASET_FIRST, self.status != "partial", -self.estimate_s,
+        """A run a checkpoint holds rounds of first, whatever its priority (what an earlier slice began ends before
+        new work starts: its checkpoint is on this machine only), then priority, Fashion-MNIST first, the longest
+        estimate first (longest-processing-time order), then declaration order."""
+        return (self.status != "partial", self.priority, self.cfg.dataset != DATASET_FIRST, -self.estimate_s,
                 self.order)
 
 

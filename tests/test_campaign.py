@@ -95,7 +95,7 @@ def test_within_one_priority_the_longest_run_goes_first_so_side_by_side_workers_
     assert items[1].estimate_s > items[2].estimate_s
 
 
-def test_a_run_a_checkpoint_holds_rounds_of_resumes_before_longer_new_ones(tmp_path, plans):
+def test_a_run_a_checkpoint_holds_rounds_of_resumes_before_any_new_one(tmp_path, plans):
     short, long_ = smoke(rounds=4, checkpoint_every=1), smoke(rounds=8)
     plans(**{"06_fedintr_scaling": lambda scale, **kw: {"fig5": {"short": short, "long": long_}}})
     store = Store(tmp_path)
@@ -109,6 +109,10 @@ def test_a_run_a_checkpoint_holds_rounds_of_resumes_before_longer_new_ones(tmp_p
     items = collect("smoke", "cpu", store=store, costs=CostTable(None))
     assert [(it.uses[0][2], it.status) for it in items] == [("short", "partial"), ("long", "pending")]
     assert items[0].rounds_done >= 1
+    plans(**{"06_fedintr_scaling": lambda scale, **kw: {"fig5": {"short": short, "long": long_}},
+             "05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"first": smoke(rounds=8, seed=1)}}})
+    items = collect("smoke", "cpu", store=store, costs=CostTable(None))  # its checkpoint is on this machine only:
+    assert [it.uses[0][2] for it in items] == ["short", "first", "long"]  # begun, it ends before higher priorities
 
 
 def test_missing_dataset_is_blocked_and_named(tmp_path, plans, monkeypatch):
