@@ -30,8 +30,8 @@ from .fedintr import PAPER_T1, round_ticks
 from .fedintr_figures import fmt
 
 __all__ = ["PAPER_T4", "PAPER_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves", "mean_table",
-           "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_equal", "fig5_figure", "fig5_points",
-           "fig5_off", "describe_fig5", "setup_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
+           "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_equal", "fig5_figure",
+           "fig5_points", "fig5_off", "describe_fig5", "setup_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
 
 T4_SOURCE = "FedIntR §IV-D, Table IV"
 FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
@@ -217,13 +217,14 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd
     note = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
                  xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)",
                  off={m: {e * shift[m]: len(v) for (mm, e), v in off.items() if mm == m} for m in points})
-    for m, p in (fig5_points(equal) if equal is not None else {}).items():
+    hollow = fig5_points(equal) if equal is not None else {}
+    for m, p in hollow.items():
         for e, v in p.items():
             mean, half, _ = t_interval(v.values())
             ax.errorbar([e * shift.get(m, 1.0)], [mean], yerr=[half if np.isfinite(half) else 0], capsize=3,
                         color=method_style(m)["color"], marker="o", mfc="white", ls="none",
                         label=f"{m}, E = {e:g} at round {equal_rounds}")
-    if equal is not None and equal["acc"].notna().any():
+    if any(hollow.values()):
         ax.legend(fontsize=8)
     es = sorted({e for p in points.values() for e in p})
     ax.set_xscale("log", base=2)
@@ -237,7 +238,7 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd
                  + (f"; not run yet: {', '.join(pend)}" if pend else "")
                  + ("; methods offset slightly along E" if k > 1 else "")
                  + (f"\nhollow: the same runs at round {equal_rounds}, the default E's last (the paper's: the same "
-                    f"rounds for every E)" if equal is not None and equal["acc"].notna().any() else "")
+                    f"rounds for every E)" if any(hollow.values()) else "")
                  + (f"\n{ringed}" if ringed else ""),
                  fontsize=9)
     if paper:
