@@ -27,7 +27,7 @@ from torch.func import functional_call
 
 from .options import Option, at_least, option_problems, signature_options
 
-__all__ = ["FedModel", "SimpleCNN", "IntrCNN", "ResNet", "MODELS", "build_model", "model_kwargs", "model_options",
+__all__ = ["FedModel", "SimpleCNN", "IntrCNN", "ResNet", "MODELS", "build_model", "model_options",
            "conv_pool_relu"]
 
 
@@ -418,11 +418,6 @@ def model_options(name: str) -> dict[str, Option]:
     :class:`ResNet`."""
     return signature_options(MODELS[name], 2, MODEL_OPTION_RANGES, exclude=_FIXED_KW.get(name, ()),
                              forward=ResNet, forward_skip=5)  # after in_shape, num_classes / block, ..., num_classes
-
-
-def model_kwargs(name: str) -> tuple[str, ...]:
-    """The names of the keyword arguments (``Config.model_kw``) model ``name`` accepts."""
-    return tuple(model_options(name))
 
 
 def build_model(name: str, in_shape: tuple[int, int, int], num_classes: int, **kwargs) -> FedModel:

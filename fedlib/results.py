@@ -11,11 +11,10 @@ Nothing is lost when a run fails: ``run`` checks that the store is writable befo
 (e.g. a non-finite loss in round k) leaves ``failed/<key>.json`` with its finished rounds and the error, and the
 next ``run`` of that config warns what happened before it retries. A run that ends at chance accuracy is flagged
 (a warning and ``provenance["warnings"]``; a stored record is judged again by the current rule when it is loaded).
-Unreadable records are named; listing skips them with a warning.
-Every record is checked when it is read: its key and its config's key must be its file name (else
-:class:`RecordMismatchError`), and non-finite metrics are flagged (:meth:`Record.problems`). A record is rewritten
-only when its result changed. An unreadable checkpoint is moved to ``failed/`` and the run starts over.
-Temporary files of writes killed midway are removed by the next ``run``.
+Unreadable records are named; listing skips them with a warning. Every record is checked when it is read: its key
+and its config's key must be its file name (else :class:`RecordMismatchError`), and non-finite metrics are flagged
+(:meth:`Record.problems`). A record is rewritten only when its result changed. An unreadable checkpoint is moved to
+``failed/`` and the run starts over. Temporary files of writes killed midway are removed by the next ``run``.
 """
 
 from __future__ import annotations
@@ -140,12 +139,9 @@ def _check_key(p: Path, d: dict[str, Any]) -> None:
                               f"was read from it. Fix: {fix}; run() then recomputes {p.stem}.")
 
 
-_TIMES = ("time_s", "train_time_s")
-
-
 def _result(r: Record) -> tuple:
     """What a record shows, without the wall-clock fields and provenance of the run that produced it."""
-    hist = [{k: v for k, v in h.items() if k not in _TIMES} for h in r.history]
+    hist = [{k: v for k, v in h.items() if k not in ("time_s", "train_time_s")} for h in r.history]
     return (r.key, json.dumps([r.config, hist, r.strategy], sort_keys=True, default=str), r.partition_hash,
             r.final_params_hash)
 
@@ -354,10 +350,8 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
 
     With ``artifacts=True`` the final global model and every client's latest local model are saved too
     (``Store.artifacts(key)``; not committed), and a stored record without them is recomputed for its models (the
-    stored record is kept as it is).
-    The store must be writable (checked before training). If training raises, the finished rounds and the error
-    are written to ``Store.failed_path(key)`` and the error is re-raised; the next run of the config warns about
-    it and retries."""
+    stored record is kept as it is). If training raises, the finished rounds and the error are written to
+    ``Store.failed_path(key)`` and the error is re-raised; the next run of the config warns about it and retries."""
     store = store or Store()
     cfg = cfg.validate()
     key = cfg.key()
@@ -408,11 +402,9 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
         if save:
             _save_failure(store, cfg, engine, e, time.perf_counter() - t0)
         raise
-    prov = provenance(cfg)
-    prov["executor"] = engine.executor_name  # what "auto" resolved to
-    prov["wall_time_s"] = round(time.perf_counter() - t0, 3)
-    prov["resumed_from_round"] = start_round
-    prov["checkpoint_every"] = every  # what checkpoint_every=None (auto) resolved to
+    prov = {**provenance(cfg), "executor": engine.executor_name,  # what executor "auto" resolved to
+            "wall_time_s": round(time.perf_counter() - t0, 3), "resumed_from_round": start_round,
+            "checkpoint_every": every}  # what checkpoint_every=None (auto) resolved to
     notes = learning_warnings(cfg, engine.history, engine.data.num_classes)
     for w in notes:
         warnings.warn(f"{cfg.label or key}: {w}", RuntimeWarning, stacklevel=2)

@@ -31,13 +31,8 @@ from .layout import empty_stack, stack_rows
 __all__ = ["per_client_convs", "Rows"]
 
 # ------------------------------------------------------------------------------ per-client conv on the CPU
-#
-# On the CPU the executor's private model copy routes every plain Conv2d through the functions below: under vmap
-# their vmap rule runs one ordinary convolution per client on that client's slice (the sequential executor's
-# kernels and memory formats) instead of vmap's grouped convolution, and a conv block (conv → max-pool → ReLU,
-# ``fedlib.models.conv_pool_relu``) runs whole per client while the conv map is still in the cache. ``rows`` (padded
-# mode) holds each client's real batch size: padding rows are skipped (their outputs and input gradients are zero;
-# the masked loss gives them no gradient anyway), so per-client work equals the sequential executor's.
+# ``rows`` (padded mode) holds each client's real batch size: padding rows are skipped (their outputs and input
+# gradients are zero; the masked loss gives them no gradient anyway), so per-client work equals the sequential one.
 
 Rows = tuple[int, ...] | None  # real rows per client (padded mode), or None: all rows are real
 
@@ -234,7 +229,6 @@ class _PerClientConv2d(nn.Conv2d):
 
 
 # ------------------------------------------------------------------------------ per-client BatchNorm on the CPU
-#
 # The executor's private model copy routes every BatchNorm2d through the functions below: under vmap their rule runs
 # ``native_batch_norm`` (and its backward) per client on that client's slice, with that client's weight, bias and
 # running statistics (slices of the stacked buffers: the running-statistics update lands in the stack in place),
@@ -348,7 +342,6 @@ class _PerClientBatchNorm2d(nn.BatchNorm2d):
 
 
 # ------------------------------------------------------------------------------ per-client Linear on the CPU
-#
 # Linear layers of 2-d inputs (the models' classifiers and projection heads) run per client the same way: vmap's
 # batched matrix product rounds differently from the sequential executor's ``addmm``; per client, the forward is
 # ``F.linear`` on the client's real rows and the backward is the two matrix products autograd computes for it, on
