@@ -150,3 +150,13 @@ def test_every_benchmark_and_script_imports_what_fedlib_offers(path, monkeypatch
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
+
+
+def test_every_module_reads_in_one_sitting_and_a_strategy_holds_only_what_differs_from_fedavg():
+    """Modules up to 450 lines; a strategy file up to 150 (``strategies/base.py`` is the Strategy class and its
+    hooks, not a strategy)."""
+    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 450}
+    assert not long, f"modules over 450 lines: {long}"
+    strategies = {p.name: n for p in (ROOT / "strategies").glob("*.py")
+                  if p.name not in ("base.py", "__init__.py") and (n := len(p.read_text().splitlines())) > 150}
+    assert not strategies, f"strategy files over 150 lines: {strategies}"
