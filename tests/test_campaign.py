@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -417,3 +418,17 @@ def test_match_keeps_the_runs_whose_name_contains_a_text_as_plan_prints_it(tmp_p
     with pytest.raises(SystemExit) as err:
         campaign.main(["plan", "--scale", "smoke", "--match", "FedSHIBU", "--store", str(tmp_path)])
     assert err.value.code == 2 and "--match 'FedSHIBU': no run of the plan(s) contains it" in capsys.readouterr().err
+
+
+def test_the_committed_campaign_doc_block_is_the_current_plans(tmp_path):
+    """docs/campaign.md's generated block (the paper-scale plans on cuda) matches what `campaign doc` writes now,
+    the commit it names aside: a plan, priority or GPU cost changed without regenerating it fails here."""
+    doc = Path(campaign.__file__).resolve().parent.parent / "docs" / "campaign.md"
+    fresh = tmp_path / "campaign.md"
+    fresh.write_text(doc.read_text())
+    assert campaign.main(["doc", "--file", str(fresh)]) == 0
+
+    def block(path: Path) -> str:
+        text = path.read_text().split(campaign.DOC_BEGIN, 1)[1].split(campaign.DOC_END, 1)[0]
+        return re.sub(r"at commit \w+", "at commit X", text)
+    assert block(doc) == block(fresh), "docs/campaign.md's plan block is stale: run `python -m fedlib.campaign doc`"
