@@ -205,50 +205,42 @@ def _drawn(values: Mapping[Any, Sequence[float]]) -> dict[Any, tuple[float, floa
     return {k: st for k, v in values.items() if (st := t_interval(v))[2] > 0}
 
 
-def group_bars(ax: plt.Axes, groups: Mapping[str, Mapping[str, Mapping[int, float]]], *,
-               ylabel: str = "final test accuracy (%)", ylim: tuple[float, float] | None = None,
-               off: Mapping[str, Mapping[str, Iterable[int]]] | None = None) -> str:
-    """Values by group and method (``{group: {method: {seed: value}}}``) as bars of the seeds' mean with 95 % t
-    error bars and each seed as a dot. A group with no value yet is not drawn: the returned note names it
-    ("not run yet: ...") after the seeds note. Methods keep their colour (:func:`fedlib.style.method_style`).
-    ``off`` (``{group: {method: seeds}}``): seeds off their plateau, drawn as red rings (the note says so)."""
+def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mapping[int, float]]], *,
+                 ylabel: str = "final test accuracy (%)",
+                 off: Mapping[str, Mapping[str, Iterable[int]]] | None = None) -> str:
+    """Values by group and method (``{group: {method: {seed: value}}}``), one panel per group in a row of ``fig`` (a
+    figure or subfigure): each method's seeds' mean as a point in its colour with its 95 % t interval, and each seed
+    as a dot beside it. Each panel's y-axis spans its own values (the differences the claims are about are a point or
+    two; bars from zero would hide them), so levels compare within a panel, not across. A group with no value yet
+    gets no panel: the returned note names it ("not run yet: ...") after the seeds note. ``off`` (``{group:
+    {method: seeds}}``): seeds off their plateau, drawn as red rings (the note says so)."""
     drawn = {g: m for g, m in groups.items() if any(len(v) for v in m.values())}
-    methods = list(dict.fromkeys(k for m in drawn.values() for k, v in m.items() if len(v)))
-    width = 0.8 / max(1, len(methods))
+    axes = fig.subplots(1, max(1, len(drawn)), squeeze=False)[0]
     seeds: set[int] = set()
     counts: list[int] = []
-    labelled: set[str] = set()
     ringed = False
-    for j, method in enumerate(methods):
-        style = method_style(method)
-        for i, (g, m) in enumerate(drawn.items()):
-            vals = m.get(method) or {}
+    for ax, (g, m) in zip(axes, drawn.items()):
+        methods = [k for k, v in m.items() if len(v)]
+        for x, method in enumerate(methods):
+            vals = m[method]
             seeds |= set(vals)
             mean, half, n = t_interval(vals.values())
-            if n == 0:
-                continue
             counts.append(n)
-            x = i - 0.4 + width * (j + 0.5)
-            ax.bar(x, mean, width * 0.9, color=style["color"], alpha=0.85,
-                   label=None if method in labelled else method)  # one legend entry per method
-            labelled.add(method)
-            if n > 1:
-                ax.errorbar(x, mean, yerr=half, color="black", capsize=3, lw=1)
-            ax.plot([x] * n, list(vals.values()), ls="none", marker=".", color="black", ms=3)
+            ax.errorbar(x, mean, yerr=half if n > 1 else None, color=method_style(method)["color"], marker="o",
+                        ms=7, capsize=4, lw=1.5)
+            ax.plot([x + 0.2] * n, list(vals.values()), ls="none", marker=".", color="black", ms=3)
             bad = [v for sd, v in vals.items() if sd in set((off or {}).get(g, {}).get(method, ()))]
             if bad:
                 ringed = True
-                ax.plot([x] * len(bad), bad, ls="none", marker="o", mfc="none", mec="tab:red", ms=6, mew=1.2)
-    ax.set_xticks(range(len(drawn)), list(drawn))
-    ax.set_ylabel(ylabel)
-    if ylim:
-        ax.set_ylim(*ylim)
-    ax.grid(axis="y", alpha=0.3)
-    if methods:
-        ax.legend(fontsize=8, ncol=min(len(methods), 5))
+                ax.plot([x + 0.2] * len(bad), bad, ls="none", marker="o", mfc="none", mec="tab:red", ms=6, mew=1.2)
+        ax.set_xticks(range(len(methods)), methods, rotation=30, ha="right", fontsize=8)
+        ax.set_xlim(-0.6, len(methods) - 0.4)
+        ax.set_title(g, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel(ylabel)
     missing = [g for g in groups if g not in drawn]
-    return seeds_note(seeds, "bars", counts, "bar") + (f"; not run yet: {', '.join(missing)}" if missing else "") + \
-        ("\n" + OFF_SEEDS_NOTE if ringed else "")
+    return seeds_note(seeds, "bars", counts, "point") + (f"; not run yet: {', '.join(missing)}" if missing else "") \
+        + ("\n" + OFF_SEEDS_NOTE if ringed else "")
 
 
 OFF_NOTE = "ringed: runs still rising over their last 20 % of rounds (off their plateau: their claims not testable)"

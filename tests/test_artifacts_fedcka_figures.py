@@ -69,18 +69,21 @@ def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_p
     t2 = Table2.from_records(_t2_records(pending_moon=True))
     assert t2.table().loc["MOON", "α = 5"] == "pending"
     fig = t2.figure("fmnist")
-    ours, paper = fig.axes
-    assert [t.get_text() for t in ours.get_xticklabels()] == ["α = 5"]  # the α not run are not drawn
-    title = ours.get_title()
+    ours, paper = fig.axes  # one panel per α run, then the paper's
+    assert ours.get_title() == "α = 5"  # the α not run are not drawn
+    assert [t.get_text() for t in ours.get_xticklabels()] == ["FedAvg", "FedCKA"]  # the papers' order; MOON pending
+    title = _suptitle(fig)
     assert "not run yet: α = 1 (Appl. Sci.), α = 0.5 (arXiv), α = 0.1" in title and "3 seeds (0-2)" in title
-    assert "MOON at α = 5: pending" in title
+    assert "MOON at α = 5: pending" in title and "own y-scale" in title
     assert not ours.get_lines() or all(ln.get_marker() != "*" for ln in ours.get_lines())  # no paper stars here
     assert paper.tables and f"{PAPER_T2[0.1]['FedCKA']:.2f}" in _texts(fig)
-    legend = [t.get_text() for t in ours.get_legend().get_texts()]
-    assert legend == ["FedAvg", "FedCKA"]  # the papers' method order; MOON pending
-    one_seed = Table2.from_records({k: v for k, v in _t2_records().items() if k.seed == 0})
-    assert "1 seed (0), no interval" in one_seed.figure("fmnist").axes[0].get_title()
-    assert not one_seed.figure("fmnist").axes[0].collections  # one seed: no error bars at all
+    one_seed = Table2.from_records({k: v for k, v in _t2_records().items() if k.seed == 0}).figure("fmnist")
+    assert "1 seed (0), no interval" in _suptitle(one_seed)
+    assert not one_seed.axes[0].collections  # one seed: no error bars at all
+
+
+def _suptitle(fig) -> str:
+    return " ".join(sf._suptitle.get_text() for sf in fig.subfigs if sf._suptitle).replace("\n", " ")
 
 
 def test_describe_table2_states_the_means_and_what_is_pending():
@@ -100,7 +103,7 @@ def test_table2_says_how_many_seeds_of_a_method_diverged():
     recs[FedCKARunId("MOON (μ=10)", 1, alpha=5)] = Diverged(moon.key(), moon.to_dict(), 7, "loss became nan")
     t2 = Table2.from_records(recs)
     assert t2.incomplete() == ["MOON at α = 5: 2 of 3 seeds (1 diverged)"]
-    assert "MOON at α = 5: 2 of 3 seeds (1 diverged)" in t2.figure("fmnist").axes[0].get_title()
+    assert "MOON at α = 5: 2 of 3 seeds (1 diverged)" in _suptitle(t2.figure("fmnist"))
 
 
 def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():

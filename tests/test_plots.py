@@ -164,13 +164,18 @@ def test_t_interval_is_scipys_95_percent_interval_and_none_for_one_seed():
     assert t_interval([float("nan"), None])[2] == 0
 
 
-def test_group_bars_draw_only_groups_that_were_run_and_name_the_others():
-    from fedlib.plots import group_bars
+def test_group_panels_draw_a_panel_per_group_that_was_run_on_its_own_scale_and_name_the_others():
+    from fedlib.plots import group_panels
 
-    fig, ax = plt.subplots()
-    note = group_bars(ax, {"α = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "FedCKA": {0: 87.5, 1: 88.1}},
-                           "α = 0.1": {"FedAvg": {}, "FedCKA": {}}})
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["α = 5"]
+    fig = plt.figure()
+    note = group_panels(fig, {"α = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "FedCKA": {0: 87.5, 1: 88.1}},
+                              "α = 0.1": {"FedAvg": {}, "FedCKA": {}},
+                              "α = 1": {"FedAvg": {0: 70.0, 1: 71.0}}})
+    assert [ax.get_title() for ax in fig.axes] == ["α = 5", "α = 1"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["FedAvg", "FedCKA"]
+    lo, hi = fig.axes[0].get_ylim()
+    assert 80 < lo < 87.5 and 88.5 < hi < 95  # the panel spans its values, not 0-100: a 0.5-point gap shows
+    assert fig.axes[1].get_ylim()[1] < 80
     assert note == "2 seeds (0,1); bars: 95 % t interval of the mean; not run yet: α = 0.1"
     plt.close(fig)
 
@@ -188,7 +193,7 @@ def test_a_sweep_of_two_settings_is_dots_not_a_line_and_three_are_a_line():
 
 
 def test_a_title_says_how_many_seeds_each_point_has_when_they_differ():
-    from fedlib.plots import group_bars, mean_curves, seeds_note, sweep
+    from fedlib.plots import group_panels, mean_curves, seeds_note, sweep
 
     assert seeds_note(range(5), counts=[5, 5]) == "5 seeds (0-4); bars: 95 % t interval of the mean"
     assert seeds_note(range(5), counts=[2, 5, 4]).startswith("5 seeds (0-4), 2 to 5 per point; bars:")
@@ -196,16 +201,16 @@ def test_a_title_says_how_many_seeds_each_point_has_when_they_differ():
     note = sweep(ax, {"FedAvg": {1: {0: 80.0, 1: 81.0}, 6: {0: 85.0, 1: 85.5, 2: 85.1}},
                       "FedIntR": {1: {1: 80.0, 2: 80.5}}}, xlabel="E")
     assert note.startswith("3 seeds (0-2), 2 to 3 per point; bars")
-    note = group_bars(ax, {"β = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "FedIntR": {2: 87.5, 3: 88.1}}})
-    assert note.startswith("4 seeds (0-3), 2 per bar; bars")
+    note = group_panels(plt.figure(), {"β = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "FedIntR": {2: 87.5, 3: 88.1}}})
+    assert note.startswith("4 seeds (0-3), 2 per point; bars")
     note = mean_curves(ax, {"FedAvg": {0: pd.Series([0.5, 0.6]), 1: pd.Series([0.5, 0.7])},
                             "FedIntR": {0: pd.Series([0.5, 0.6])}})
     assert note.startswith("2 seeds (0,1), 1 to 2 per curve; band")
     plt.close(fig)
 
 
-def test_runs_off_their_plateau_are_ringed_in_sweeps_and_bars_and_the_note_says_so():
-    from fedlib.plots import OFF_NOTE, OFF_SEEDS_NOTE, group_bars, sweep
+def test_runs_off_their_plateau_are_ringed_in_sweeps_and_panels_and_the_note_says_so():
+    from fedlib.plots import OFF_NOTE, OFF_SEEDS_NOTE, group_panels, sweep
 
     fig, ax = plt.subplots()
     pts = {"FedAvg": {1: {0: 80.0, 1: 82.0}, 6: {0: 85.0, 1: 85.5}}}
@@ -214,13 +219,13 @@ def test_runs_off_their_plateau_are_ringed_in_sweeps_and_bars_and_the_note_says_
     assert note.endswith("\n" + OFF_NOTE) and [t.get_text() for t in ax.texts] == ["2 of 2 still rising"]
     assert [ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_markersize() == 14] == [81.0]
     plt.close(fig)
-    fig, ax = plt.subplots()
+    fig = plt.figure()
     groups = {"α = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "MOON": {0: 87.5, 1: 88.1}}}
-    note = group_bars(ax, groups, off={"α = 5": {"MOON": [1]}})
-    rings = [ln for ln in ax.get_lines() if ln.get_markeredgecolor() == "tab:red"]
+    note = group_panels(fig, groups, off={"α = 5": {"MOON": [1]}})
+    rings = [ln for ln in fig.axes[0].get_lines() if ln.get_markeredgecolor() == "tab:red"]
     assert note.endswith("\n" + OFF_SEEDS_NOTE) and len(rings) == 1 and list(rings[0].get_ydata()) == [88.1]
-    assert "\n" not in group_bars(ax, groups, off={"α = 5": {"MOON": []}})
-    plt.close(fig)
+    assert "\n" not in group_panels(plt.figure(), groups, off={"α = 5": {"MOON": []}})
+    plt.close("all")
 
 
 def test_similarity_heatmaps_use_the_whole_0_to_1_scale_with_values_written():

@@ -346,7 +346,7 @@ def ratio_bars(ax: plt.Axes, ratios: pd.DataFrame) -> str:
     """Each method's time per round over FedAvg's (``ratios``: repeat × method) as a bar at the median of the
     interleaved repeats, a whisker from their minimum to their maximum (the spread :func:`fedlib.verdicts.
     decide_ratio` judges) and each repeat a dot, in the method's colour. Timing repeats are not seeds, so this
-    is not :func:`fedlib.plots.group_bars`; returns the note for the title."""
+    is not :func:`fedlib.plots.group_panels`; returns the note for the title."""
     for i, m in enumerate(ratios.columns):
         v = ratios[m].to_numpy(dtype=float)
         med = float(np.median(v))

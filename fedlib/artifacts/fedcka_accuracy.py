@@ -12,6 +12,7 @@ put the papers' numbers in a panel of their own, never on our axes.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -23,7 +24,7 @@ from matplotlib.ticker import MaxNLocator
 from .fedcka import PAPER_T2 as T2_TUPLES, T2_METHODS
 from ..grid import DIVERGED, best_mu, cell, is_off, runs_frame, seed_summary
 from ..plans import FedCKARunId, RunId
-from ..plots import group_bars, mean_curves, paper_panel, sweep, t_interval
+from ..plots import group_panels, mean_curves, paper_panel, sweep, t_interval
 from ..report import compare
 from ..results import Pending, Record
 from ..style import dataset_name
@@ -121,7 +122,7 @@ class Table2:
 
     def seed_values(self) -> dict[str, dict[str, dict[int, float]]]:
         """``{α label: {method: {seed: final accuracy (%)}}}`` of the stored runs that did not diverge, every α of
-        both versions (one not run: no methods) at each method's μ: the input of :func:`fedlib.plots.group_bars`."""
+        both versions (one not run: no methods) at each method's μ: the input of :func:`fedlib.plots.group_panels`."""
         out: dict[str, dict[str, dict[int, float]]] = {}
         order = [m for m in PAPER_METHODS if m in self.methods] + [m for m in self.methods if m not in PAPER_METHODS]
         for a in sorted(PAPER_T2, reverse=True):
@@ -154,20 +155,18 @@ class Table2:
         return out
 
     def figure(self, dataset: str, setup: str = "") -> plt.Figure:
-        """Grouped bars per α of both versions (5, 1, 0.5, 0.1): ours at each method's best μ, the seeds' mean with
-        the 95 % t interval and each seed a dot (an α not run is left out and named in the title, a method still
-        pending named below it); the papers' CIFAR-10 Table 2 in a panel of its own."""
-        fig = plt.figure(figsize=(10, 6.6), layout="constrained")
-        gs = fig.add_gridspec(2, 1, height_ratios=[2.6, 1])
-        ax = fig.add_subplot(gs[0])
-        note, _, ringed = group_bars(ax, self.seed_values(), ylim=(0, 100), off=self.seed_off()).partition("\n")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        """A panel per α of both versions (5, 1, 0.5, 0.1; each its own y-axis): ours at each method's best μ, the
+        seeds' mean with the 95 % t interval and each seed a dot (an α not run is left out and named in the title, a
+        method still pending named below it); the papers' CIFAR-10 Table 2 in a panel of its own."""
+        fig = plt.figure(figsize=(10, 7.2), layout="constrained")
+        gs = fig.add_gridspec(2, 1, height_ratios=[3.2, 1])
+        top = fig.add_subfigure(gs[0])
+        note, _, ringed = group_panels(top, self.seed_values(), off=self.seed_off()).partition("\n")
         waiting = self.incomplete()
-        ax.set_title(f"FedCKA Table 2: final test accuracy at each method's best μ — ours: {dataset_name(dataset)}"
-                     f"{', ' + setup if setup else ''}\n{note}"
-                     + ("\nincomplete: " + "; ".join(waiting) if waiting else "") + (f"\n{ringed}" if ringed else ""),
-                     fontsize=9)
+        lines = [f"FedCKA Table 2: final test accuracy at each method's best μ (each α on its own y-scale) — ours: "
+                 f"{dataset_name(dataset)}{', ' + setup if setup else ''}", note, *(["incomplete: " + "; ".join(waiting)] if waiting else []),
+                 *([ringed] if ringed else [])]
+        top.suptitle("\n".join(textwrap.fill(ln, 130) for ln in lines), fontsize=9)
         alphas = sorted(PAPER_T2, reverse=True)
         paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{PAPER_T2[a][m]:.2f}" for a in alphas)] for m in PAPER_METHODS],
                     ["method", *(ALPHA_LABELS[a] for a in alphas)],
