@@ -14,7 +14,8 @@ from fedlib.artifacts.fedcka_ablations import (PAPER_M, T3_COLUMNS, describe_lev
                                                describe_table3, describe_table4, describe_variance, layer_variance,
                                                m_layers, similarity_levels, table3, table4)
 from fedlib.artifacts.fedcka_accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
-                                              epochs_artifact, mean_rounds, rounds_figure, seed_curves)
+                                              epochs_artifact, mean_rounds, rounds_figure, seed_curves,
+                                              table2_setup)
 from fedlib.config import Config
 from fedlib.grid import Diverged
 from fedlib.plans import FedCKARunId, RunId
@@ -80,6 +81,14 @@ def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_p
     one_seed = Table2.from_records({k: v for k, v in _t2_records().items() if k.seed == 0}).figure("fmnist")
     assert "1 seed (0), no interval" in _suptitle(one_seed)
     assert not one_seed.axes[0].collections  # one seed: no error bars at all
+
+
+def test_table2_setup_groups_the_alphas_by_their_rounds():
+    cfgs = [Config(partition_kw={"beta": a}, rounds=r, local_epochs=5, n_train=15000, batch_size=64)
+            for a, r in ((5.0, 25), (1.0, 35), (0.5, 35), (0.1, 120))]
+    assert table2_setup(cfgs) == ("25 rounds at α = 5, 35 rounds at α = 1 and 0.5, 120 rounds at α = 0.1; 5 local "
+                                  "epochs, 15000 images, batch 64")
+    assert table2_setup([c.replace(rounds=100) for c in cfgs]).startswith("100 rounds; 5 local epochs")
 
 
 def _suptitle(fig) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -22,6 +22,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from .fedcka import PAPER_T2 as T2_TUPLES, T2_METHODS
+from ..config import Config
 from ..grid import DIVERGED, best_mu, cell, is_off, runs_frame, seed_summary
 from ..plans import FedCKARunId, RunId
 from ..plots import group_panels, mean_curves, paper_panel, sweep, t_interval
@@ -29,7 +30,7 @@ from ..report import compare
 from ..results import Pending, Record
 from ..style import dataset_name
 
-__all__ = ["PAPER_T2", "PAPER_METHODS", "VERSIONS", "ALPHA_LABELS", "Table2", "describe_table2", "fmt",
+__all__ = ["PAPER_T2", "PAPER_METHODS", "VERSIONS", "ALPHA_LABELS", "Table2", "table2_setup", "describe_table2", "fmt",
            "seed_curves", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_artifact",
            "describe_epochs"]
 
@@ -164,7 +165,8 @@ class Table2:
         note, _, ringed = group_panels(top, self.seed_values(), off=self.seed_off()).partition("\n")
         waiting = self.incomplete()
         lines = [f"FedCKA Table 2: final test accuracy at each method's best μ (each α on its own y-scale) — ours: "
-                 f"{dataset_name(dataset)}{', ' + setup if setup else ''}", note, *(["incomplete: " + "; ".join(waiting)] if waiting else []),
+                 f"{dataset_name(dataset)}{', ' + setup if setup else ''}", note,
+                 *(["incomplete: " + "; ".join(waiting)] if waiting else []),
                  *([ringed] if ringed else [])]
         top.suptitle("\n".join(textwrap.fill(ln, 130) for ln in lines), fontsize=9)
         alphas = sorted(PAPER_T2, reverse=True)
@@ -187,6 +189,20 @@ class Table2:
                 out[self.label(m, alpha)] = {int(s): 100 * by_name[n].metric("test_acc")
                                              for s, n in zip(r["seed"], r["name"])}
         return out
+
+
+def table2_setup(configs: Iterable[Config]) -> str:
+    """The setup line of Table 2's runs: ``"25 rounds at α = 5, 35 rounds at α = 1 and 0.5, 120 rounds at α = 0.1;
+    5 local epochs, 15000 images, batch 64"`` (at quick the rounds depend on α), ``"100 rounds; ..."`` when equal."""
+    configs = list(configs)
+    alphas: dict[int, set[float]] = {}
+    for c in configs:
+        alphas.setdefault(c.rounds, set()).add(c.partition_kw["beta"])
+    rounds = f"{configs[0].rounds} rounds" if len(alphas) == 1 else ", ".join(
+        f"{r} rounds at α = {' and '.join(f'{a:g}' for a in sorted(al, reverse=True))}"
+        for r, al in sorted(alphas.items(), key=lambda x: -max(x[1])))
+    b = configs[0]
+    return f"{rounds}; {b.local_epochs} local epochs, {b.n_train or 'all'} images, batch {b.batch_size}"
 
 
 def describe_table2(t2: Table2) -> str:
