@@ -229,7 +229,8 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
             ax.errorbar(x, mean, yerr=half if n > 1 else None, color=method_style(method)["color"], marker="o",
                         ms=7, capsize=4, lw=1.5)
             ax.plot([x + 0.2] * n, list(vals.values()), ls="none", marker=".", color="black", ms=3)
-            bad = [v for sd, v in vals.items() if sd in set((off or {}).get(g, {}).get(method, ()))]
+            off_seeds = set((off or {}).get(g, {}).get(method, ()))
+            bad = [v for sd, v in vals.items() if sd in off_seeds]
             if bad:
                 ringed = True
                 ax.plot([x + 0.2] * len(bad), bad, ls="none", marker="o", mfc="none", mec="tab:red", ms=6, mew=1.2)
