@@ -294,10 +294,15 @@ class Report:
         """Save ``fig`` as ``figures/<scale>/<name>.{png,pdf,json}`` stamped with this notebook's provenance: scale,
         dataset, and the seeds, commits and devices of the runs registered by :meth:`runs`, or of ``runs`` (None:
         a figure no training run produced, e.g. timings) (``extra``: more ``key=value`` fields for the stamp, e.g.
-        ``dataset="synthetic"``)."""
+        ``dataset="synthetic"``). A figure whose runs are all pending is not saved (it would show empty axes): the
+        notebook still shows it, and nothing is returned."""
         seeds = self.meta.get("seeds", []) if runs is not None else []
         if isinstance(runs, str) and runs == "registered":
             runs = self if self.provenance else None
+        counts = {} if runs is None else self.provenance if runs is self else runs_provenance(runs)
+        if counts.get("runs") and counts.get("pending") == counts["runs"]:
+            print(f"{name}: not saved, none of its {counts['runs']} runs is stored yet")
+            return []
         prov = provenance_line(self.scale, extra.pop("dataset", self.dataset), str(self.meta.get("device", "cpu")),
                                seeds if isinstance(seeds, list) else [], runs=runs, **extra)
         if name not in self.meta.setdefault("figures", []):  # the summary lists them: claims link to their figures

@@ -239,6 +239,12 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
                   "wall time of every stored run a notebook plans (a run shared by notebooks counts in each, under "
                   "whatever load it trained); hours left are the campaign's estimate for the rest (`make campaign "
                   f"SCALE={scale}` trains them, two single-thread workers: about half of it in wall time)._", ""]
+    else:
+        lines += ["_Scale `paper`: the papers' setups. Verdicts: 95 % t intervals over seeds against each claim's "
+                  "margin (fedlib.verdicts); the counts are the papers' claims only. Hours done add up the wall time of "
+                  "every stored run a notebook plans (the device of each is in its runs table); hours left are the "
+                  "campaign's GPU estimate for the rest, every dataset column the papers report (`python -m "
+                  "fedlib.campaign plan --scale paper --device cuda`; docs/campaign.md)._", ""]
     details = []
     for r in rows:
         if not (r.get("claims") or r.get("tables")):
@@ -415,7 +421,8 @@ def _main(argv: list[str] | None = None) -> int:
         info.pop("seconds", None)  # wall time is printed, not stored: an unchanged batch leaves the files unchanged
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
         print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
-    text = summarize(rows, args.scale, campaign_progress(args.scale, args.device)) + _ledger(args.scale, args.only)
+    progress = campaign_progress(args.scale, "cuda" if args.scale == "paper" else args.device)  # paper: GPU-hours
+    text = summarize(rows, args.scale, progress) + _ledger(args.scale, args.only)
     ok = args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows)
     whole = ok and len(nbs) == len(notebooks())
     path = results.DEFAULT_ROOT / f"summary-{args.scale}{'' if whole else '.partial'}.md"

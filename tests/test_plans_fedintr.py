@@ -118,3 +118,25 @@ def test_the_paper_campaign_plans_every_dataset_column_of_the_papers():
     assert want <= got
     table3 = {it.cfg.dataset for it in items for u in it.uses if u[1] == "table3"}
     assert table3 == {"cifar10", "cifar100"}  # Table III's columns only
+
+
+def test_paper_scale_off_cifar_leaves_table_iii_out_and_its_claim_says_why(tmp_path):
+    """Table III has CIFAR-10 and CIFAR-100 columns only: at paper scale on Fashion-MNIST the plan has no table3 and
+    the notebook's claims render from no records at all (every run pending), Table III's row naming why."""
+    from fedlib.grid import fetch_runs
+    from fedlib.papers import notebook
+    from fedlib.plans.fedintr import benchmarks_left_out
+    from fedlib.results import Store
+
+    assert "table3" not in plan("05_fedintr_benchmarks", "paper", dataset="fmnist", seeds=(0,))
+    assert "table3" in plan("05_fedintr_benchmarks", "paper", dataset="cifar100", seeds=(0,))
+    assert "table3" in plan("05_fedintr_benchmarks", "quick", dataset="fmnist", seeds=(0,))
+    assert "CIFAR-10 and CIFAR-100" in benchmarks_left_out("paper", "svhn")["table3"]
+    assert benchmarks_left_out("quick", "fmnist") == FEDINTR_QUICK_LEFT_OUT["quick"]
+    nb = notebook("05_fedintr_benchmarks")
+    runs = nb.plan("paper", dataset="fmnist", seeds=(0,))
+    store = Store(tmp_path)
+    records = {a: fetch_runs(rs, store=store, train=False, progress=False) for a, rs in runs.items()}
+    by = {v.claim: v for v in nb.claims(records, scale="paper", dataset="fmnist", seeds=(0,), store=store)}
+    t3 = by["FedIntR's gain over FedAvg grows as β falls"]
+    assert t3.verdict == "not testable at this scale" and "CIFAR-10 and CIFAR-100 only" in t3.why

@@ -246,3 +246,20 @@ def test_mean_curves_shade_the_interval_over_seeds_and_say_so():
     assert note == "3 seeds (0-2), 1 to 3 per curve; band: 95 % t interval of the mean"
     assert len(ax.collections) == 1 and np.allclose(ax.lines[0].get_ydata(), [50, 70, 80])
     plt.close(fig)
+
+
+def test_a_figure_whose_runs_are_all_pending_is_not_saved_and_one_with_a_finished_run_is(monkeypatch):
+    import fedlib.report
+
+    saved = []
+    monkeypatch.setattr(fedlib.report, "save_figure", lambda fig, name, prov, scale: saved.append(name) or [name])
+    pend = [Pending(Config(dataset="fmnist", seed=s).key(), Config(dataset="fmnist", seed=s).to_dict())
+            for s in (0, 1)]
+    report = Report("03_x", scale="paper", dataset="fmnist")
+    report.runs({"table2": pend})
+    assert report.save_figure(_figure(), "empty") == [] and saved == []
+    assert "empty" not in report.meta.get("figures", [])
+    assert report.save_figure(_figure(), "one", runs=[_rec(0, "c", "cpu"), pend[1]]) == ["one"]
+    report.runs({"fig5": [_rec(2, "c", "cpu")]})
+    assert report.save_figure(_figure(), "registered") == ["registered"] and saved == ["one", "registered"]
+    assert report.save_figure(_figure(), "timings", runs=None) == ["timings"]  # no training run behind it

@@ -235,8 +235,8 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd
     pend = [f"E = {e:g}" for e in sorted(set(df["E"])) if e not in es]
     note, _, ringed = note.partition("\n")
     ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}\n{note}"
-                 + (f"; not run yet: {', '.join(pend)}" if pend else "")
                  + ("; methods offset slightly along E" if k > 1 else "")
+                 + (f"\nnot run yet: {', '.join(pend)}" if pend else "")
                  + (f"\nhollow: the same runs at round {equal_rounds}, the default E's last (the paper's: the same "
                     f"rounds for every E)" if any(hollow.values()) else "")
                  + (f"\n{ringed}" if ringed else ""),

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from ..artifacts import fedintr as fi
 from ..artifacts import fedintr_scaling as fs
 from ..plans import fedintr_benchmarks_plan, fedintr_scaling_plan
-from ..plans.fedintr import (FEDINTR_DEFAULT_E, FEDINTR_LAST, FEDINTR_QUICK_LEFT_OUT, FEDINTR_TABLE4_AT,
+from ..plans.fedintr import (FEDINTR_DEFAULT_E, FEDINTR_LAST, FEDINTR_TABLE4_AT, benchmarks_left_out,
                              fig5_rounds, scaling_left_out)
 from ..verdicts import Verdict
 from .paper import Notebook, Paper
@@ -19,7 +19,7 @@ def benchmarks_claims(records: Records, *, scale: str, dataset: str = "fmnist", 
                       seeds: Any = None, executor: str = "auto", **params: Any) -> list[Verdict]:
     """Table I (FedIntR against each method at its best μ), Table III (β) and Table V (layer weights)."""
     runs = fedintr_benchmarks_plan(scale, dataset=dataset, device=device, seeds=seeds, executor=executor)
-    t1 = fi.Table1.from_records(records["table1"], FEDINTR_LAST[scale], dataset, FEDINTR_QUICK_LEFT_OUT[scale])
+    t1 = fi.Table1.from_records(records["table1"], FEDINTR_LAST[scale], dataset, benchmarks_left_out(scale, dataset))
     beta = next(iter(runs["table1"].values())).partition_kw["beta"]
     t3 = fi.Table3.from_records(records["table3"], t1, beta) if "table3" in records else None
     return fi.claims(t1, records, scale, t3)
