@@ -290,11 +290,13 @@ class Report:
         target): decided like a claim, listed apart from the papers' claims and never counted among them."""
         return self.verdict(replace(v, control=True))
 
-    def save_figure(self, fig: Any, name: str, *, runs: Any = "registered", **extra: Any) -> list[Path]:
+    def save_figure(self, fig: Any, name: str, *, runs: Any = "registered", scale: str | None = None,
+                    **extra: Any) -> list[Path]:
         """Save ``fig`` as ``figures/<scale>/<name>.{png,pdf,json}`` stamped with this notebook's provenance: scale,
         dataset, and the seeds, commits and devices of the runs registered by :meth:`runs`, or of ``runs`` (None:
         a figure no training run produced, e.g. timings) (``extra``: more ``key=value`` fields for the stamp, e.g.
-        ``dataset="synthetic"``). A figure whose runs are all pending is not saved (it would show empty axes): the
+        ``dataset="synthetic"``; ``scale``: the scale of what it shows when not this notebook's, e.g. a benchmark's
+        stored result). A figure whose runs are all pending is not saved (it would show empty axes): the
         notebook still shows it, and nothing is returned."""
         seeds = self.meta.get("seeds", []) if runs is not None else []
         if isinstance(runs, str) and runs == "registered":
@@ -303,7 +305,7 @@ class Report:
         if counts.get("runs") and counts.get("pending") == counts["runs"]:
             print(f"{name}: not saved, none of its {counts['runs']} runs is stored yet")
             return []
-        prov = provenance_line(self.scale, extra.pop("dataset", self.dataset), str(self.meta.get("device", "cpu")),
+        prov = provenance_line(scale or self.scale, extra.pop("dataset", self.dataset), str(self.meta.get("device", "cpu")),
                                seeds if isinstance(seeds, list) else [], runs=runs, **extra)
         if name not in self.meta.setdefault("figures", []):  # the summary lists them: claims link to their figures
             self.meta["figures"].append(name)

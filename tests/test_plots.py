@@ -252,7 +252,9 @@ def test_a_figure_whose_runs_are_all_pending_is_not_saved_and_one_with_a_finishe
     import fedlib.report
 
     saved = []
-    monkeypatch.setattr(fedlib.report, "save_figure", lambda fig, name, prov, scale: saved.append(name) or [name])
+    stamps = {}
+    monkeypatch.setattr(fedlib.report, "save_figure",
+                        lambda fig, name, prov, scale: stamps.update({name: str(prov)}) or saved.append(name) or [name])
     pend = [Pending(Config(dataset="fmnist", seed=s).key(), Config(dataset="fmnist", seed=s).to_dict())
             for s in (0, 1)]
     report = Report("03_x", scale="paper", dataset="fmnist")
@@ -263,3 +265,6 @@ def test_a_figure_whose_runs_are_all_pending_is_not_saved_and_one_with_a_finishe
     report.runs({"fig5": [_rec(2, "c", "cpu")]})
     assert report.save_figure(_figure(), "registered") == ["registered"] and saved == ["one", "registered"]
     assert report.save_figure(_figure(), "timings", runs=None) == ["timings"]  # no training run behind it
+    report.save_figure(_figure(), "bench", runs=None, scale="quick")  # a stored benchmark's scale, not the notebook's
+    assert "scale=quick" in stamps["bench"] and "NOT paper scale" in stamps["bench"]
+    assert "scale=paper" in stamps["timings"]
