@@ -131,9 +131,11 @@ def _runs(entry: dict[str, Any]) -> str:
     return f"{n} run{'s' * (n != 1)}" if n else str(entry.get("source", "gpu-check"))
 
 
-def _pairs(table: Any) -> set[tuple[str, str]]:
-    """The (device, cost key) pairs of a cost table's ``devices`` mapping."""
-    return {(d, k) for d, e in table.items() if isinstance(e, dict) for k in e} if isinstance(table, dict) else set()
+def _snapshot(table: Any) -> dict[tuple[str, str], str]:
+    """Each entry of a cost table's ``devices`` mapping by (device, cost key), as canonical JSON."""
+    if not isinstance(table, dict):
+        return {}
+    return {(d, k): json.dumps(v, sort_keys=True) for d, e in table.items() if isinstance(e, dict) for k, v in e.items()}
 
 
 @dataclass(frozen=True)
@@ -156,23 +158,27 @@ class CostTable:
             except (json.JSONDecodeError, AttributeError) as e:
                 raise ValueError(f"{self.path} is not a cost table ({e}); delete it (it is rebuilt from runs and "
                                  f"records).") from e
-        self._read = _pairs(self.table)  # (device, key) pairs as read: others' later additions are kept on save
+        self._read = _snapshot(self.table)  # each entry as read: what another process changes later is kept on save
         if self.path is not None and self.table and doc.get("work_model") != WORK_MODEL:
             # keep the measurements that are not runs (a GPU check's); the campaign learns the runs' times again
             self.table = {d: {k: e for k, e in es.items() if not e.get("runs")} for d, es in self.table.items()}
             self.relearn = True
 
     def save(self) -> None:
-        """Write the table. Entries another process added to the file since this table read it (e.g. a GPU check
-        beside a CPU campaign) are kept; what this table changed or removed wins."""
+        """Write the table. Entries another process added or changed in the file since this table read it (e.g. a
+        GPU check or learnt GPU runs beside a CPU campaign) are kept; what this table changed or removed wins."""
         if self.path is not None:
             try:
                 disk = json.loads(self.path.read_text()).get("devices", {}) if self.path.exists() else {}
             except (json.JSONDecodeError, AttributeError):
                 disk = {}
-            for dev, key in _pairs(disk) - self._read:
-                self.table.setdefault(dev, {}).setdefault(key, disk[dev][key])
-            self._read = _pairs(self.table)
+            ours = _snapshot(self.table)
+            for (dev, key), theirs in _snapshot(disk).items():
+                was = self._read.get((dev, key))
+                if (was is None and (dev, key) not in ours) or (was is not None and ours.get((dev, key)) == was
+                                                                != theirs):
+                    self.table.setdefault(dev, {})[key] = disk[dev][key]  # new there, or changed there only
+            self._read = _snapshot(self.table)
             doc = {"about": "seconds per training sample-pass (eval included) by device and "
                             "model|dataset|strategy family|batch|precision; written by fedlib.costs",
                    "work_model": WORK_MODEL, "devices": self.table}

@@ -84,6 +84,26 @@ def test_saving_keeps_what_another_process_wrote_to_the_file_meanwhile(tmp_path)
     assert CostTable(tmp_path / "c.json").table["GPU"] == {}
 
 
+def test_saving_keeps_an_entry_another_process_changed_that_this_table_did_not(tmp_path):
+    """A CPU campaign that read the table before GPU runs were learnt into it saves its own CPU runs without putting
+    the GPU entry back as it read it; an entry both changed keeps this table's."""
+    cfg = preset("fedintr", "paper", strategy="fedavg", strategy_kw={})
+    key, gpu_entry = cost_key(cfg), lambda n: {"s_per_pass": 1e-6 * n, "runs": n, "records": [], "type": "cuda"}
+    first = CostTable(tmp_path / "c.json")
+    first.table = {"GPU": {key: gpu_entry(4)}, "cpu": {key: gpu_entry(1) | {"type": "cpu"}}}
+    first.save()
+    campaign, learner = CostTable(tmp_path / "c.json"), CostTable(tmp_path / "c.json")
+    learner.table["GPU"][key] = gpu_entry(5)  # a fifth GPU run learnt
+    learner.save()
+    campaign.table["cpu"][key] = gpu_entry(2) | {"type": "cpu"}  # the campaign's own CPU run
+    campaign.save()
+    both = CostTable(tmp_path / "c.json").table
+    assert both["GPU"][key]["runs"] == 5 and both["cpu"][key]["runs"] == 2
+    learner.table["cpu"][key] = gpu_entry(3) | {"type": "cpu"}  # now both changed the CPU entry: the saver's wins
+    learner.save()
+    assert CostTable(tmp_path / "c.json").table["cpu"][key]["runs"] == 3
+
+
 def tiny_paper(**kw):
     """A smoke-sized run labelled paper scale: what the guard sees of a paper run, trained in a second."""
     return preset("fedintr", "smoke", label="fedintr/paper", **kw).replace(scale="paper")
