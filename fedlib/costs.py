@@ -135,7 +135,8 @@ def _snapshot(table: Any) -> dict[tuple[str, str], str]:
     """Each entry of a cost table's ``devices`` mapping by (device, cost key), as canonical JSON."""
     if not isinstance(table, dict):
         return {}
-    return {(d, k): json.dumps(v, sort_keys=True) for d, e in table.items() if isinstance(e, dict) for k, v in e.items()}
+    return {(d, k): json.dumps(v, sort_keys=True)
+            for d, e in table.items() if isinstance(e, dict) for k, v in e.items()}
 
 
 @dataclass(frozen=True)
@@ -174,10 +175,8 @@ class CostTable:
                 disk = {}
             ours = _snapshot(self.table)
             for (dev, key), theirs in _snapshot(disk).items():
-                was = self._read.get((dev, key))
-                if (was is None and (dev, key) not in ours) or (was is not None and ours.get((dev, key)) == was
-                                                                != theirs):
-                    self.table.setdefault(dev, {})[key] = disk[dev][key]  # new there, or changed there only
+                if ours.get((dev, key)) == self._read.get((dev, key)) != theirs:  # new there, or changed there only
+                    self.table.setdefault(dev, {})[key] = disk[dev][key]
             self._read = _snapshot(self.table)
             doc = {"about": "seconds per training sample-pass (eval included) by device and "
                             "model|dataset|strategy family|batch|precision; written by fedlib.costs",
