@@ -19,7 +19,7 @@ import torch
 
 from . import __version__
 
-__all__ = ["git_commit", "running_commit", "code_commit", "device_name", "params_hash", "provenance", "flatten_runs",
+__all__ = ["git_commit", "running_commit", "code_commit", "device_name", "host_cpu", "params_hash", "provenance", "flatten_runs",
            "runs_provenance", "short_commit"]
 
 # The code that produces numbers. The notebooks are left out: they hold no algorithm code (parameters and calls on
@@ -80,6 +80,29 @@ def device_name(device: str | torch.device) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+# The instruction sets that change how fast torch trains on a CPU (bf16 and int8 matrix units, wide vectors).
+_CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def host_cpu(cpuinfo: str | None = None) -> str:
+    """The CPU that ran this process, e.g. ``"Intel(R) Xeon(R) Processor @ 2.50GHz [avx2 avx512f amx_bf16
+    amx_tile]"``: the model name and the speed-relevant flags of ``/proc/cpuinfo`` (given as text, or read). Two
+    hosts of one model name can differ in their matrix units, and with them a run's wall time by about 2x."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    flags = set(fields.get("flags", "").split())
+    return f"{name} [{' '.join(f for f in _CPU_FLAGS if f in flags)}]" if flags else name
+
+
 def params_hash(params: dict[str, torch.Tensor]) -> str:
     h = hashlib.sha256()
     for k in sorted(params):
@@ -89,6 +112,7 @@ def params_hash(params: dict[str, torch.Tensor]) -> str:
 
 
 _IMPORTED = git_commit()  # the code this process imported
+_HOST_CPU = host_cpu()
 
 
 def running_commit() -> str:
@@ -101,7 +125,7 @@ def running_commit() -> str:
 def provenance(cfg: Any) -> dict[str, Any]:
     """What a run records about the code and machine that trained it."""
     return {"fedlib": __version__, "commit": running_commit(), "torch": torch.__version__,
-            "device": device_name(cfg.device), "executor": cfg.executor, "python": platform.python_version(),
+            "device": device_name(cfg.device), "cpu": _HOST_CPU, "executor": cfg.executor, "python": platform.python_version(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 

@@ -100,10 +100,20 @@ def test_store_reuses_a_finished_record(tiny_data, tmp_path, monkeypatch):
 def test_fedavg_learns_and_records_provenance(tiny_data, tmp_path):
     rec = run(small(rounds=4, local_epochs=2, augment="none"), store=Store(tmp_path), data=tiny_data, progress=False)
     assert rec.history[-1]["test_acc"] > 0.3  # chance is 0.1
-    for k in ("commit", "torch", "device", "date", "wall_time_s"):
+    for k in ("commit", "torch", "device", "cpu", "date", "wall_time_s"):
         assert k in rec.provenance
     assert len(rec.partition_hash) == 16 and rec.frame()["round"].tolist() == [1, 2, 3, 4]
     assert (tmp_path / "records" / f"{rec.key}.json").exists()
+
+
+def test_host_cpu_names_the_model_and_its_matrix_units():
+    import fedlib.provenance as prov
+
+    info = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor @ 2.50GHz\nflags\t\t: fpu avx2 avx512f "
+            "amx_tile amx_bf16\n\nprocessor\t: 1\nmodel name\t: other\n")
+    assert prov.host_cpu(info) == "Intel(R) Xeon(R) Processor @ 2.50GHz [avx2 avx512f amx_bf16 amx_tile]"
+    assert prov.host_cpu("model name : Xeon\nflags : fpu sse2\n") == "Xeon []"
+    assert prov.host_cpu("") and isinstance(prov.host_cpu(), str)
 
 
 def test_nan_loss_raises_one_clear_error(tiny_data):
