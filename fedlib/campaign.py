@@ -17,7 +17,8 @@ attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 ``run`` first finishes the runs a checkpoint holds rounds of (checkpoints live on this machine only: a begun run left
 for later may lose its rounds with the machine), then trains the pending runs in priority order (within one
 priority, the longest estimate first: workers training side by side then finish together instead of one of them
-ending on a long run alone) and never starts one whose estimate exceeds the remaining budget (it goes on with the next one that fits).
+ending on a long run alone) and never starts one whose estimate exceeds the remaining budget (it goes on with the next one
+that fits); once runs have finished, estimates are scaled by the pace they were trained at (:class:`Booking`).
 Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
 records are written atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run
 again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;
@@ -226,12 +227,16 @@ def parse_budget(text: str) -> float:
 
 
 def admit(it: Item, store: Store, costs: CostTable, left: float, out: dict[str, list[str]],
-          log: Callable[[str], None]) -> float | None:
+          log: Callable[[str], None], pace: float = 1.0) -> float | None:
     """The seconds left if ``it`` should start now; None if it is done meanwhile or its estimate exceeds ``left``
-    (then it is listed as skipped). Refreshes its status and estimate first (a checkpoint, a newer measurement)."""
+    (then it is listed as skipped). Refreshes its status and estimate first (a checkpoint, a newer measurement);
+    ``pace`` (:attr:`Booking.pace`) scales the estimate to this machine's speed as measured so far."""
     refresh(it, store, costs)
     if it.status not in ("pending", "partial"):
         return None
+    if pace != 1.0:
+        it.estimate_s *= pace
+        it.source += f", × {pace:.2f} (this campaign's pace)"
     if it.estimate_s > left:
         out["skipped"].append(it.key)
         log(f"[campaign] skip {it.what}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
@@ -252,16 +257,33 @@ def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], s
 @dataclass
 class Booking:
     """What a backend (:func:`fedlib.workers.run_local`, :func:`fedlib.ray_backend.run_ray`) asks the campaign
-    around each run: :func:`admit` before it starts, :func:`finish` when it ends."""
+    around each run: :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's
+    **pace**: the seconds its finished runs took over the cost table's estimates for them. The table holds medians
+    over earlier machines; two CPUs of one model name can differ twofold, so a run is admitted on its estimate
+    times the pace (1 until a run has finished), and one that cannot end within the budget is not begun."""
 
     store: Store
     costs: CostTable
     log: Callable[[str], None] = print
+    estimated_s: float = 0.0  # the table's estimates of the runs finished so far
+    took_s: float = 0.0  # their measured seconds
+    _admitted: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def pace(self) -> float:
+        return self.took_s / self.estimated_s if self.estimated_s > 0 else 1.0
 
     def admit(self, it: Item, left: float, out: dict[str, list[str]]) -> float | None:
-        return admit(it, self.store, self.costs, left, out, self.log)
+        pace = self.pace
+        got = admit(it, self.store, self.costs, left, out, self.log, pace)
+        if got is not None:
+            self._admitted[it.key] = it.estimate_s / pace
+        return got
 
     def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]]) -> None:
+        estimated = self._admitted.pop(it.key, 0.0)
+        if estimated > 0 and secs > 0:
+            self.estimated_s, self.took_s = self.estimated_s + estimated, self.took_s + secs
         finish(rec, it, self.costs, out, secs, self.log)
 
 

@@ -181,6 +181,27 @@ def test_run_respects_the_budget_and_a_second_invocation_does_nothing(tmp_path, 
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "records").glob("*.json")} == mtimes
 
 
+def test_a_campaign_admits_runs_at_the_pace_its_finished_runs_took(tmp_path, plans):
+    """A host slower than the cost table's machines: once a run has taken twice its estimate, the next run is
+    admitted on twice its estimate, and is not begun where that does not fit the budget."""
+    a, b = smoke(), smoke(seed=1)
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"a": a, "b": b}}})
+    store, costs = Store(tmp_path), CostTable(None)
+    items = {it.key: it for it in collect("smoke", "cpu", store=store, costs=costs)}
+    it_a, it_b = items[a.key()], items[b.key()]
+    booking, out = campaign.Booking(store, costs, lambda s: None), {"done": [], "skipped": [], "failed": []}
+    raw = it_a.estimate_s
+    assert booking.pace == 1.0 and booking.admit(it_a, 1e9, out) == 1e9 and it_a.estimate_s == raw
+    booking.finish(run(a, store=store, progress=False), it_a, 2 * raw, out)
+    assert booking.pace == pytest.approx(2.0) and out["done"] == [it_a.key]
+    est_b = campaign.refresh(it_b, store, costs).estimate_s  # the table has learnt run a's time meanwhile
+    assert booking.admit(it_b, 1.5 * est_b, out) is None and out["skipped"] == [it_b.key]
+    assert booking.admit(it_b, 2.5 * est_b, out) == 2.5 * est_b
+    assert it_b.estimate_s == pytest.approx(2 * est_b) and "× 2.00 (this campaign's pace)" in it_b.source
+    booking.finish(run(b, store=store, progress=False), it_b, 2 * est_b, out)  # booked on its unscaled estimate
+    assert booking.pace == pytest.approx(2.0)
+
+
 def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
     from fedlib.ledger import ledger
 
