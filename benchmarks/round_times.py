@@ -36,7 +36,7 @@ def main() -> None:
                      str(p.get("date", "—"))[:16], p.get("wall_time_s", float("nan")), statistics.median(t), min(t),
                      p.get("device", "—"), p.get("cpu", "—")))
     fastest = min(r[6] for r in rows)
-    print("| key | run | seed | trained (UTC) | wall (s) | median round (s) | fastest round (s) | × fastest "
+    print("| key | run | seed | recorded (UTC) | wall (s) | median round (s) | fastest round (s) | × fastest "
           "| device | host CPU |")
     print("|---|---|--:|---|--:|--:|--:|--:|---|---|")
     for key, run, seed, date, wall, med, best, dev, cpu in rows:
