@@ -87,7 +87,8 @@ _CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 def host_cpu(cpuinfo: str | None = None) -> str:
     """The CPU that ran this process, e.g. ``"Intel(R) Xeon(R) Processor @ 2.50GHz [avx2 avx512f amx_bf16
     amx_tile]"``: the model name and the speed-relevant flags of ``/proc/cpuinfo`` (given as text, or read). Two
-    hosts of one model name can differ in their matrix units, and with them a run's wall time by about 2x."""
+    hosts of one model name can differ in their instruction sets and in speed (2.2 times the seconds per round for
+    one config: benchmarks/RESULTS.md)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
