@@ -17,8 +17,9 @@ attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 ``run`` first finishes the runs a checkpoint holds rounds of (checkpoints live on this machine only: a begun run left
 for later may lose its rounds with the machine), then trains the pending runs in priority order (within one
 priority, the longest estimate first: workers training side by side then finish together instead of one of them
-ending on a long run alone) and never starts one whose estimate exceeds the remaining budget (it goes on with the next one
-that fits); once runs have finished, estimates are scaled by the pace they were trained at (:class:`Booking`).
+ending on a long run alone) and never starts one whose estimate exceeds the remaining budget (it goes on with the
+next one that fits); once runs have finished, estimates are scaled by the pace they were trained at
+(:class:`Booking`).
 Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
 records are written atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run
 again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;

@@ -19,8 +19,8 @@ import torch
 
 from . import __version__
 
-__all__ = ["git_commit", "running_commit", "code_commit", "device_name", "host_cpu", "params_hash", "provenance", "flatten_runs",
-           "runs_provenance", "short_commit"]
+__all__ = ["git_commit", "running_commit", "code_commit", "device_name", "host_cpu", "params_hash", "provenance",
+           "flatten_runs", "runs_provenance", "short_commit"]
 
 # The code that produces numbers. The notebooks are left out: they hold no algorithm code (parameters and calls on
 # fedlib), and they are committed with their outputs, so a commit of a render must not change the code's identity.
@@ -126,7 +126,8 @@ def running_commit() -> str:
 def provenance(cfg: Any) -> dict[str, Any]:
     """What a run records about the code and machine that trained it."""
     return {"fedlib": __version__, "commit": running_commit(), "torch": torch.__version__,
-            "device": device_name(cfg.device), "cpu": _HOST_CPU, "executor": cfg.executor, "python": platform.python_version(),
+            "device": device_name(cfg.device), "cpu": _HOST_CPU, "executor": cfg.executor,
+            "python": platform.python_version(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 

@@ -306,7 +306,8 @@ class Report:
             print(f"{name}: not saved, none of its {counts['runs']} runs is stored yet")
             return []
         prov = provenance_line(scale or self.scale, extra.pop("dataset", self.dataset),
-                               str(self.meta.get("device", "cpu")), seeds if isinstance(seeds, list) else [], runs=runs, **extra)
+                               str(self.meta.get("device", "cpu")), seeds if isinstance(seeds, list) else [],
+                               runs=runs, **extra)
         if name not in self.meta.setdefault("figures", []):  # the summary lists them: claims link to their figures
             self.meta["figures"].append(name)
         return save_figure(fig, name, prov, self.scale)
