@@ -150,8 +150,9 @@ def _is_record(r: Any) -> bool:
 def runs_provenance(runs: Any) -> dict[str, Any]:
     """The provenance of the runs behind a figure or table (a Record, Pending or Diverged placeholder, or nested
     dicts / lists of them): how many there are, pending and diverged, and the seeds, commits, devices and
-    precisions of the records among them, with their total training minutes."""
-    flat = list(flatten_runs(runs))
+    precisions of the records among them, with their total training minutes. A run that appears more than once
+    (one record behind two artifacts, same key) counts once."""
+    flat = list({getattr(r, "key", None) or id(r): r for r in flatten_runs(runs)}.values())
     recs = [r for r in flat if _is_record(r)]
     pending = sum(type(r).__name__ == "Pending" for r in flat)
     diverged = sum(hasattr(r, "failed_round") for r in flat)

@@ -73,6 +73,12 @@ def test_a_figure_states_the_commits_devices_and_seeds_of_its_runs(tmp_path, mon
     assert report.table_provenance["Table I"]["seeds"] == [0, 1]
 
 
+def test_a_run_behind_two_artifacts_of_a_figure_counts_once_in_its_stamp():
+    shared, own = _rec(0, "a18ab63f0c1d", "cpu"), _rec(1, "a18ab63f0c1d", "cpu")
+    line = provenance_line("quick", "fmnist", "cpu", [], runs=[{"table1": [shared]}, {"table3": [shared, own]}])
+    assert "runs=2 " in line and line.fields["runs"]["runs"] == 2
+
+
 def test_a_figure_without_runs_names_the_rendering_as_such(monkeypatch):
     monkeypatch.setenv("FEDLIB_COMMIT", "92db18c00000")
     line = provenance_line("quick", "fmnist", "cpu", 0)
