@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from fedlib.plans.fedintr import FEDINTR_FIG5_ROUNDS
+from fedlib.plans.fedintr import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
 from fedlib.presets import preset
 from fedlib.engine import Engine
 from fedlib.schedule import num_batches
@@ -49,8 +49,9 @@ SETUPS: dict[str, dict[str, Any]] = {
     "fedcka-a1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 1.0}),
     "moon-a0.1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 0.1}, strategy="moon",
                       strategy_kw={"mu": 10.0}),
-    # notebook 05's Table III at β = 0.1 (FedIntR's preset, Dirichlet β = 0.1): the most heterogeneous column
-    "fedintr-b0.1": dict(preset="fedintr", dataset="fmnist", partition_kw={"beta": 0.1, "convention": "fedintr"}),
+    # notebook 05's Table III at β = 0.1 (FedIntR's preset, Dirichlet β = 0.1): the rounds that plan runs at β = 0.1
+    "fedintr-b0.1": dict(preset="fedintr", dataset="fmnist", partition_kw={"beta": 0.1, "convention": "fedintr"},
+                         rounds=FEDINTR_TABLE3_ROUNDS["quick"][0.1]),
     # notebook 06's Fig. 5 at E = 1 (FedIntR's preset, one local epoch): the rounds that plan runs at E = 1
     "fedintr-e1": dict(preset="fedintr", dataset="fmnist", local_epochs=1,
                        rounds=FEDINTR_FIG5_ROUNDS["quick"][1]),

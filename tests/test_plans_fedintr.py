@@ -30,6 +30,20 @@ def test_paper_grids_are_the_papers():
     assert uniform[0].strategy_kw["mu"] == 3  # Table I's best μ on CIFAR-10
 
 
+def test_table_iii_runs_each_beta_to_its_quick_plateau_and_the_papers_rounds_at_paper_scale():
+    """Quick runs β = 0.1 longer (FEDINTR_TABLE3_ROUNDS), every method alike; β = 5 the preset's rounds, as Table I's
+    β = 0.5; the paper runs 100 rounds at every β."""
+    from fedlib.plans.fedintr import FEDINTR_TABLE3_ROUNDS
+
+    quick = plan("05_fedintr_benchmarks", "quick", dataset="fmnist")
+    rounds = {(rid.beta, rid.method): c.rounds for rid, c in quick["table3"].items()}
+    assert rounds == {(5.0, "FedAvg"): 40, (5.0, "FedIntR"): 40, (0.1, "FedAvg"): FEDINTR_TABLE3_ROUNDS["quick"][0.1],
+                      (0.1, "FedIntR"): FEDINTR_TABLE3_ROUNDS["quick"][0.1]}
+    assert {c.rounds for c in quick["table1"].values()} == {40} and FEDINTR_TABLE3_ROUNDS["quick"][0.1] > 40
+    paper = plan("05_fedintr_benchmarks", "paper", dataset="cifar10", seeds=(0,))
+    assert {c.rounds for c in paper["table3"].values()} == {100}
+
+
 def test_paper_scaling_plan_is_table_iv_and_fig_5():
     p = plan("06_fedintr_scaling", "paper", dataset="cifar10")
     t4 = {(rid.N, c.rounds, c.sample_fraction) for rid, c in p["table4"].items()}
