@@ -20,7 +20,7 @@ import torch
 from . import __version__
 
 __all__ = ["git_commit", "running_commit", "code_commit", "device_name", "host_cpu", "params_hash", "provenance",
-           "flatten_runs", "runs_provenance", "short_commit"]
+           "flatten_runs", "unique_runs", "runs_provenance", "short_commit"]
 
 # The code that produces numbers. The notebooks are left out: they hold no algorithm code (parameters and calls on
 # fedlib), and they are committed with their outputs, so a commit of a render must not change the code's identity.
@@ -143,6 +143,11 @@ def flatten_runs(x: Any) -> Iterator[Any]:
         yield x
 
 
+def unique_runs(x: Any) -> dict[Any, Any]:
+    """The leaves of ``x`` (:func:`flatten_runs`) by run key, a run behind two artifacts once (no key: by identity)."""
+    return {getattr(r, "key", None) or id(r): r for r in flatten_runs(x)}
+
+
 def _is_record(r: Any) -> bool:
     return hasattr(r, "history") and isinstance(getattr(r, "provenance", None), dict)
 
@@ -152,7 +157,7 @@ def runs_provenance(runs: Any) -> dict[str, Any]:
     dicts / lists of them): how many there are, pending and diverged, and the seeds, commits, devices and
     precisions of the records among them, with their total training minutes. A run that appears more than once
     (one record behind two artifacts, same key) counts once."""
-    flat = list({getattr(r, "key", None) or id(r): r for r in flatten_runs(runs)}.values())
+    flat = list(unique_runs(runs).values())
     recs = [r for r in flat if _is_record(r)]
     pending = sum(type(r).__name__ == "Pending" for r in flat)
     diverged = sum(hasattr(r, "failed_round") for r in flat)

@@ -36,7 +36,7 @@ import pandas as pd
 from .config import SCALES, device_problem, field_problem
 from .plots import provenance_line, save_figure
 from .presets import preset
-from .provenance import code_commit, flatten_runs, runs_provenance
+from .provenance import code_commit, runs_provenance, unique_runs
 from .results import DEFAULT_ROOT, atomic_write_text, is_pending
 from .style import dataset_name
 from .verdicts import Verdict, not_testable
@@ -239,7 +239,7 @@ class Report:
         """Register the runs behind this notebook (a Record, or nested dicts / lists of them; pending and diverged
         placeholders are counted, not timed): their training minutes, seeds, commits, devices and precisions. A run
         is counted once however many artifacts share it (same key), within one call and across calls."""
-        fresh = {getattr(r, "key", None) or id(r): r for r in flatten_runs(records)}
+        fresh = unique_runs(records)
         fresh = {k: r for k, r in fresh.items() if k not in self._registered}
         self._registered.update(k for k in fresh if isinstance(k, str))
         new, prov = runs_provenance(list(fresh.values())), self.provenance

@@ -24,7 +24,8 @@ from .budget import Part, Scope, fit
 __all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "FEDINTR_METHODS",
            "mu_grid", "FEDINTR_BEST_MU", "FEDINTR_BETAS", "FEDINTR_TABLE4", "FEDINTR_TABLE4_METHODS",
            "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT", "FEDINTR_TABLE3_ROUNDS", "FEDINTR_QUICK_LEFT_OUT",
-           "fedintr_scaling_scope", "TABLE4_PART", "FIG5_PART", "FIG5_LONG_PART", "scaling_left_out", "benchmarks_left_out", "fig5_rounds"]
+           "fedintr_scaling_scope", "TABLE4_PART", "FIG5_PART", "FIG5_LONG_PART", "scaling_left_out",
+           "benchmarks_left_out", "fig5_rounds"]
 
 # "We report the median of test accuracy values attained by the global model over the course of last 10 training
 # rounds"; quick's 10 rounds still climb, so it takes the median of the last 3 (smoke: the last round).
