@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from fedlib.plans.fedcka import QUICK_ROUNDS
 from fedlib.plans.fedintr import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
 from fedlib.presets import preset
 from fedlib.engine import Engine
@@ -44,11 +45,16 @@ SETUPS: dict[str, dict[str, Any]] = {
     "feder-adamp": dict(preset="feder", dataset="fmnist", optimizer="adamp"),
     # notebook 03's Table 2 columns α = 0.1, 0.5, 1 with FedCKA's preset: FedAvg, and at α = 0.1 MOON (μ = 10),
     # the method furthest from its plateau at α = 5 (the same configs as the plan's runs: the curve says the key)
-    "fedcka-a0.1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 0.1}),
-    "fedcka-a0.5": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 0.5}),
-    "fedcka-a1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 1.0}),
+    "fedcka-a0.1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 0.1}, rounds=QUICK_ROUNDS[0.1]),
+    "fedcka-a0.5": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 0.5}, rounds=QUICK_ROUNDS[0.5]),
+    "fedcka-a1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 1.0}, rounds=QUICK_ROUNDS[1.0]),
     "moon-a0.1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 0.1}, strategy="moon",
                       strategy_kw={"mu": 10.0}),
+    # notebook 03's Table 2: MOON (μ = 10) at α = 5 and 0.5, the one method whose runs end off their plateau there
+    "moon-a5": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 5.0}, strategy="moon",
+                    strategy_kw={"mu": 10.0}, rounds=QUICK_ROUNDS[5.0]),
+    "moon-a0.5": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 0.5}, strategy="moon",
+                      strategy_kw={"mu": 10.0}, rounds=QUICK_ROUNDS[0.5]),
     # notebook 05's Table III at β = 0.1 (FedIntR's preset, Dirichlet β = 0.1): the rounds that plan runs at β = 0.1
     "fedintr-b0.1": dict(preset="fedintr", dataset="fmnist", partition_kw={"beta": 0.1, "convention": "fedintr"},
                          rounds=FEDINTR_TABLE3_ROUNDS["quick"][0.1]),

@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fedlib.artifacts.fedcka import compare_runs, cost_verdicts, table2_verdicts, variance_verdicts  # noqa: E402
+from fedlib.artifacts.fedcka import (FIG5_ROUNDS, compare_runs, cost_verdicts, fig5_verdicts, table2_verdicts,  # noqa: E402
+                                    variance_verdicts)
 from fedlib.artifacts.fedcka_ablations import similarity_levels  # noqa: E402
 from fedlib.config import Config  # noqa: E402
 from fedlib.plans.fedcka import TIMING_PART, ablations_scope, heterogeneity_scope  # noqa: E402
@@ -51,6 +52,27 @@ def test_table2_claims_the_papers_table_contradicts_are_tested_as_the_table_has_
     # the text says SCAFFOLD improves on FedAvg; Table 2 has it 9.90 points below at α = 0.1: tested as the table has it
     trails = next(v for c, v in vs.items() if c.startswith("SCAFFOLD trails FedAvg at α = 0.1"))
     assert "-9.90" in trails.paper and trails.verdict == NOT_TESTABLE  # no α = 0.1 run in this frame
+
+
+def _crossing_curves(rounds: int) -> dict[int, dict[str, pd.Series]]:
+    """FedCKA 1 point below FedAvg up to round 40, 1 point above after it (seed noise of 0.1)."""
+    r = np.arange(1, rounds + 1)
+    return {s: {"FedAvg": pd.Series(80.0 + 0.1 * s, index=r),
+                "FedCKA": pd.Series(np.where(r <= 40, 79.0, 81.0) + 0.1 * s + 0.05 * (-1) ** s, index=r)}
+            for s in range(5)}
+
+
+def test_the_round_40_crossover_is_decided_only_on_the_papers_100_round_schedule():
+    """Appl. Sci. Fig. 5's crossover is at round 40 of 100: runs of another schedule leave it not testable even when
+    they are longer than 40 rounds (quick's Table 2 at α = 5), the paper's rounds decide it."""
+    epochs = pd.DataFrame({"method": ["FedAvg"], "E": [5], "acc": [80.0], "pending": [False], "chance": [10.0]})
+    scope = heterogeneity_scope("quick")
+    for rounds in (25, 45, 60):
+        vs = fig5_verdicts(_crossing_curves(rounds), epochs, rounds, scope)[:2]
+        assert [v.verdict for v in vs] == [NOT_TESTABLE] * 2 and all("decided at paper scale" in v.why for v in vs)
+    vs = fig5_verdicts(_crossing_curves(FIG5_ROUNDS), epochs, FIG5_ROUNDS, scope)[:2]
+    assert [v.claim for v in vs] == ["FedCKA trails FedAvg in the first 40 rounds", "FedCKA leads FedAvg in rounds after 40"]
+    assert [v.verdict for v in vs] == [REPRODUCED] * 2
 
 
 def _costs(times):

@@ -43,18 +43,24 @@ def test_paper_plans_are_the_papers_grids():
 
 @pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
 def test_runs_shared_between_notebooks_are_one_config(scale):
+    """Notebook 04's α = 5 runs are notebook 03's: Table 2's α = 5 column (at quick, where Table 2 runs longer for
+    MOON, the local-epoch sweep's runs at the preset's E instead), trained once and keeping their models once."""
+    from fedlib.plans.fedcka import QUICK_ROUNDS
     p3, p4 = plan("03_fedcka_heterogeneity", scale), plan("04_fedcka_ablations", scale)
-    fedavg5 = p3["table2"][FedCKARunId("FedAvg", 0, alpha=5)]
-    cka5 = p3["table2"][FedCKARunId("FedCKA (μ=3)", 0, alpha=5)]
+    rounds = QUICK_ROUNDS[5.0] if scale == "quick" else preset("fedcka", scale).rounds
+    at5 = [c.replace(rounds=rounds) for c in p3["table2"].values() if c.partition_kw["beta"] == 5.0]
+    fedavg5 = p3["table2"][FedCKARunId("FedAvg", 0, alpha=5)].replace(rounds=rounds)
+    cka5 = p3["table2"][FedCKARunId("FedCKA (μ=3)", 0, alpha=5)].replace(rounds=rounds)
     assert {fedavg5.key(), cka5.key()} <= _keys(p4)
     seeds = {c.seed for c in p3["table2"].values()}
-    assert {c.key() for c in p4["variance"].values()} == {c.key() for c in p3["table2"].values() if
-                                                           c.partition_kw["beta"] == 5.0 and c.seed in seeds and
-                                                           (c.strategy == "fedavg" or
-                                                            c.strategy_kw == {"mu": 3.0})}
+    assert {c.key() for c in p4["variance"].values()} == {c.key() for c in at5 if c.seed in seeds and (
+        c.strategy == "fedavg" or c.strategy_kw == {"mu": 3.0})}
     assert all(keeps_artifacts(c) for c in p4["variance"].values())
-    # nothing else keeps models: FedAvg and FedCKA at α = 5, every seed
-    assert sum(keeps_artifacts(c) for c in p3["table2"].values()) == 2 * len(seeds)
+    # nothing else keeps models: FedAvg and FedCKA at α = 5 and its rounds, every seed, once
+    keep = {c.key() for rs in (*p3.values(), *p4.values()) for c in rs.values() if keeps_artifacts(c)}
+    assert keep == {c.key() for c in p4["variance"].values()} and len(keep) == 2 * len(seeds)
+    if scale == "quick":
+        assert _keys({"epochs": p3["epochs"]}) >= keep and not any(keeps_artifacts(c) for c in p3["table2"].values())
 
 
 @pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
@@ -69,15 +75,19 @@ def test_the_campaign_keeps_the_models_of_every_run_a_similarity_notebook_reads(
 
 def test_quick_runs_take_their_alphas_rounds_and_the_other_scales_the_presets():
     """Every quick run of notebooks 03 and 04 runs the rounds of its α (QUICK_ROUNDS; the local-epoch sweep and
-    notebook 04 are at α = 5); paper and smoke keep the preset's rounds whatever the α."""
-    from fedlib.plans.fedcka import QUICK_ROUNDS
+    notebook 04 are at α = 5), Table 2's the rounds of its column (TABLE2_ROUNDS: longer where MOON needs them), every
+    method of a column the same; paper and smoke keep the preset's rounds whatever the α."""
+    from fedlib.plans.fedcka import QUICK_ROUNDS, TABLE2_ROUNDS
     for nb in ("03_fedcka_heterogeneity", "04_fedcka_ablations"):
-        runs = [c for rs in plan(nb, "quick").values() for c in rs.values()]
-        assert runs and all(c.rounds == QUICK_ROUNDS[c.partition_kw["beta"]] for c in runs)
+        for art, rs in plan(nb, "quick").items():
+            rounds = TABLE2_ROUNDS if art == "table2" else QUICK_ROUNDS
+            assert rs and all(c.rounds == rounds[c.partition_kw["beta"]] for c in rs.values()), (nb, art)
         for scale in ("paper", "smoke"):
             assert {c.rounds for rs in plan(nb, scale).values() for c in rs.values()} == {preset("fedcka", scale).rounds}
     alphas = {c.partition_kw["beta"] for c in plan("03_fedcka_heterogeneity", "quick")["table2"].values()}
-    assert alphas == set(QUICK_ROUNDS) and QUICK_ROUNDS[5.0] < QUICK_ROUNDS[0.1]
+    assert alphas == set(QUICK_ROUNDS) == set(TABLE2_ROUNDS) and QUICK_ROUNDS[5.0] < QUICK_ROUNDS[0.1]
+    assert all(TABLE2_ROUNDS[a] >= QUICK_ROUNDS[a] for a in alphas)  # Table 2 never shortens a column
+    assert TABLE2_ROUNDS[5.0] > QUICK_ROUNDS[5.0] and TABLE2_ROUNDS[0.5] > QUICK_ROUNDS[0.5]  # MOON's plateau
 
 
 @pytest.mark.parametrize("notebook", ["02_fedcka_layer_similarity", "03_fedcka_heterogeneity",

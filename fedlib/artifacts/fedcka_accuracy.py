@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from .fedcka import PAPER_T2 as T2_TUPLES, T2_METHODS
+from .fedcka import FIG5_ROUNDS, PAPER_T2 as T2_TUPLES, T2_METHODS
 from ..config import Config
 from ..grid import DIVERGED, best_mu, cell, is_off, runs_frame, seed_summary
 from ..plans import FedCKARunId, RunId
@@ -255,7 +255,8 @@ def rounds_figure(curves: Mapping[str, Mapping[int, pd.Series]], dataset: str, a
     note = mean_curves(ax, curves, percent=False, xlabel="communication round")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     last = max((int(s.index.max()) for c in curves.values() for s in c.values() if len(s)), default=0)
-    short = f"; the paper's 40-round crossover needs more than the {last} rounds run here" if 0 < last <= 40 else ""
+    short = (f"; the paper's crossover at round 40 of its {FIG5_ROUNDS} needs its schedule ({last} rounds here)"
+             if 0 < last != FIG5_ROUNDS else "")
     ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (left): accuracy per round, α = {alpha:g} — {dataset_name(dataset)}\n"
                  f"{note}{short}", fontsize=9)
     return fig
