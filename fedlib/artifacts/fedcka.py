@@ -21,8 +21,8 @@ from ..results import Pending
 from ..timing import repeat_times
 from ..verdicts import Verdict, decide, decide_ratio, not_testable, pending
 
-__all__ = ["PAPER_T2", "PAPER_T3", "PAPER_T4", "T2_METHODS", "FIG5_ROUNDS", "T2_VERSIONS", "compare_runs", "table2_verdicts",
-           "fig5_verdicts", "similarity_verdicts", "ablation_verdicts", "table3_verdicts", "cost_verdicts",
+__all__ = ["PAPER_T2", "PAPER_T3", "PAPER_T4", "T2_METHODS", "FIG5_ROUNDS", "T2_VERSIONS", "compare_runs",
+           "table2_verdicts", "fig5_verdicts", "similarity_verdicts", "ablation_verdicts", "table3_verdicts", "cost_verdicts",
            "variance_verdicts"]
 
 T2_METHODS = ("FedAvg", "FedProx", "SCAFFOLD", "MOON", "FedCKA")
