@@ -29,6 +29,7 @@ import torch
 
 from fedlib.plans.fedcka import QUICK_ROUNDS
 from fedlib.plans.fedintr import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
+from fedlib.plans.fedshibu import QUICK_ROUNDS as FEDSHIBU_ROUNDS
 from fedlib.presets import preset
 from fedlib.engine import Engine
 from fedlib.schedule import num_batches
@@ -61,6 +62,14 @@ SETUPS: dict[str, dict[str, Any]] = {
     # notebook 06's Fig. 5 at E = 1 (FedIntR's preset, one local epoch): the rounds that plan runs at E = 1
     "fedintr-e1": dict(preset="fedintr", dataset="fmnist", local_epochs=1,
                        rounds=FEDINTR_FIG5_ROUNDS["quick"][1]),
+    # notebook 08's Table 1 at s = 2 shards per user: FedAvg (personalized accuracy of the global model), the one
+    # method of that level whose runs end off their plateau (the plan's config: the curve says the key)
+    "fedshibu-avg-s2": dict(preset="fedshibu", dataset="fmnist", strategy="fedavg", strategy_kw={},
+                            partition_kw={"shards_per_user": 2}, rounds=FEDSHIBU_ROUNDS[2], eval_every=1),
+    # and FedBABU at s = 5 and 10, where one seed of five ends just off its plateau
+    **{f"fedbabu-s{s}": dict(preset="fedshibu", dataset="fmnist", strategy="fedbabu",
+                            strategy_kw={"head": "dense", "ft_select": "best"}, partition_kw={"shards_per_user": s},
+                            rounds=FEDSHIBU_ROUNDS[s], eval_every=1) for s in (5, 10)},
 }
 
 

@@ -294,8 +294,8 @@ def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_f
 
 
 def test_quick_runs_take_their_shard_levels_rounds_and_the_other_scales_the_presets():
-    """Every quick run of notebook 08 runs the rounds of its shard level (QUICK_ROUNDS; Fig. 3 at s = 5's) or of its
-    figure (Figs. 1 and 5), every method of a level alike; paper and smoke keep the preset's rounds."""
+    """Every quick run of notebook 08 runs the rounds of its shard level (QUICK_ROUNDS) or of its figure (Figs. 1, 3
+    and 5), every method of a level alike; paper and smoke keep the preset's rounds."""
     from fedlib.papers import plan
     from fedlib.plans.fedshibu import QUICK_ROUNDS
     from fedlib.presets import preset
@@ -304,7 +304,7 @@ def test_quick_runs_take_their_shard_levels_rounds_and_the_other_scales_the_pres
         assert {c.rounds for rid, c in rs.items()} == ({QUICK_ROUNDS[art]} if art in QUICK_ROUNDS else
                                                       {QUICK_ROUNDS[rid.s] for rid in rs}), art
     assert all(c.rounds == QUICK_ROUNDS[rid.s] for rid, c in quick["table1"].items())
-    assert {rid.s for rid in quick["table1"]} | {"fig1", "fig5"} == set(QUICK_ROUNDS)
+    assert {rid.s for rid in quick["table1"]} | {"fig1", "fig3", "fig5"} == set(QUICK_ROUNDS)
     for scale in ("paper", "smoke"):
         rounds = {c.rounds for rs in plan("08_fedshibu_shards", scale).values() for c in rs.values()}
         assert rounds == {preset("fedshibu", scale).rounds}
