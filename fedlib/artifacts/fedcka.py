@@ -22,8 +22,8 @@ from ..timing import repeat_times
 from ..verdicts import Verdict, decide, decide_ratio, not_testable, pending
 
 __all__ = ["PAPER_T2", "PAPER_T3", "PAPER_T4", "T2_METHODS", "FIG5_ROUNDS", "T2_VERSIONS", "compare_runs",
-           "table2_verdicts", "fig5_verdicts", "similarity_verdicts", "ablation_verdicts", "table3_verdicts", "cost_verdicts",
-           "variance_verdicts"]
+           "table2_verdicts", "fig5_verdicts", "similarity_verdicts", "ablation_verdicts", "table3_verdicts",
+           "cost_verdicts", "variance_verdicts"]
 
 T2_METHODS = ("FedAvg", "FedProx", "SCAFFOLD", "MOON", "FedCKA")
 FIG5_ROUNDS = 100  # Appl. Sci. §4.1: "trained for 100 communication rounds on CIFAR-10" (Fig. 5's x-axis)

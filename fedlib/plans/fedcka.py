@@ -37,7 +37,8 @@ from .budget import Part, Scope, fit
 __all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "similarity_scope",
            "heterogeneity_scope", "ablations_scope", "table2_part", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
            "FEDCKA_EPOCHS", "QUICK_ROUNDS", "TABLE2_ROUNDS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS",
-           "FEDCKA_VARIANT_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS", "TIMING_PART", "cost_setups", "method_name", "keeps_artifacts"]
+           "FEDCKA_VARIANT_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS", "TIMING_PART", "cost_setups",
+           "method_name", "keeps_artifacts"]
 
 # The papers' μ grids (§4.2) and, at quick / smoke, the papers' best μ on CIFAR-10.
 FEDCKA_MU_GRID: dict[str, dict[str, tuple[float, ...]]] = {

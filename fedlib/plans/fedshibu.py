@@ -59,9 +59,10 @@ GROUPS = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
 # their plateau but for one FedBABU seed, while FedBABU and FedSHIBU at s = 10 and 100, Fig. 1's runs and Fig. 5's
 # FedAvg and FedAvg+CRSM (s = 5) still rise 1.0-3.6 points on most seeds: 80 rounds there, every method of a level or
 # figure alike. That FedBABU seed (4) at s = 5, trained to 80 rounds, holds the rule from round 60 on: 65 rounds at
-# s = 5 (+5 for the seeds not measured). Fig. 3 keeps 40: FedSHIBU alone, on its plateau at 40 on every seed of Table 1, and its claims are left to
-# paper scale. FedAvg at s = 2 still climbs at 160 rounds (8x its level's 20): its level stays at 20 and its one
-# claim not testable (benchmarks/RESULTS.md, "FedSHIBU's quick runs at 20 rounds", "... at 40", "... at s = 2, 5").
+# s = 5 (+5 for the seeds not measured). Fig. 3 keeps 40: FedSHIBU alone, on its plateau at 40 on every seed of
+# Table 1, and its claims are left to paper scale. FedAvg at s = 2 still climbs at 160 rounds (8x its level's 20):
+# its level stays at 20 and its one claim not testable (benchmarks/RESULTS.md, "FedSHIBU's quick runs at 20
+# rounds", "... at 40", "... at s = 2 and 5").
 QUICK_ROUNDS: dict[int | str, int] = {2: 20, 5: 65, 10: 80, 100: 80, "fig1": 80, "fig3": 40, "fig5": 80}
 FINE_TUNED = ("fedbabu", "fedshibu")  # the strategies whose personalized evaluation fine-tunes the head
 
@@ -92,20 +93,21 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
     table = {FedSHIBURunId(m, n, s=s): at(base, s, m, n, **every)
              for s in FEDSHIBU_LEVELS[scale] for m in fedshibu_methods(scale, s) for n in seeds}
     ten = base.replace(num_clients=10)
-    fig3_rounds = dict(rounds=QUICK_ROUNDS["fig3"]) if scale == "quick" else {}
+    def rounds_of(figure: str) -> dict[str, int]:  # a figure's own quick rounds; other scales keep the preset's
+        return dict(rounds=QUICK_ROUNDS[figure]) if scale == "quick" else {}
+
     fig3 = {FedSHIBURunId(label, n, s=FIG_S): at(ten, FIG_S, LINEAR, n, strategy_kw={"sim": "linear", **kw},
-                                                 **fig3_rounds)
+                                                 **rounds_of("fig3"))
             for label, kw in (("own samples (§4.3)", {"samples": "own"}),
                               ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
             for n in seeds}
-    fig5_rounds = dict(rounds=QUICK_ROUNDS["fig5"]) if scale == "quick" else {}
-    fig5 = {FedSHIBURunId(label, n, s=FIG_S): at(base, FIG_S, AVG, n, **every, **fig5_rounds).replace(
+    fig5 = {FedSHIBURunId(label, n, s=FIG_S): at(base, FIG_S, AVG, n, **every, **rounds_of("fig5")).replace(
                 strategy=strategy, strategy_kw=kw)
             for label, strategy, kw in (("FedAvg", "fedavg", {}),
                                         ("FedAvg+CRSM", "fedavg_crsm", {"sim": "linear", "samples": "shared"}),
                                         ("Local only", "local_only", {})) for n in seeds}
     groups = ten.replace(partition="label_groups", partition_kw={}, eval_every=1,  # its curve, and its plateau
-                         rounds=QUICK_ROUNDS["fig1"] if scale == "quick" else ten.rounds)
+                         **rounds_of("fig1"))
     fig1 = {FedSHIBURunId(label, n): groups.replace(seed=n, strategy=st, strategy_kw=kw)
             for label, st, kw in (("all bodies aggregated (FedBABU)", "fedbabu", {"head": "dense"}),
                                   ("aggregated within each group", "fedshibu", {"sim": "groups", "groups": GROUPS}))
