@@ -16,9 +16,10 @@ attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 
 ``run`` first finishes the runs a checkpoint holds rounds of (checkpoints live on this machine only: a begun run left
 for later may lose its rounds with the machine), then trains the pending runs in priority order (within one
-priority, the longest estimate first: workers training side by side then finish together instead of one of them
-ending on a long run alone) and never starts one whose estimate exceeds the remaining budget (it goes on with the
-next one that fits); once runs have finished, estimates are scaled by the pace they were trained at
+priority, the shortest estimate first: a slice that cannot finish a priority's runs ends with the most runs done,
+and the settings whose runs are cheap, a table's column at few rounds, complete first, so their claims are decided
+first) and never starts one whose estimate exceeds the remaining budget (it goes on with the next one that fits,
+of a later priority too, so a worker is idle only when nothing fits); once runs have finished, estimates are scaled by the pace they were trained at
 (:class:`Booking`).
 Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
 records are written atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run
@@ -107,9 +108,10 @@ class Item:
     @property
     def sort_key(self) -> tuple:
         """A run a checkpoint holds rounds of first, whatever its priority (what an earlier slice began ends before
-        new work starts: its checkpoint is on this machine only), then priority, Fashion-MNIST first, the longest
-        estimate first (longest-processing-time order), then declaration order."""
-        return (self.status != "partial", self.priority, self.cfg.dataset != DATASET_FIRST, -self.estimate_s,
+        new work starts: its checkpoint is on this machine only), then priority, Fashion-MNIST first, the shortest
+        estimate first (the most runs, and the cheapest settings' columns complete, per slice), then declaration
+        order."""
+        return (self.status != "partial", self.priority, self.cfg.dataset != DATASET_FIRST, self.estimate_s,
                 self.order)
 
 

@@ -87,33 +87,33 @@ def test_a_run_shared_by_artifacts_counts_once_with_its_best_priority(tmp_path, 
     assert next(it for it in items if it.key != a.key()).priority == campaign.DEFAULT_PRIORITY
 
 
-def test_within_one_priority_the_longest_run_goes_first_so_side_by_side_workers_finish_together(tmp_path, plans):
+def test_within_one_priority_the_shortest_run_goes_first_so_cheap_settings_complete_first(tmp_path, plans):
     short, long_ = smoke(), smoke(rounds=8)
-    plans(**{"06_fedintr_scaling": lambda scale, **kw: {"fig5": {"short": short, "long": long_}},
-             "05_fedintr_benchmarks": lambda scale, **kw: {"Table I": {"short first": short.replace(seed=1)}}})
+    plans(**{"06_fedintr_scaling": lambda scale, **kw: {"fig5": {"long": long_, "short": short}},
+             "05_fedintr_benchmarks": lambda scale, **kw: {"Table I": {"long first": long_.replace(seed=1)}}})
     items = collect("smoke", "cpu", store=Store(tmp_path), costs=CostTable(None))
-    assert [it.uses[0][2] for it in items] == ["short first", "long", "short"]  # priority still decides first
-    assert items[1].estimate_s > items[2].estimate_s
+    assert [it.uses[0][2] for it in items] == ["long first", "short", "long"]  # priority still decides first
+    assert items[1].estimate_s < items[2].estimate_s
 
 
 def test_a_run_a_checkpoint_holds_rounds_of_resumes_before_any_new_one(tmp_path, plans):
-    short, long_ = smoke(rounds=4, checkpoint_every=1), smoke(rounds=8)
+    short, long_ = smoke(rounds=4), smoke(rounds=8, checkpoint_every=1)
     plans(**{"06_fedintr_scaling": lambda scale, **kw: {"fig5": {"short": short, "long": long_}}})
     store = Store(tmp_path)
-    assert [it.uses[0][2] for it in collect("smoke", "cpu", store=store, costs=CostTable(None))] == ["long", "short"]
+    assert [it.uses[0][2] for it in collect("smoke", "cpu", store=store, costs=CostTable(None))] == ["short", "long"]
     def stop(engine, entry):
         if engine.round >= 2:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run(short, store=store, progress=False, callback=stop)
+        run(long_, store=store, progress=False, callback=stop)
     items = collect("smoke", "cpu", store=store, costs=CostTable(None))
-    assert [(it.uses[0][2], it.status) for it in items] == [("short", "partial"), ("long", "pending")]
+    assert [(it.uses[0][2], it.status) for it in items] == [("long", "partial"), ("short", "pending")]
     assert items[0].rounds_done >= 1
     plans(**{"06_fedintr_scaling": lambda scale, **kw: {"fig5": {"short": short, "long": long_}},
-             "05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"first": smoke(rounds=8, seed=1)}}})
+             "05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"first": smoke(rounds=4, seed=1)}}})
     items = collect("smoke", "cpu", store=store, costs=CostTable(None))  # its checkpoint is on this machine only:
-    assert [it.uses[0][2] for it in items] == ["short", "first", "long"]  # begun, it ends before higher priorities
+    assert [it.uses[0][2] for it in items] == ["long", "first", "short"]  # begun, it ends before higher priorities
 
 
 def test_missing_dataset_is_blocked_and_named(tmp_path, plans, monkeypatch):
