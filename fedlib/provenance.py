@@ -20,7 +20,7 @@ import torch
 from . import __version__
 
 __all__ = ["git_commit", "running_commit", "code_commit", "device_name", "host_cpu", "params_hash", "provenance",
-           "flatten_runs", "unique_runs", "runs_provenance", "short_commit"]
+           "flatten_runs", "unique_runs", "runs_provenance", "short_commit", "worker_seconds"]
 
 # The code that produces numbers. The notebooks are left out: they hold no algorithm code (parameters and calls on
 # fedlib), and they are committed with their outputs, so a commit of a render must not change the code's identity.
@@ -152,6 +152,17 @@ def _is_record(r: Any) -> bool:
     return hasattr(r, "history") and isinstance(getattr(r, "provenance", None), dict)
 
 
+def worker_seconds(record: Any) -> float:
+    """The seconds of one worker a stored run took over all its slices: its provenance's ``wall_time_s`` (the last
+    slice, setup included), plus, for a run resumed from a checkpoint (``resumed_from_round``), the measured
+    ``time_s`` of the rounds its earlier slices trained (their setup is not counted)."""
+    prov = getattr(record, "provenance", None) or {}
+    before = int(prov.get("resumed_from_round") or 0)
+    earlier = sum(float(h.get("time_s") or 0.0) for h in getattr(record, "history", ()) or ()
+                  if isinstance(h.get("round"), int) and h["round"] <= before)
+    return float(prov.get("wall_time_s") or 0.0) + earlier
+
+
 def runs_provenance(runs: Any) -> dict[str, Any]:
     """The provenance of the runs behind a figure or table (a Record, Pending or Diverged placeholder, or nested
     dicts / lists of them): how many there are, pending and diverged, and the seeds, commits, devices and
@@ -168,4 +179,4 @@ def runs_provenance(runs: Any) -> dict[str, Any]:
             "commits": uniq(r.provenance.get("commit") for r in recs),
             "devices": uniq(r.provenance.get("device_name") or r.provenance.get("device") for r in recs),
             "precisions": uniq(r.config.get("precision", "fp32") for r in recs),
-            "training_minutes": round(sum(r.provenance.get("wall_time_s", 0.0) for r in recs) / 60, 2)}
+            "training_minutes": round(sum(worker_seconds(r) for r in recs) / 60, 2)}

@@ -46,7 +46,7 @@ from .costs import ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError, check
 from .ledger import runs_section, seeds_section
 from .plots import FIGURES
 from .progress import ROUND_LOG_ENV
-from .provenance import code_commit
+from .provenance import code_commit, worker_seconds
 from .report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
 from . import results
 from .results import Store
@@ -203,8 +203,9 @@ def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
 
 def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, float]]:
     """Per notebook: its planned runs (``planned``), those stored (``done``), the single-thread worker-hours the
-    stored ones took (``hours_done``: their records' wall time) and the estimate for the rest (``hours_left``, whole
-    runs: a local checkpoint does not count). A run several notebooks share counts in each."""
+    stored ones took (``hours_done``: their records' wall time over all their slices,
+    :func:`fedlib.provenance.worker_seconds`) and the estimate for the rest (``hours_left``, whole runs: a local
+    checkpoint does not count). A run several notebooks share counts in each."""
     store, out = Store.for_scale(scale), {}
     for it in collect(scale, device, store=store):
         rec = store.get(it.key) if it.status in ("done", "diverged") else None
@@ -213,7 +214,7 @@ def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, fl
             p["planned"] += 1
             if it.status in ("done", "diverged"):
                 p["done"] += 1
-                p["hours_done"] += float((rec.provenance if rec else {}).get("wall_time_s") or 0.0) / 3600
+                p["hours_done"] += (worker_seconds(rec) if rec else 0.0) / 3600
             else:  # the whole run's estimate: a checkpoint on this machine must not change the committed summary
                 p["hours_left"] += it.estimate_s * it.cfg.rounds / max(1, it.cfg.rounds - it.rounds_done) / 3600
     return out

@@ -23,6 +23,7 @@ from fedlib.papers import priority
 from fedlib.costs import CostTable, cost_key
 from fedlib.plans import RunId
 from fedlib.presets import preset
+from fedlib.provenance import worker_seconds
 from fedlib.results import Store, run
 from fedlib.workers import cores
 
@@ -258,6 +259,19 @@ def test_a_killed_campaign_resumes_to_the_record_of_an_uninterrupted_one(tmp_pat
     assert a.provenance["resumed_from_round"] >= 2 and b.provenance["resumed_from_round"] == 0
     same_record(a, b)
     assert not ckpt.exists()
+    earlier = sum(h["time_s"] for h in a.history[:a.provenance["resumed_from_round"]])  # the killed slice's rounds
+    assert earlier > 0 and worker_seconds(a) == pytest.approx(a.provenance["wall_time_s"] + earlier)
+    assert worker_seconds(b) == b.provenance["wall_time_s"]  # one slice: its wall time
+
+
+def test_a_resumed_runs_worker_time_counts_the_rounds_of_its_earlier_slices():
+    class Rec:
+        history = [{"round": r, "time_s": 10.0} for r in (1, 2, 3, 4)]
+        provenance = {"wall_time_s": 25.0, "resumed_from_round": 2}
+
+    assert worker_seconds(Rec()) == 45.0  # rounds 1-2 (20 s) before the checkpoint, then 25 s of wall time
+    Rec.provenance = {"wall_time_s": 41.0, "resumed_from_round": 0}
+    assert worker_seconds(Rec()) == 41.0
 
 
 def test_ray_backend_missing_gives_one_error_naming_the_fix(tmp_path, plans, monkeypatch):

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..grid import PENDING
 from ..plots import similarity_heatmap, sweep
+from ..provenance import worker_seconds
 from ..results import Pending, Record
 from ..similarity import LayerSimilarity
 from ..style import dataset_name
@@ -74,7 +75,7 @@ def describe_runs(records: Mapping[int, Any], sim: LayerSimilarity | None, datas
     """One line per stored run (rounds, epochs, global test accuracy, minutes, device) and what CKA is computed on
     (or that it is pending)."""
     lines = [f"seed {s}: {r.cfg.rounds} rounds × {r.cfg.local_epochs} local epoch(s) of FedAvg on {dataset}: global "
-             f"test accuracy {100 * r.final('test_acc'):.2f} % ({r.provenance['wall_time_s'] / 60:.1f} min on "
+             f"test accuracy {100 * r.final('test_acc'):.2f} % ({worker_seconds(r) / 60:.1f} min on "
              f"{r.provenance['device']})" for s, r in records.items() if isinstance(r, Record)]
     if sim is None:
         return "\n".join(lines + ["pending: a run or its clients' models are not in the store (train=False)"])
@@ -285,6 +286,6 @@ def seed_table(records: Mapping[int, Any], n_eval: int) -> pd.DataFrame:
     record's key ("pending" where a run is not stored)."""
     rows = [{"seed": s, "rounds": r.cfg.rounds, "local epochs": r.cfg.local_epochs,
              "test acc (%)": round(100 * r.final("test_acc"), 2) if isinstance(r, Record) else PENDING,
-             "n_eval": n_eval, "wall time (s)": r.provenance["wall_time_s"] if isinstance(r, Record) else PENDING,
+             "n_eval": n_eval, "wall time (s)": worker_seconds(r) if isinstance(r, Record) else PENDING,
              "record": r.key} for s, r in records.items()]
     return pd.DataFrame(rows).set_index("seed")
