@@ -237,15 +237,16 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
         lines += [f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results. Verdicts: "
                   "95 % t intervals over seeds against each claim's margin (fedlib.verdicts); the verdict counts are "
                   "the papers' claims only (the project's controls are listed apart). Worker-hours done add up the "
-                  "wall time of every stored run a notebook plans (a run shared by notebooks counts in each, under "
-                  "whatever load it trained); hours left are the campaign's estimate for the rest (`make campaign "
+                  "wall time of every stored run a notebook plans, over all its slices (a run shared by notebooks "
+                  "counts in each, under whatever load it trained); hours left are the campaign's estimate for the "
+                  "rest, from the median times of the stored runs on the hosts that trained them (`make campaign "
                   f"SCALE={scale}` trains them, two single-thread workers: about half of it in wall time)._", ""]
     else:
         lines += ["_Scale `paper`: the papers' setups. Verdicts: 95 % t intervals over seeds against each claim's "
                   "margin (fedlib.verdicts); the counts are the papers' claims only. Hours done add up the wall time of "
-                  "every stored run a notebook plans (the device of each is in its runs table); hours left are the "
-                  "campaign's GPU estimate for the rest, every dataset column the papers report (`python -m "
-                  "fedlib.campaign plan --scale paper --device cuda`; docs/campaign.md)._", ""]
+                  "every stored run a notebook plans, over all its slices (the device of each is in its runs table); "
+                  "hours left are the campaign's GPU estimate for the rest, every dataset column the papers report "
+                  "(`python -m fedlib.campaign plan --scale paper --device cuda`; docs/campaign.md)._", ""]
     details = []
     for r in rows:
         if not (r.get("claims") or r.get("tables")):
