@@ -16,11 +16,10 @@ attempted). Its **cost** is :mod:`fedlib.costs`' estimate on the device.
 
 ``run`` first finishes the runs a checkpoint holds rounds of (checkpoints live on this machine only: a begun run left
 for later may lose its rounds with the machine), then trains the pending runs in priority order (within one
-priority, the shortest estimate first: a slice that cannot finish a priority's runs ends with the most runs done,
-and the settings whose runs are cheap, a table's column at few rounds, complete first, so their claims are decided
-first) and never starts one whose estimate exceeds the remaining budget (it goes on with the next one that fits,
-of a later priority too, so a worker is idle only when nothing fits); once runs have finished, estimates are scaled by the pace they were trained at
-(:class:`Booking`).
+priority, the shortest estimate first: a slice that cannot finish a priority completes its cheapest settings'
+columns, so their claims are decided first) and never starts one whose estimate exceeds the remaining budget (it
+goes on with the next one that fits, of a later priority too); once runs have finished, estimates are scaled by the
+pace they were trained at (:class:`Booking`).
 Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
 records are written atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run
 again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;
