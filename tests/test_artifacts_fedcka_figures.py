@@ -133,6 +133,15 @@ def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():
     assert pairs == {}  # MOON pending: no seed has both
 
 
+def test_the_curves_figure_states_only_the_runs_it_draws():
+    recs = _t2_records(pending_moon=True)
+    low = Config(partition_kw={"beta": 0.1}, seed=0)
+    recs[FedCKARunId("FedAvg", 0, alpha=0.1)] = Pending(low.key(), low.to_dict())  # another α: not drawn
+    behind = Table2.from_records(recs).curve_records(recs)
+    assert sorted(map(str, behind)) == sorted(str(k) for k in recs if k.alpha == 5 and "μ=5" not in k.method)
+    assert sum(isinstance(r, Pending) for r in behind.values()) == 3  # MOON's seeds: pending, still named
+
+
 def _epoch_records():
     out = {}
     for s in (0, 1, 2):

@@ -190,6 +190,13 @@ class Table2:
                                              for s, n in zip(r["seed"], r["name"])}
         return out
 
+    def curve_records(self, records: Runs, alpha: float | None = None) -> Runs:
+        """The runs behind :meth:`curves` at ``alpha`` (default: the largest), pending and diverged seeds included:
+        a figure of those curves states their seeds, commits and devices, not those of every α."""
+        alpha = max(self.alphas) if alpha is None else alpha
+        names = {str(n) for m in self.methods for n in self._runs(m, alpha)["name"]}
+        return {rid: r for rid, r in records.items() if str(rid) in names}
+
 
 def table2_setup(configs: Iterable[Config]) -> str:
     """The setup line of Table 2's runs: ``"25 rounds at α = 5, 35 rounds at α = 1 and 0.5, 120 rounds at α = 0.1;
