@@ -12,8 +12,8 @@ from matplotlib.colors import LogNorm
 from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, grid_frame, grid_table, invariants,
                                     mean_table, plateau_rise, stored, verdicts, versus_paper)
 from fedlib.artifacts.feder_figures import (THESIS_FIGURES, describe_floored, describe_rank_weights,
-                                            describe_training_curves, floored_share_figure, rank_weights,
-                                            stable_rank_figure, training_curves)
+                                            describe_training_curves, figure_runs, floored_share_figure,
+                                            rank_weights, stable_rank_figure, training_curves)
 from fedlib.grid import Diverged
 from fedlib.papers import plan
 from fedlib.plans import FedERRunId
@@ -260,3 +260,9 @@ def test_floored_share_and_stable_rank_figures():
     assert len(ours) == 4 and len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 4
     assert "CIFAR-100" in ax.get_title() and "1 seed (0)" in ax.get_title()
     assert stable_rank_figure({rid("Adam", "FedAvg", 0): Pending("p", {})}, "fmnist", "quick") is None
+
+
+def test_a_figures_footer_states_only_the_settings_it_draws():
+    recs = nb_records(pending_feder=True)
+    assert set(figure_runs(recs)) == set(recs["table4.2"])  # Fig. A.1's stable-rank run is not in the curves
+    assert list(figure_runs(recs, ("FedER",))) == [rid("Adam", "FedER", 0)]  # pending: still named

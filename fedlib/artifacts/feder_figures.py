@@ -28,7 +28,7 @@ from ..style import dataset_name
 from ..verdicts import PLATEAU_RISE
 from .feder import FLOOR, FLOORED_MAX, PAPER, SETTINGS, Runs, flat_runs
 
-__all__ = ["THESIS_FIGURES", "training_curves", "describe_training_curves", "floored_share_figure",
+__all__ = ["THESIS_FIGURES", "figure_runs", "training_curves", "describe_training_curves", "floored_share_figure",
            "describe_floored", "rank_weights", "describe_rank_weights", "stable_rank_figure"]
 
 # Figs. 4.1–4.5 non-federated, 4.6–4.10 FedAvg, 4.11–4.15 FedER, each in Table 4.2's row order (§4.3; the
@@ -74,6 +74,12 @@ def _plain_log(ax: plt.Axes) -> None:
 def _figures(row: str, settings: list[str], panel: str = "") -> str:
     return "thesis Fig" + "s" * (len(settings) > 1) + ". " + ", ".join(
         f"{THESIS_FIGURES[(row, s)]}{panel} ({s})" for s in settings if (row, s) in THESIS_FIGURES)
+
+
+def figure_runs(records: Runs, settings: tuple[str, ...] = SETTINGS) -> Runs:
+    """The runs of ``settings`` among ``records`` (pending ones included): those a figure of these settings draws,
+    so its footer states their seeds, commits and devices and not the whole notebook's."""
+    return {rid: r for rid, r in flat_runs(records).items() if rid.method in settings}
 
 
 def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | None:
