@@ -43,9 +43,9 @@ def _by_setting(records: Runs, row: str, metric: str, settings: tuple[str, ...] 
     """``{setting: {seed: per-round series}}`` of ``row``'s stored runs; ``metric`` "train_loss" falls back to the
     mean of the clients' losses."""
     out: dict[str, dict[int, pd.Series]] = {}
-    for rid, r in flat_runs(records).items():
+    for rid, r in figure_runs(records, settings).items():
         s = rid.method
-        if rid.optimizer != row or s not in settings or not isinstance(r, Record):
+        if rid.optimizer != row or not isinstance(r, Record):
             continue
         series = r.metric(metric)
         if series.empty and metric == "train_loss":
@@ -87,7 +87,7 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
     panels), the training loss and the test loss (its (b) panels; log scale) of each setting, the mean over seeds
     with a 95 % t band; beside them Table 4.2's CIFAR-100 numbers of those rows in a panel of their own. ``None``
     before any run is stored."""
-    flat = {rid: r for rid, r in flat_runs(records).items() if rid.method in SETTINGS}
+    flat = figure_runs(records)
     rows = [row for row in dict.fromkeys(rid.optimizer for rid in flat) if _by_setting(flat, row, "test_acc")]
     if not rows:
         return None
