@@ -115,6 +115,19 @@ def test_table2_says_how_many_seeds_of_a_method_diverged():
     assert "MOON at α = 5: 2 of 3 seeds (1 diverged)" in _suptitle(t2.figure("fmnist"))
 
 
+@pytest.mark.parametrize("pending_seeds, says", [((2,), "MOON at α = 5: 2 diverged, 1 pending"),
+                                                   ((), "MOON at α = 5: all 3 diverged")])
+def test_table2_says_a_method_without_a_finished_seed_diverged_not_just_pending(pending_seeds, says):
+    recs = _t2_records()
+    for s in (0, 1, 2):
+        moon = Config(partition_kw={"beta": 5.0}, seed=s, strategy="moon", strategy_kw={"mu": 10.0})
+        recs[FedCKARunId("MOON (μ=10)", s, alpha=5)] = Pending(moon.key(), moon.to_dict()) if s in pending_seeds \
+            else Diverged(moon.key(), moon.to_dict(), 7, "loss became nan")
+    t2 = Table2.from_records(recs)
+    assert t2.incomplete() == [says]
+    assert says in describe_table2(t2)
+
+
 def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():
     t2 = Table2.from_records(_t2_records())
     curves = t2.curves(_t2_records())

@@ -140,7 +140,8 @@ class Table2:
 
     def incomplete(self) -> list[str]:
         """``"FedAvg at α = 5: 3 of 5 seeds"`` (``"... (2 diverged)"``) for each method at an α with stored runs
-        whose seeds are not all stored (pending or diverged), ``"... : pending"`` when none is."""
+        whose seeds are not all stored (pending or diverged); when none is, ``"... : pending"``, ``"... : 4 diverged, 1
+        pending"`` or ``"... : all 5 diverged"``."""
         out = []
         for a in self.alphas:
             g = self.grid[np.isclose(self.grid.alpha, a)]
@@ -152,7 +153,10 @@ class Table2:
                 if 0 < n < len(r):
                     out.append(f"{m} at α = {a:g}: {n} of {len(r)} seeds" + f" ({nd} diverged)" * bool(nd))
                 elif n == 0 and len(self.grid[(self.grid.method == m) & (self.grid.alpha == a)]):
-                    out.append(f"{m} at α = {a:g}: pending")
+                    npend = len(r) - nd  # no μ known yet (r empty): pending
+                    what = f"all {nd} diverged" if nd and not npend else "pending" if not nd else \
+                        f"{nd} diverged, {npend} pending"
+                    out.append(f"{m} at α = {a:g}: {what}")
         return out
 
     def figure(self, dataset: str, setup: str = "") -> plt.Figure:
