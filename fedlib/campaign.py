@@ -19,7 +19,9 @@ for later may lose its rounds with the machine), then trains the pending runs in
 priority, the shortest estimate first: a slice that cannot finish a priority completes its cheapest settings'
 columns, so their claims are decided first) and never starts one whose estimate exceeds the remaining budget (it
 goes on with the next one that fits, of a later priority too); once runs have finished, estimates are scaled by the
-pace they were trained at (:class:`Booking`).
+pace they were trained at (:class:`Booking`). Once a seed of a setting has diverged, that setting's other seeds
+are trained last, as the run goes and in later ones: every claim and mean over those seeds is not testable
+whatever they read (``moot``).
 Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
 records are written atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run
 again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;
@@ -95,6 +97,7 @@ class Item:
     estimate_s: float = 0.0
     source: str = ""
     retry: bool = False  # train it again even if it diverged (--retry-diverged)
+    moot: str = ""  # why no verdict can depend on it (another seed of its setting diverged): trained last
 
     @property
     def what(self) -> str:
@@ -106,12 +109,17 @@ class Item:
 
     @property
     def sort_key(self) -> tuple:
-        """A run a checkpoint holds rounds of first, whatever its priority (what an earlier slice began ends before
-        new work starts: its checkpoint is on this machine only), then priority, Fashion-MNIST first, the shortest
-        estimate first (the most runs, and the cheapest settings' columns complete, per slice), then declaration
-        order."""
-        return (self.status != "partial", self.priority, self.cfg.dataset != DATASET_FIRST, self.estimate_s,
-                self.order)
+        """A moot run last (:func:`defer_moot`); a run a checkpoint holds rounds of first, whatever its priority
+        (what an earlier slice began ends before new work starts: its checkpoint is on this machine only), then
+        priority, Fashion-MNIST first, the shortest estimate first (the most runs, and the cheapest settings'
+        columns complete, per slice), then declaration order."""
+        return (bool(self.moot), self.status != "partial", self.priority, self.cfg.dataset != DATASET_FIRST,
+                self.estimate_s, self.order)
+
+    @property
+    def setting(self) -> str:
+        """The key of its config but for the seed: the runs whose seeds a comparison pools."""
+        return self.cfg.replace(seed=0).key()
 
 
 def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> Plan:
@@ -157,7 +165,22 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
     dev_name = device_name(device)  # without CUDA here: "cuda (none ...)", never the CPU's name
     for it in items.values():
         refresh(it, store, costs, missing, dev_name)
+    defer_moot(list(items.values()))
     return sorted(items.values(), key=lambda i: i.sort_key)
+
+
+def defer_moot(items: list[Item]) -> None:
+    """Mark the pending runs of a setting one of whose seeds diverged as moot: a diverged run makes every claim
+    and mean over that setting's seeds not testable whatever its other seeds read (:func:`fedlib.verdicts.decide`),
+    so they are trained after every run a verdict can still depend on (planned all the same: seeds are fixed
+    before any run)."""
+    diverged: dict[str, int] = {}
+    for it in items:
+        if it.status == "diverged":
+            diverged.setdefault(it.setting, it.cfg.seed)
+    for it in items:
+        if it.status in ("pending", "partial") and (seed := diverged.get(it.setting)) is not None:
+            it.moot = f"seed {seed} of its setting diverged: no verdict depends on this run (trained last)"
 
 
 def matching(items: list[Item], texts: list[str]) -> list[Item]:
@@ -281,6 +304,13 @@ class Booking:
         if got is not None:
             self._admitted[it.key] = it.estimate_s / pace
         return got
+
+    def failed(self, it: Item, queue: list[Item]) -> None:
+        """``it`` stopped; if it diverged, its setting's seeds still in ``queue`` go last (:func:`defer_moot`)."""
+        if _divergence(self.store, it.key):
+            it.status = "diverged"
+            defer_moot([it, *queue])
+            queue.sort(key=lambda q: q.sort_key)
 
     def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]]) -> None:
         estimated = self._admitted.pop(it.key, 0.0)

@@ -31,7 +31,8 @@ def format_plan(items: list[Item], scale: str, device: str) -> str:
     for i, it in enumerate(items, 1):
         nb, art, name = it.uses[0]
         more = f" (+{len(it.uses) - 1} more)" if len(it.uses) > 1 else ""
-        status = it.status + (f" {it.rounds_done}/{it.cfg.rounds}" if it.status == "partial" else "")
+        status = it.status + (f" {it.rounds_done}/{it.cfg.rounds}" if it.status == "partial" else "") + \
+            (" (moot)" if it.moot else "")
         est, src = (_fmt_s(it.estimate_s), _short_source(it.source)) if it.status != "done" else ("", "")
         rows.append(f"| {i} | {it.priority} | {status} | {est} | {_cell(src)} | {it.cfg.dataset} | {it.cfg.strategy} | {_cell(f'{nb} · {art} · {name}')}{more} | {it.key} |")
     by = {s: [i for i in items if i.status.startswith(s)]
@@ -41,6 +42,9 @@ def format_plan(items: list[Item], scale: str, device: str) -> str:
                  f"--retry-diverged), pending {len(todo)} ({_fmt_s(sum(i.estimate_s for i in todo))} "
                  f"estimated on {device}), blocked {len(by['blocked'])} "
                  f"({_fmt_s(sum(i.estimate_s for i in by['blocked']))} once their data is present)."]
+    if moot := [i for i in todo if i.moot]:
+        rows += [f"moot {len(moot)} of the pending ({_fmt_s(sum(i.estimate_s for i in moot))}): another seed of "
+                 "their setting diverged, so no verdict depends on them; trained last."]
     rows += [f"diverged: {i.key}: {i.why}" for i in by["diverged"]]
     rows += [f"unreadable record (pending: training it moves the file aside): {i.why}" for i in todo if i.why]
     blocked = sorted({i.why for i in by["blocked"]})

@@ -90,6 +90,7 @@ def run_ray(items: list[Any], store: Store, budget_s: float, booking: Any, *, ad
             except Exception as e:  # noqa: BLE001 — a failed task: its rounds are in failed/<key>.json
                 out["failed"].append(it.key)
                 log(f"[campaign] FAILED {it.what}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                booking.failed(it, queue)
                 continue
             if store.get(rec.key) is None:  # no shared file system: the driver keeps the record
                 store.put(rec)

@@ -72,7 +72,8 @@ def run_local(items: list[Any], store: Store, budget_s: float, booking: Any, *, 
     seconds, ``jobs`` at a time (``jobs > 1``: that many worker processes with ``cores() // jobs`` threads each);
     ``booking`` (:class:`fedlib.campaign.Booking`) admits each run before it starts (``admit(item, seconds left,
     out)``: the seconds left, or None to skip it) and books it when it ends (``finish(record, item, seconds,
-    out)``). Returns the keys done, skipped and failed."""
+    out)``) or stops (``failed(item, queue)``: it may reorder the items still queued). Returns the keys done,
+    skipped and failed."""
     if jobs < 1:
         raise ValueError(f"jobs={jobs!r}: give at least 1 (runs trained at once).")
     t0 = time.monotonic()
@@ -82,6 +83,7 @@ def run_local(items: list[Any], store: Store, budget_s: float, booking: Any, *, 
     def failed(it: Any, e: BaseException) -> None:  # the failure is in results/failed/<key>.json; go on
         out["failed"].append(it.key)
         log(f"[campaign] FAILED {it.what}: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}")
+        booking.failed(it, queue)
 
     def next_admitted() -> tuple[Any, float] | None:
         while queue:

@@ -382,6 +382,35 @@ def test_a_diverged_run_is_a_finished_result_and_is_retried_only_when_asked(tmp_
     assert store.get(cfg) is not None and "done 05_fedintr_benchmarks" in capsys.readouterr().out
 
 
+def test_the_other_seeds_of_a_diverged_setting_are_moot_and_trained_last(tmp_path, plans, capsys):
+    seeds = {f"FedAvg / seed={s}": smoke(seed=s) for s in range(3)}
+    other = smoke(lr=0.05)
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {**seeds, "other": other}},
+             "09_later": lambda scale, **kw: {"fig": {"late": smoke(lr=0.02)}}})
+    store = Store(tmp_path)
+    _diverge(seeds["FedAvg / seed=0"], store)
+    items = collect("smoke", "cpu", store=store, costs=CostTable(None))
+    by = {it.key: it for it in items}
+    moot = [by[seeds[f"FedAvg / seed={s}"].key()] for s in (1, 2)]
+    assert all(it.status == "pending" and "seed 0 of its setting diverged" in it.moot for it in moot)
+    assert not by[other.key()].moot and items[-2:] == sorted(moot, key=lambda i: i.sort_key)  # after a later notebook
+    assert "pending (moot)" in campaign.format_plan(items, "smoke", "cpu")
+    assert "moot 2 of the pending" in campaign.format_plan(items, "smoke", "cpu")
+
+
+def test_a_divergence_during_a_campaign_sends_its_settings_other_seeds_last(tmp_path):
+    store = Store(tmp_path)
+    a0, a1, b = smoke(), smoke(seed=1), smoke(lr=0.05)
+    items = [campaign.Item(c.key(), c, uses=[("05_x", "t", RunId("x", 0))], order=i) for i, c in enumerate((a0, a1, b))]
+    _diverge(a0, store)
+    queue = items[1:]
+    campaign.Booking(store, CostTable(None), lambda s: None).failed(items[0], queue)
+    assert items[0].status == "diverged" and [q.key for q in queue] == [b.key(), a1.key()] and queue[1].moot
+    queue2 = [campaign.Item(b.key(), b)]
+    campaign.Booking(store, CostTable(None), lambda s: None).failed(campaign.Item(a1.key(), a1), queue2)
+    assert not queue2[0].moot  # a run that stopped without diverging defers nothing
+
+
 def test_a_record_with_nan_metrics_is_diverged_not_done(tmp_path, plans):
     from fedlib.results import Record
 
