@@ -19,9 +19,9 @@ for later may lose its rounds with the machine), then trains the pending runs in
 priority, the shortest estimate first: a slice that cannot finish a priority completes its cheapest settings'
 columns, so their claims are decided first) and never starts one whose estimate exceeds the remaining budget (it
 goes on with the next one that fits, of a later priority too); once runs have finished, estimates are scaled by the
-pace they were trained at (:class:`Booking`). Once a seed of a setting has diverged, that setting's other seeds
-are trained last, as the run goes and in later ones: every claim and mean over those seeds is not testable
-whatever they read (``moot``).
+pace they were trained at (:class:`Booking`). Once a seed of a setting has diverged or ended off its plateau, that
+setting's other seeds are trained last, as the run goes and in later ones: every claim and mean over those seeds is
+not testable whatever they read (``moot``).
 Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
 records are written atomically by :func:`fedlib.results.run`; a finished run's time updates the cost table. Run
 again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.ledger`;
@@ -58,6 +58,7 @@ from .papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
 from .plans import Plan, RunId
 from .results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
 from .schedule import NonFiniteLossError
+from .verdicts import off_plateau_by_every_metric
 from .workers import default_jobs
 
 __all__ = ["Item", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
@@ -97,7 +98,9 @@ class Item:
     estimate_s: float = 0.0
     source: str = ""
     retry: bool = False  # train it again even if it diverged (--retry-diverged)
-    moot: str = ""  # why no verdict can depend on it (another seed of its setting diverged): trained last
+    recompute: bool = False  # its stored record is a diverged one: retrying replaces it
+    off: str = ""  # done, but off its plateau (verdicts.off_plateau_by_every_metric): why
+    moot: str = ""  # why no verdict can depend on it (defer_moot): trained last
 
     @property
     def what(self) -> str:
@@ -105,7 +108,6 @@ class Item:
         campaign's log names it."""
         nb, art, name = self.uses[0]
         return f"{nb} · {art} · {name} [{self.key}]"
-    recompute: bool = False  # its stored record is a diverged one: retrying replaces it
 
     @property
     def sort_key(self) -> tuple:
@@ -170,17 +172,18 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
 
 
 def defer_moot(items: list[Item]) -> None:
-    """Mark the pending runs of a setting one of whose seeds diverged as moot: a diverged run makes every claim
-    and mean over that setting's seeds not testable whatever its other seeds read (:func:`fedlib.verdicts.decide`),
-    so they are trained after every run a verdict can still depend on (planned all the same: seeds are fixed
-    before any run)."""
-    diverged: dict[str, int] = {}
+    """Mark the pending runs of a setting one of whose seeds diverged or ended off its plateau (by every accuracy
+    a verdict may read) as moot: such a run makes every claim and mean over that setting's seeds not testable
+    whatever its other seeds read (:func:`fedlib.verdicts.decide`), so they are trained after every run a verdict
+    can still depend on (planned all the same: seeds are fixed before any run)."""
+    spoilt: dict[str, str] = {}
+    for it in sorted(items, key=lambda i: i.cfg.seed):
+        if it.status == "diverged" or (it.status == "done" and it.off):
+            why = "diverged" if it.status == "diverged" else f"ended off its plateau ({it.off})"
+            spoilt.setdefault(it.setting, f"seed {it.cfg.seed} of its setting {why}")
     for it in items:
-        if it.status == "diverged":
-            diverged.setdefault(it.setting, it.cfg.seed)
-    for it in items:
-        if it.status in ("pending", "partial") and (seed := diverged.get(it.setting)) is not None:
-            it.moot = f"seed {seed} of its setting diverged: no verdict depends on this run (trained last)"
+        if it.status in ("pending", "partial") and (why := spoilt.get(it.setting)) is not None:
+            it.moot = f"{why}: no verdict depends on this run (trained last)"
 
 
 def matching(items: list[Item], texts: list[str]) -> list[Item]:
@@ -210,7 +213,7 @@ def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | N
         it.status, it.why, it.estimate_s, it.source = "diverged", why, 0.0, ""
         return it
     if rec is not None and not why:
-        it.status, it.estimate_s, it.source = "done", 0.0, ""
+        it.status, it.estimate_s, it.source, it.off = "done", 0.0, "", off_plateau_by_every_metric(rec) or ""
         return it
     it.recompute = rec is not None
     if missing[ds]:
@@ -312,11 +315,17 @@ class Booking:
             defer_moot([it, *queue])
             queue.sort(key=lambda q: q.sort_key)
 
-    def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]]) -> None:
+    def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]],
+               queue: list[Item] | None = None) -> None:
+        """Book ``it``'s record; if it ended off its plateau, its setting's seeds still in ``queue`` go last."""
         estimated = self._admitted.pop(it.key, 0.0)
         if estimated > 0 and secs > 0:
             self.estimated_s, self.took_s = self.estimated_s + estimated, self.took_s + secs
         finish(rec, it, self.costs, out, secs, self.log)
+        it.status, it.off = "done", off_plateau_by_every_metric(rec) or ""
+        if it.off and queue:
+            defer_moot([it, *queue])
+            queue.sort(key=lambda q: q.sort_key)
 
 
 def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, jobs: int = 1,

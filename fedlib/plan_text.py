@@ -44,7 +44,7 @@ def format_plan(items: list[Item], scale: str, device: str) -> str:
                  f"({_fmt_s(sum(i.estimate_s for i in by['blocked']))} once their data is present)."]
     if moot := [i for i in todo if i.moot]:
         rows += [f"moot {len(moot)} of the pending ({_fmt_s(sum(i.estimate_s for i in moot))}): another seed of "
-                 "their setting diverged, so no verdict depends on them; trained last."]
+                 "their setting diverged or ended off its plateau, so no verdict depends on them; trained last."]
     rows += [f"diverged: {i.key}: {i.why}" for i in by["diverged"]]
     rows += [f"unreadable record (pending: training it moves the file aside): {i.why}" for i in todo if i.why]
     blocked = sorted({i.why for i in by["blocked"]})

@@ -94,7 +94,7 @@ def run_ray(items: list[Any], store: Store, budget_s: float, booking: Any, *, ad
                 continue
             if store.get(rec.key) is None:  # no shared file system: the driver keeps the record
                 store.put(rec)
-            booking.finish(rec, it, time.monotonic() - t, out)
+            booking.finish(rec, it, time.monotonic() - t, out, queue)
         return out
     finally:
         if started:

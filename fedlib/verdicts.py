@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 from scipy import stats
 
 __all__ = ["VERDICTS", "REGIONS", "Verdict", "decide", "decide_ratio", "not_testable", "pending", "CHANCE_MARGIN",
-           "PLATEAU_RISE", "plateau_rise", "off_plateau"]
+           "PLATEAU_RISE", "PLATEAU_METRICS", "plateau_rise", "off_plateau", "off_plateau_by_every_metric"]
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
 PENDING = "pending"
@@ -35,6 +35,8 @@ CONFIDENCE = 0.95
 # A run is on its plateau when its accuracy rises at most this many points over its last 20 % of rounds (read from a
 # line fitted to the second half of its curve: plateau_rise; benchmarks/RESULTS.md, "the plateau").
 PLATEAU_RISE = 1.0
+# The accuracies a notebook reads a run's plateau from: the global model's, or the clients' own models' (FedSHIBU).
+PLATEAU_METRICS = ("test_acc", "personal_acc_mean")
 
 Values = Mapping[int, float] | Sequence[float]
 
@@ -113,6 +115,14 @@ def off_plateau(record: Any, metric: str = "test_acc") -> str | None:
     if rise is None:
         return f"{metric} not evaluated often enough in its second half to read the plateau (3 rounds and the last)"
     return f"rises {rise:+.2f} points over its last 20 % of rounds" if rise > PLATEAU_RISE else None
+
+
+def off_plateau_by_every_metric(record: Any) -> str | None:
+    """Why ``record`` is off its plateau by each of the :data:`PLATEAU_METRICS` its history holds (so by whichever
+    one a verdict reads: every claim that needs it is not testable), or None when it is on it by one of them."""
+    held = [m for m in PLATEAU_METRICS if any(h.get(m) is not None for h in record.history)]
+    whys = [off_plateau(record, m) for m in held]
+    return whys[0] if held and all(whys) else None
 
 
 def learning_warnings(cfg: Any, history: list[dict[str, Any]], num_classes: int) -> list[str]:

@@ -72,7 +72,7 @@ def run_local(items: list[Any], store: Store, budget_s: float, booking: Any, *, 
     seconds, ``jobs`` at a time (``jobs > 1``: that many worker processes with ``cores() // jobs`` threads each);
     ``booking`` (:class:`fedlib.campaign.Booking`) admits each run before it starts (``admit(item, seconds left,
     out)``: the seconds left, or None to skip it) and books it when it ends (``finish(record, item, seconds,
-    out)``) or stops (``failed(item, queue)``: it may reorder the items still queued). Returns the keys done,
+    out, queue)``) or stops (``failed(item, queue)``): either may reorder the items still queued. Returns the keys done,
     skipped and failed."""
     if jobs < 1:
         raise ValueError(f"jobs={jobs!r}: give at least 1 (runs trained at once).")
@@ -104,7 +104,7 @@ def run_local(items: list[Any], store: Store, budget_s: float, booking: Any, *, 
             except Exception as e:  # noqa: BLE001
                 failed(it, e)
                 continue
-            booking.finish(rec, it, time.monotonic() - t, out)
+            booking.finish(rec, it, time.monotonic() - t, out, queue)
         return out
 
     threads = max(1, cores() // jobs)
@@ -129,5 +129,5 @@ def run_local(items: list[Any], store: Store, budget_s: float, booking: Any, *, 
                 except Exception as e:  # noqa: BLE001
                     failed(it, e)
                     continue
-                booking.finish(rec, it, time.monotonic() - t, out)
+                booking.finish(rec, it, time.monotonic() - t, out, queue)
     return out

@@ -411,6 +411,45 @@ def test_a_divergence_during_a_campaign_sends_its_settings_other_seeds_last(tmp_
     assert not queue2[0].moot  # a run that stopped without diverging defers nothing
 
 
+def _rising(cfg, store, rise: float):
+    """Store a record of ``cfg`` whose test accuracy climbs ``rise`` points a round: off its plateau when > 0."""
+    from fedlib.results import Record
+
+    history = [{"round": r, "test_acc": 0.5 + rise * r / 100} for r in range(1, 11)]
+    rec = Record(key=cfg.key(), config=cfg.replace(rounds=10).to_dict(), history=history, provenance={},
+                 partition_hash="p", final_params_hash="f")
+    store.put(rec)
+    return rec
+
+
+def test_the_other_seeds_of_a_setting_with_a_seed_off_its_plateau_are_moot_and_trained_last(tmp_path, plans, capsys):
+    seeds = {f"FedAvg / seed={s}": smoke(seed=s, rounds=10) for s in range(3)}
+    flat = {f"flat / seed={s}": smoke(lr=0.05, rounds=10, seed=s) for s in range(2)}
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {**seeds, **flat}}})
+    store = Store(tmp_path)
+    _rising(seeds["FedAvg / seed=1"], store, 1.0)
+    _rising(flat["flat / seed=0"], store, 0.0)
+    items = collect("smoke", "cpu", store=store, costs=CostTable(None))
+    by = {it.key: it for it in items}
+    moot = [by[seeds[f"FedAvg / seed={s}"].key()] for s in (0, 2)]
+    assert all("seed 1 of its setting ended off its plateau (rises" in it.moot for it in moot)
+    assert by[seeds["FedAvg / seed=1"].key()].off and not by[flat["flat / seed=1"].key()].moot
+    assert items[-2:] == sorted(moot, key=lambda i: i.sort_key)
+    assert "diverged or ended off its plateau" in campaign.format_plan(items, "smoke", "cpu")
+
+
+def test_a_run_ending_off_its_plateau_during_a_campaign_sends_its_settings_other_seeds_last(tmp_path):
+    store = Store(tmp_path)
+    a0, a1, b = (smoke(rounds=10), smoke(seed=1, rounds=10), smoke(lr=0.05, rounds=10))
+    items = [campaign.Item(c.key(), c, uses=[("05_x", "t", RunId("x", 0))], order=i) for i, c in enumerate((a0, a1, b))]
+    booking, out = campaign.Booking(store, CostTable(None), lambda s: None), {"done": []}
+    queue = items[1:]
+    booking.finish(_rising(a0, store, 0.0), items[0], 1.0, out, queue)  # on its plateau: nothing moves
+    assert [q.key for q in queue] == [a1.key(), b.key()] and not any(q.moot for q in queue)
+    booking.finish(_rising(a0, store, 1.0), items[0], 1.0, out, queue)
+    assert [q.key for q in queue] == [b.key(), a1.key()] and "seed 0" in queue[1].moot and not queue[0].moot
+
+
 def test_a_record_with_nan_metrics_is_diverged_not_done(tmp_path, plans):
     from fedlib.results import Record
 
@@ -496,5 +535,5 @@ def test_the_committed_campaign_doc_block_is_the_current_plans(tmp_path):
 
     def block(path: Path) -> str:
         text = path.read_text().split(campaign.DOC_BEGIN, 1)[1].split(campaign.DOC_END, 1)[0]
-        return re.sub(r"at commit \w+", "at commit X", text)
+        return re.sub(r"at commit [\w-]+", "at commit X", text)  # -dirty: a tree with edits
     assert block(doc) == block(fresh), "docs/campaign.md's plan block is stale: run `python -m fedlib.campaign doc`"

@@ -174,6 +174,21 @@ def test_off_plateau_reads_a_records_history():
     assert "not evaluated" in off_plateau(sparse)
 
 
+def test_a_record_is_off_its_plateau_for_the_campaign_only_when_off_by_every_accuracy_it_holds():
+    from types import SimpleNamespace
+
+    from fedlib.verdicts import off_plateau_by_every_metric
+
+    rising, flat = [0.01 * i for i in range(30)], [0.5] * 10 + [0.8] * 20
+    rec = lambda **m: SimpleNamespace(cfg=SimpleNamespace(rounds=30), history=[  # noqa: E731
+        {"round": i + 1, **{k: v[i] for k, v in m.items()}} for i in range(30)])
+    assert "rises" in off_plateau_by_every_metric(rec(test_acc=rising))
+    assert off_plateau_by_every_metric(rec(test_acc=flat)) is None
+    assert off_plateau_by_every_metric(rec(test_acc=rising, personal_acc_mean=flat)) is None  # a verdict may read it
+    assert "rises" in off_plateau_by_every_metric(rec(test_acc=rising, personal_acc_mean=rising))
+    assert off_plateau_by_every_metric(rec(train_loss=rising)) is None  # no accuracy: nothing to read
+
+
 @pytest.mark.parametrize("seeds", [0, 1])
 def test_decide_rejects_fewer_than_two_seeds_a_side(seeds):
     with pytest.raises(ValueError, match="min_seeds"):
