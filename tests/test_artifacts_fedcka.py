@@ -39,6 +39,12 @@ def test_compare_runs_decides_over_seeds_and_names_why_it_cannot():
     assert _cmp(_frame(good)).verdict == REPRODUCED
     assert _cmp(_frame({"FedCKA": good["FedCKA"]})).why == "left out: no time"  # MOON not in the plan
     assert _cmp(_frame(good, pending=True)).verdict == "pending"
+    some = _frame(good).assign(pending=lambda d: d["seed"] > 0)  # seed 0 of each finished, the others to train
+    assert _cmp(some).verdict == "pending"
+    spoilt = some.assign(diverged=lambda d: (d["method"] == "MOON") & (d["seed"] == 0))
+    assert _cmp(spoilt).verdict == NOT_TESTABLE and "MOON | seed=0" in _cmp(spoilt).why  # whatever the rest read
+    rising = some.assign(off=lambda d: np.where((d["method"] == "FedCKA") & (d["seed"] == 0), "rises +1.10", None))
+    assert _cmp(rising).verdict == NOT_TESTABLE and "FedCKA | seed=0: rises +1.10" in _cmp(rising).why
     assert _cmp(_frame(good, diverged=True)).verdict == NOT_TESTABLE
     at_chance = _cmp(_frame({"FedCKA": good["FedCKA"], "MOON": [10.2, 11.0, 10.5]}))
     assert at_chance.verdict == NOT_TESTABLE and "chance" in at_chance.why

@@ -50,13 +50,18 @@ def compare_runs(claim: str, source: str, df: pd.DataFrame, a: Mapping[str, Any]
                  names: tuple[str, str], *, missing: str, kind: str = "greater", margin: float = 0.0,
                  paper: str = "") -> Verdict:
     """``decide`` on the final accuracies of the runs matching ``a`` and ``b`` (``{column: value}``; at paper scale
-    a method's best μ is chosen before, so ``a`` names its μ). No matching run: not testable because ``missing``."""
+    a method's best μ is chosen before, so ``a`` names its μ). No matching run: not testable because ``missing``.
+    Runs still to train leave it pending, unless a finished one diverged or ended off its plateau: then it is not
+    testable whatever they read, and decided so now."""
     ra, rb = _rows(df, a), (_rows(df, b) if b is not None else None)
     if ra.empty or (rb is not None and rb.empty):
         return not_testable(claim, source, missing, paper)
     both = pd.concat([ra, rb]) if rb is not None else ra
     if both["pending"].any():
-        return pending(claim, source)
+        done = both[~both["pending"]]
+        if not (done["diverged"].any() or offs(done)):
+            return pending(claim, source)
+        both, ra, rb = done, ra[~ra["pending"]], (rb[~rb["pending"]] if rb is not None else None)
     per_seed = lambda r: dict(zip(r["seed"].astype(int), r["acc"]))  # noqa: E731
     return decide(claim, source, per_seed(ra), per_seed(rb) if rb is not None else None, kind=kind, margin=margin,
                   names=names, chance=float(both["chance"].max()), diverged=list(both.loc[both["diverged"], "name"]),
