@@ -137,6 +137,14 @@ def offs(df: pd.DataFrame, name: str = "name") -> list[str]:
     return [f"{n}: {w}" for n, w in zip(df[name], df["off"]) if isinstance(w, str) and w]
 
 
+def spoilt(df: pd.DataFrame) -> bool:
+    """Whether a finished run among ``df``'s rows diverged or ended off its plateau: every claim over them is then
+    not testable whatever the runs still to train read, so it is decided now, not left pending on them (the
+    campaign trains those runs last: :func:`fedlib.campaign.defer_moot`)."""
+    done = df[~df["pending"].astype(bool)]
+    return bool(done["diverged"].astype(bool).any()) or bool(offs(done))
+
+
 def seed_summary(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Per group of ``by``: ``mean``, ``std`` (over seeds, ddof 1; NaN for one seed), ``n`` finished seeds,
     ``pending`` (some seed has no record), ``diverged`` (some seed diverged: no mean) and the median ``s / round``."""

@@ -13,7 +13,9 @@ region the paper puts it in: ``d > margin`` ("greater"), ``d >= -margin`` ("at_l
   or was not evaluated often enough to tell), or the scale cannot train the artifact (:func:`not_testable`).
 
 Cost claims (:func:`decide_ratio`) are decided on the median of at least 5 interleaved repeats of a ratio, with the
-min–max spread of the repeats as the interval. ``pending`` is not a verdict: the records are not in the store yet.
+min–max spread of the repeats as the interval. ``pending`` is not a verdict: the records are not in the store yet
+(a claim one of whose finished runs already diverged or ended off its plateau is not testable at once:
+:func:`fedlib.grid.spoilt`).
 """
 
 from __future__ import annotations

@@ -101,6 +101,9 @@ def test_pending_and_table():
     assert by_claim(verdicts(df, "fmnist"))["FedER out-performs FedAvg with Adam"].verdict == "pending"
     t = mean_table(df)
     assert t.loc["Adam", "FedAvg"] == "80.50 ± 0.50" and t.loc["Adam", "FedER"] == "pending"
+    r[rid("Adam", "FedAvg", 0)] = Diverged("k0", {}, 3, "nan")  # a finished seed diverged: whatever seed 2 reads
+    adam = by_claim(verdicts(grid_frame(r), "fmnist"))["FedER out-performs FedAvg with Adam"]
+    assert adam.verdict == "not testable at this scale" and "diverged" in adam.why
 
 
 def test_plateau_rise_is_the_rise_of_the_fitted_line_over_the_last_20_percent():

@@ -69,6 +69,11 @@ def test_fig5_pending_and_chance_runs_are_no_verdict():
     assert v["E = 1 gives FedIntR (μ=10) a lower accuracy than E = 6"].verdict == "not testable at this scale"
     assert v["E = 1 gives FedAvg a lower accuracy than E = 6"].verdict == "pending"
     assert v["FedIntR (μ=10) beats FedAvg at E = 6"].verdict == "pending"
+    frame = values_frame(runs, ACC)
+    frame.loc[frame["name"] == str(R("FedAvg", 0, E=1)), "off"] = "rises +1.20 points"
+    v = by_claim(fig5_verdicts(frame, default_e=6))  # a finished run off its plateau: whatever FedAvg seed 2 reads
+    assert v["E = 1 gives FedAvg a lower accuracy than E = 6"].verdict == "not testable at this scale"
+    assert "rises +1.20" in v["E = 1 gives FedAvg a lower accuracy than E = 6"].why
 
 
 def test_table4_left_out_is_not_testable_and_keeps_the_papers_effects():

@@ -156,3 +156,9 @@ def test_table1_verdicts_judge_fedshibu_against_both_controls_and_chance():
     assert v["FedSHIBU (linear CKA) beats FedBABU (the uniform CRSM) at s = 5"] == "not testable at this scale"
     assert v["FedSHIBU equals FedBABU (within 1 point) when the data are homogeneous (s = 100)"] == \
         "not testable at this scale"
+    some = frame.assign(pending=frame["seed"] > 0, acc=frame["acc"].where(frame["seed"] == 0))
+    claim = "FedSHIBU (linear CKA) beats FedBABU (the uniform CRSM) at s = 2"
+    assert {x.claim: x.verdict for x in table1_verdicts(some, "quick")}[claim] == "pending"
+    off = some.assign(off=np.where((some["method"] == "FedBABU") & (some["seed"] == 0), "rises +1.5", None))
+    x = {x.claim: x for x in table1_verdicts(off, "quick")}[claim]  # a finished seed off its plateau: decided now
+    assert x.verdict == "not testable at this scale" and "rises +1.5" in x.why

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..plans.budget import Scope
 from ..plans.fedcka import TIMING_PART, table2_part
-from ..grid import offs
+from ..grid import offs, spoilt
 from ..results import Pending
 from ..timing import repeat_times
 from ..verdicts import Verdict, decide, decide_ratio, not_testable, pending
@@ -58,10 +58,9 @@ def compare_runs(claim: str, source: str, df: pd.DataFrame, a: Mapping[str, Any]
         return not_testable(claim, source, missing, paper)
     both = pd.concat([ra, rb]) if rb is not None else ra
     if both["pending"].any():
-        done = both[~both["pending"]]
-        if not (done["diverged"].any() or offs(done)):
+        if not spoilt(both):
             return pending(claim, source)
-        both, ra, rb = done, ra[~ra["pending"]], (rb[~rb["pending"]] if rb is not None else None)
+        both, ra, rb = both[~both["pending"]], ra[~ra["pending"]], (rb[~rb["pending"]] if rb is not None else None)
     per_seed = lambda r: dict(zip(r["seed"].astype(int), r["acc"]))  # noqa: E731
     return decide(claim, source, per_seed(ra), per_seed(rb) if rb is not None else None, kind=kind, margin=margin,
                   names=names, chance=float(both["chance"].max()), diverged=list(both.loc[both["diverged"], "name"]),

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import chance
-from ..grid import DIVERGED, Diverged, Run, cell, offs
+from ..grid import DIVERGED, Diverged, Run, cell, offs, spoilt
 from ..plans import FedERRunId, Plan
 from ..report import compare
 from ..results import Pending, Record
@@ -100,7 +100,9 @@ def _compare(claim: str, source: str, df: pd.DataFrame, a: tuple[str, str], b: t
         seen = f"; this scale's FedER run(s): floored share {share:.2f}" if math.isfinite(share) else ""
         return not_testable(claim, source, (why_missing or "not run") + seen, paper)
     if A["pending"].any() or B["pending"].any():
-        return pending(claim, source)
+        if not spoilt(pd.concat([A, B])):
+            return pending(claim, source)
+        A, B = A[~A["pending"]], B[~B["pending"]]  # a finished run spoils it: decided on what finished
     if feder:
         share = float(A["floored"].max())  # the most floored seed of FedER
         if share > FLOORED_MAX:

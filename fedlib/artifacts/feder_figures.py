@@ -88,7 +88,8 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
     with a 95 % t band; beside them Table 4.2's CIFAR-100 numbers of those rows in a panel of their own. ``None``
     before any run is stored."""
     flat = figure_runs(records)
-    rows = [row for row in dict.fromkeys(rid.optimizer for rid in flat) if _by_setting(flat, row, "test_acc")]
+    accs = {row: a for row in dict.fromkeys(rid.optimizer for rid in flat) if (a := _by_setting(flat, row, "test_acc"))}
+    rows = list(accs)
     if not rows:
         return None
     mosaic = [[f"acc{i}", f"train{i}", f"test{i}", "paper"] for i in range(len(rows))]
@@ -96,7 +97,7 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
                                    width_ratios=[1, 1, 1, 0.8])
     notes, shown = set(), []
     for i, row in enumerate(rows):
-        acc = _by_setting(flat, row, "test_acc")
+        acc = accs[row]
         settings = list(acc)
         shown += [(row, s) for s in settings]
         notes.add(mean_curves(axes[f"acc{i}"], acc))

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import chance
-from ..grid import Diverged, Run, cell, is_off, offs
+from ..grid import Diverged, Run, cell, is_off, offs, spoilt
 from ..plans import FedIntRRunId
 from ..results import Pending, Record
 from ..plots import mean_curves, paper_panel, sweep, t_interval
@@ -306,8 +306,11 @@ def _side(df: pd.DataFrame) -> tuple[dict[int, float], bool, list[str]]:
 def _compare(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str], kind: str,
              paper: str = "") -> Verdict:
     (av, ap, ad), (bv, bp, bd) = _side(a), _side(b)
-    if ap or bp:
+    if (ap or bp) and (a.empty or b.empty or not spoilt(pd.concat([a, b]))):
         return pending(claim, source)
+    if ap or bp:  # a finished run spoils it: decided on what finished
+        a, b = a[~a["pending"]], b[~b["pending"]]
+        (av, _, ad), (bv, _, bd) = _side(a), _side(b)
     both = pd.concat([a, b])
     return decide(claim, source, av, bv, kind=kind, names=names, chance=float(both["chance"].max()), diverged=ad + bd,
                   paper=paper, off=offs(both.drop_duplicates("name")))

@@ -24,7 +24,7 @@ import torch
 from ..config import Config
 from ..crsm import label_overlap, offdiag_corr
 from ..engine import build_partition, load_data
-from ..grid import Diverged, Run, offs
+from ..grid import Diverged, Run, offs, spoilt
 from ..plans import FedSHIBURunId, Plan
 from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR
 from ..report import compare
@@ -212,11 +212,14 @@ def _judge(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame | None, nam
            col: str = "acc", kind: str = "greater", margin: float = 0.0, paper: str = "",
            a_vals: Mapping[int, float] | None = None, b_vals: Mapping[int, float] | None = None) -> Verdict:
     """Decide ``claim`` from the runs of side ``a`` and ``b`` (rows of :func:`personal_frame`): pending while any is
-    missing; not testable when one diverged or sits within 2 points of its chance; else :func:`decide` on ``col``
-    per seed (or on ``a_vals`` / ``b_vals``, derived per seed from these runs)."""
+    missing, unless a finished one diverged or ended off its plateau; not testable when one diverged, is off its
+    plateau or sits within 2 points of its chance; else :func:`decide` on ``col`` per seed (or on ``a_vals`` /
+    ``b_vals``, derived per seed from these runs)."""
     rows = pd.concat([a] + ([b] if b is not None else []))
-    if rows.empty or rows["pending"].any():
+    if rows.empty or (rows["pending"].any() and not spoilt(rows)):
         return pending(claim, source)
+    if rows["pending"].any():  # a finished run spoils it: decided on what finished
+        rows, a, b = rows[~rows["pending"]], a[~a["pending"]], (b[~b["pending"]] if b is not None else None)
     low = rows[rows["acc"] <= rows["chance"] + CHANCE_MARGIN]
     if len(low) and not rows["diverged"].any():
         return not_testable(claim, source, f"{len(low)} run(s) within {CHANCE_MARGIN:g} points of their chance "
