@@ -207,7 +207,7 @@ def test_describe_fig4_per_level_with_the_paired_gap_and_what_is_pending():
 
 def test_verdicts_invariants_and_personal_table_with_pending_runs():
     records = {"table1": {}, "fig1": _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"],
-                                           pending="aggregated within each group"),
+                                           pending="aggregated within each group", flat=10),
                "fig3": _runs(["own samples (§4.3)"], pending="own samples (§4.3)"),
                "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg", flat=10)}
     frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
