@@ -53,7 +53,7 @@ from .costs import DEFAULT_COSTS, CostTable, LongRunError, check_long
 from .costs import fmt_s as _fmt_s
 from .data import data_root
 from .ledger import ledger_path, write_ledger
-from .plan_text import DOC_BEGIN, DOC_END, _cell, format_plan, plan_doc, write_plan_doc  # noqa: F401
+from .plan_text import DOC_BEGIN, DOC_END, format_plan, matching, plan_doc, write_plan_doc  # noqa: F401
 from .papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
 from .plans import Plan, RunId
 from .results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
@@ -184,13 +184,6 @@ def defer_moot(items: list[Item]) -> None:
     for it in items:
         if it.status in ("pending", "partial") and (why := spoilt.get(it.setting)) is not None:
             it.moot = f"{why}: no verdict depends on this run (trained last)"
-
-
-def matching(items: list[Item], texts: list[str]) -> list[Item]:
-    """The items one of whose uses, written ``notebook · artifact · name`` as ``plan`` prints it (a name's ``|``
-    as ``/``), contains one of ``texts``."""
-    says = lambda it: [_cell(f"{nb} · {art} · {rid}") for nb, art, rid in it.uses]  # noqa: E731
-    return [it for it in items if any(_cell(t) in u for u in says(it) for t in texts)]
 
 
 def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | None] | None = None,

@@ -15,12 +15,19 @@ from .provenance import device_name, git_commit
 if TYPE_CHECKING:
     from .campaign import Item
 
-__all__ = ["format_plan", "plan_doc", "write_plan_doc", "DOC_BEGIN", "DOC_END"]
+__all__ = ["format_plan", "matching", "plan_doc", "write_plan_doc", "DOC_BEGIN", "DOC_END"]
 
 
 def _cell(text: str) -> str:
     """Text for a markdown table cell (no column separators)."""
     return text.replace("|", "/")
+
+
+def matching(items: list[Item], texts: list[str]) -> list[Item]:
+    """The items one of whose uses, written ``notebook · artifact · name`` as ``plan`` prints it (a name's ``|``
+    as ``/``), contains one of ``texts``."""
+    says = lambda it: [_cell(f"{nb} · {art} · {rid}") for nb, art, rid in it.uses]  # noqa: E731
+    return [it for it in items if any(_cell(t) in u for u in says(it) for t in texts)]
 
 
 def format_plan(items: list[Item], scale: str, device: str) -> str:
