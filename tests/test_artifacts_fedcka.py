@@ -60,6 +60,20 @@ def test_table2_claims_the_papers_table_contradicts_are_tested_as_the_table_has_
     assert "-9.90" in trails.paper and trails.verdict == NOT_TESTABLE  # no α = 0.1 run in this frame
 
 
+def test_the_largest_e_is_compared_with_the_best_smaller_e_even_when_it_is_the_best():
+    """'Accuracy decreases again at the largest E': E_max against the peak below it, never against itself."""
+    accs = {5: [88.0, 88.2, 88.1], 10: [88.6, 88.9, 88.7], 20: [89.0, 89.3, 89.1]}  # still rising at E = 20
+    epochs = pd.DataFrame([dict(name=f"FedAvg | E={e} | seed={s}", method="FedAvg", E=e, mu=np.nan, seed=s,
+                                pending=False, diverged=False, acc=a + 0.01 * (e == 20) * s, chance=10.0)
+                           for e, per in accs.items() for s, a in enumerate(per)])
+    v = {x.claim: x for x in fig5_verdicts({}, epochs, 25, heterogeneity_scope("quick"))}
+    down = v["FedAvg's accuracy decreases again at the largest E (overfitting)"]
+    assert set(down.n) == {"E = 20", "E = 10 (best below it)"} and down.verdict == CONTRADICTED
+    assert down.interval[0] > 0  # E = 20 sits above E = 10 in every seed: a real interval, not [0, 0]
+    with pytest.raises(AssertionError, match="same runs"):
+        compare_runs("x", "y", epochs, {"E": 5}, {"E": 5}, ("a", "b"), missing="")
+
+
 def _crossing_curves(rounds: int) -> dict[int, dict[str, pd.Series]]:
     """FedCKA 1 point below FedAvg up to round 40, 1 point above after it (seed noise of 0.1)."""
     r = np.arange(1, rounds + 1)
