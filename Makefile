@@ -2,14 +2,16 @@
 SCALE ?= quick
 DEVICE ?= cpu
 BUDGET ?= 25m
+# make test: pytest-xdist processes (one per core of a 2-core CI host)
+TEST_JOBS ?= 2
 
 .PHONY: reproduce test setup lab campaign bundle gpu-check
 reproduce: setup   ## render every notebook at $(SCALE) from the committed records (trains nothing); figures/ + results/summary-$(SCALE).md
 	.venv/bin/python -m fedlib.reproduce --scale $(SCALE) --device $(DEVICE) --no-train
 
 test: setup        ## unit tests + notebooks under nbval at smoke scale, then their committed quick outputs compared with a render from the records
-	FEDLIB_SCALE=smoke .venv/bin/python -m pytest -q tests notebooks --nbval-lax --durations=10
-	FEDLIB_SCALE=quick FEDLIB_TRAIN=0 .venv/bin/python -m pytest -q notebooks --nbval
+	FEDLIB_SCALE=smoke .venv/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile notebooks tests --nbval-lax --durations=10
+	FEDLIB_SCALE=quick FEDLIB_TRAIN=0 .venv/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile notebooks --nbval
 
 setup:
 	bash scripts/setup.sh
