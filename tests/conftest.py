@@ -3,11 +3,10 @@ import os
 import pytest
 import torch
 
-# `make test` runs the suite in TEST_JOBS pytest-xdist processes (one per core): one thread each there
+# `make test` runs the suite in TEST_JOBS pytest-xdist processes (--dist loadfile, one per core): one thread each
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
-
-try:  # pytest-xdist (the dev extra): `make test` runs the suite in TEST_JOBS processes with --dist loadfile
+try:  # pytest-xdist, the dev extra
     from xdist.scheduler import LoadScopeScheduling
 except ImportError:  # pragma: no cover - a plain `pytest` run
     LoadScopeScheduling = None
