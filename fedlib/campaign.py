@@ -44,14 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import loaders as L
 from . import papers as registry  # PLANS read at call time: a test may replace them
 from . import ray_backend, workers
 from .atomic import writable_problem
 from .config import SCALES, Config, device_problem, field_problem
 from .costs import DEFAULT_COSTS, CostTable, LongRunError, check_long
 from .costs import fmt_s as _fmt_s
-from .data import data_root
+from .data import dataset_missing  # noqa: F401  (re-exported)
 from .ledger import ledger_path, write_ledger
 from .plan_text import DOC_BEGIN, DOC_END, format_plan, matching, plan_doc, write_plan_doc  # noqa: F401
 from .papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
@@ -63,24 +62,6 @@ from .workers import default_jobs
 
 __all__ = ["Item", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
            "run_local", "format_plan", "unknown_notebooks", "main"]
-
-def dataset_missing(name: str) -> str | None:
-    """Why ``name``'s files are not on this machine (None when they are); looks where ``load_dataset`` looks."""
-    root = data_root()
-    if name == "synthetic":
-        return None
-    if name == "fmnist":
-        ok = L.find_fmnist(root) is not None
-    elif name in L.CIFAR_FILES:
-        spec = L.CIFAR_FILES[name]
-        ok = all((root / spec["folder"] / f).is_file() for f in spec["train"] + spec["test"])
-    elif name == "svhn":
-        ok = all((root / f"{s}_32x32.mat").is_file() for s in ("train", "test"))
-    elif name == "tinyimagenet":
-        ok = (root / "tiny-imagenet-200" / "wnids.txt").is_file()
-    else:
-        return f"unknown dataset {name!r}"
-    return None if ok else f"{name} not found under {root} (README, Data: where to put it; FEDLIB_DATA)"
 
 
 @dataclass
@@ -134,10 +115,11 @@ def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> Plan:
 def collect(scale: str, device: str = "cpu", *, store: Store | None = None, costs: CostTable | None = None,
             only: list[str] | None = None, dataset: str | None = None,
             plans: dict[str, Callable[..., Any]] | None = None, errors: list[str] | None = None,
-            retry_diverged: bool = False) -> list[Item]:
+            retry_diverged: bool = False, threads: int | None = None) -> list[Item]:
     """Every run of every plan (``only``: notebook names or number prefixes), deduplicated by key, with its
-    priority, status and estimated cost on ``device``, in the order ``run`` takes them. A plan that fails to
-    build is skipped and its error appended to ``errors``. With ``retry_diverged`` a diverged run is pending."""
+    priority, status and estimated cost on ``device`` with ``threads`` threads a run (default: this process's), in
+    the order ``run`` takes them. A plan that fails to build is skipped and its error appended to ``errors``. With
+    ``retry_diverged`` a diverged run is pending."""
     store = store or Store.for_scale(scale)
     costs = costs if costs is not None else CostTable()
     if costs.relearn and scale != "smoke":  # counted another way: learn the stored runs' times again
@@ -164,7 +146,7 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
                 it.uses.append((nb, art, rid))
                 it.priority = min(it.priority, priority(nb, art))
     missing: dict[str, str | None] = {}
-    dev_name = device_name(device)  # without CUDA here: "cuda (none ...)", never the CPU's name
+    dev_name = device_name(device, threads)  # without CUDA here: "cuda (none ...)", never the CPU's name
     for it in items.values():
         refresh(it, store, costs, missing, dev_name)
     defer_moot(list(items.values()))
@@ -248,11 +230,11 @@ def parse_budget(text: str) -> float:
 
 
 def admit(it: Item, store: Store, costs: CostTable, left: float, out: dict[str, list[str]],
-          log: Callable[[str], None], pace: float = 1.0) -> float | None:
+          log: Callable[[str], None], pace: float = 1.0, dev_name: str | None = None) -> float | None:
     """The seconds left if ``it`` should start now; None if it is done meanwhile or its estimate exceeds ``left``
-    (then it is listed as skipped). Refreshes its status and estimate first (a checkpoint, a newer measurement);
-    ``pace`` (:attr:`Booking.pace`) scales the estimate to this machine's speed as measured so far."""
-    refresh(it, store, costs)
+    (then it is listed as skipped). Refreshes its status and estimate first (a checkpoint, a newer measurement of
+    ``dev_name`` first); ``pace`` (:attr:`Booking.pace`) scales the estimate to this machine's speed so far."""
+    refresh(it, store, costs, dev_name=dev_name)
     if it.status not in ("pending", "partial"):
         return None
     if pace != 1.0:
@@ -279,26 +261,31 @@ def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], s
 class Booking:
     """What a backend (:func:`fedlib.workers.run_local`, :func:`fedlib.ray_backend.run_ray`) asks the campaign
     around each run: :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's
-    **pace**: the seconds its finished runs took over the cost table's estimates for them. The table holds medians
-    over earlier machines; two CPUs of one model name can differ twofold, so a run is admitted on its estimate
-    times the pace (1 until a run has finished), and one that cannot end within the budget is not begun."""
+    **pace**: the seconds its finished runs took over what the cost table estimates, as it stands now, for the
+    rounds they trained. The table holds medians over earlier machines; two CPUs of one model name can differ
+    twofold, so a run is admitted on its estimate times the pace (1 until a run has finished), and one that cannot
+    end within the budget is not begun. The table learns each finished run's time: where this campaign's runs are
+    most of a key's measurements, its estimates are already this machine's and the pace stays near 1 (against the
+    estimates they were admitted on, it would count this machine's slowness twice). ``dev_name``: the device name
+    the runs' records carry (:func:`fedlib.provenance.device_name` with the workers' threads), measured first."""
 
     store: Store
     costs: CostTable
     log: Callable[[str], None] = print
-    estimated_s: float = 0.0  # the table's estimates of the runs finished so far
-    took_s: float = 0.0  # their measured seconds
-    _admitted: dict[str, float] = field(default_factory=dict)
+    dev_name: str | None = None
+    _admitted: dict[str, int] = field(default_factory=dict)  # key: the rounds it was admitted to train
+    _finished: list[tuple[Config, int, float]] = field(default_factory=list)  # (config, rounds trained, seconds)
 
     @property
     def pace(self) -> float:
-        return self.took_s / self.estimated_s if self.estimated_s > 0 else 1.0
+        est = sum(self.costs.estimate(c, c.device, rounds_left=r, device_name=self.dev_name).seconds
+                  for c, r, _ in self._finished)
+        return sum(s for *_, s in self._finished) / est if est > 0 else 1.0
 
     def admit(self, it: Item, left: float, out: dict[str, list[str]]) -> float | None:
-        pace = self.pace
-        got = admit(it, self.store, self.costs, left, out, self.log, pace)
+        got = admit(it, self.store, self.costs, left, out, self.log, self.pace, self.dev_name)
         if got is not None:
-            self._admitted[it.key] = it.estimate_s / pace
+            self._admitted[it.key] = it.cfg.rounds - it.rounds_done
         return got
 
     def failed(self, it: Item, queue: list[Item]) -> None:
@@ -311,10 +298,10 @@ class Booking:
     def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]],
                queue: list[Item] | None = None) -> None:
         """Book ``it``'s record; if it ended off its plateau, its setting's seeds still in ``queue`` go last."""
-        estimated = self._admitted.pop(it.key, 0.0)
-        if estimated > 0 and secs > 0:
-            self.estimated_s, self.took_s = self.estimated_s + estimated, self.took_s + secs
-        finish(rec, it, self.costs, out, secs, self.log)
+        rounds = self._admitted.pop(it.key, 0)
+        finish(rec, it, self.costs, out, secs, self.log)  # the table learns its time first
+        if rounds > 0 and secs > 0:
+            self._finished.append((it.cfg, rounds, secs))
         it.status, it.off = "done", off_plateau_by_every_metric(rec) or ""
         if it.off and queue:
             defer_moot([it, *queue])
@@ -324,15 +311,17 @@ class Booking:
 def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, jobs: int = 1,
               progress: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """The pending ``items`` trained on this machine within ``budget_s`` (:func:`fedlib.workers.run_local`)."""
-    return workers.run_local(items, store, budget_s, Booking(store, costs, log), jobs=jobs, progress=progress,
-                             log=log)
+    booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu",
+                                                     workers.worker_threads(jobs)))
+    return workers.run_local(items, store, budget_s, booking, jobs=jobs, progress=progress, log=log)
 
 
 def run_ray(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, address: str | None = None,
             num_cpus: int | None = None, threads: int | None = None,
             log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """The pending ``items`` trained as Ray tasks within ``budget_s`` (:func:`fedlib.ray_backend.run_ray`)."""
-    return ray_backend.run_ray(items, store, budget_s, Booking(store, costs, log), address=address,
+    booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu", threads))
+    return ray_backend.run_ray(items, store, budget_s, booking, address=address,
                                num_cpus=num_cpus, threads=threads, log=log)
 
 
@@ -395,8 +384,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{dev} | {k} | {1e6 * e['s_per_pass']:.2f} µs per sample-pass | {e['runs']} run(s)")
         return 0
     errors: list[str] = []
+    jobs = default_jobs(a.device) if getattr(a, "jobs", None) is None else a.jobs  # estimates at the workers' threads
+    threads = None if getattr(a, "backend", "local") == "ray" else workers.worker_threads(max(1, jobs))
     items = collect(a.scale, a.device, store=store, costs=costs, only=a.only, dataset=a.dataset, errors=errors,
-                    retry_diverged=getattr(a, "retry_diverged", False))
+                    retry_diverged=getattr(a, "retry_diverged", False), threads=threads)
     for e in errors:
         print(f"[campaign] plan error (skipped): {e}", file=sys.stderr)
     if a.match:
@@ -416,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             budget = parse_budget(a.budget)
         except ValueError as e:
             ap.error(str(e))
-        if a.jobs is not None and a.jobs < 1:
+        if jobs < 1:
             ap.error(f"--jobs {a.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
         todo = [i for i in items if i.status in ("pending", "partial")]
         if todo and a.scale == "paper":  # the work this budget would start: stop first if it is hours on a CPU
@@ -434,7 +425,6 @@ def main(argv: list[str] | None = None) -> int:
         elif a.backend == "ray":
             run_ray(items, store, budget, costs, address=a.ray_address)
         else:
-            jobs = default_jobs(a.device) if a.jobs is None else a.jobs
             run_local(items, store, budget, costs, jobs=jobs, progress=a.progress)
     every = collect(a.scale, "cpu", store=store, costs=CostTable(None), dataset=a.dataset)
     path = write_ledger(a.scale, every, store=store)  # every plan, whatever --only ran

@@ -49,12 +49,12 @@ from torch import Tensor
 
 # Re-exported: augmentation (fedlib.augment) and the file readers' errors (fedlib.loaders) are part of this API.
 from .augment import AUGMENTATIONS, CUTOUT, DEFAULT_AUGMENT, apply_augment, augment_batch, augment_params
-from .loaders import LOADERS, CorruptDataError, DatasetNotFoundError, Raw
+from .loaders import CIFAR_FILES, LOADERS, CorruptDataError, DatasetNotFoundError, Raw, find_fmnist
 
 __all__ = [
     "DATASETS", "NORMALIZATION", "DEFAULT_AUGMENT", "AUGMENTATIONS", "FedDataset", "DatasetNotFoundError",
     "CorruptDataError", "load_dataset", "augment_batch", "augment_params", "apply_augment", "CUTOUT", "synthetic",
-    "clear_cache", "data_root",
+    "clear_cache", "data_root", "dataset_missing",
 ]
 
 DATASETS = ("fmnist", "cifar10", "cifar100", "svhn", "tinyimagenet", "synthetic")
@@ -192,6 +192,25 @@ def data_root(root: str | Path | None = None) -> Path:
     if root is None:
         root = os.environ.get("FEDLIB_DATA") or "data"
     return Path(root).expanduser()
+
+
+def dataset_missing(name: str) -> str | None:
+    """Why ``name``'s files are not on this machine (None when they are); looks where ``load_dataset`` looks."""
+    root = data_root()
+    if name == "synthetic":
+        return None
+    if name == "fmnist":
+        ok = find_fmnist(root) is not None
+    elif name in CIFAR_FILES:
+        spec = CIFAR_FILES[name]
+        ok = all((root / spec["folder"] / f).is_file() for f in spec["train"] + spec["test"])
+    elif name == "svhn":
+        ok = all((root / f"{s}_32x32.mat").is_file() for s in ("train", "test"))
+    elif name == "tinyimagenet":
+        ok = (root / "tiny-imagenet-200" / "wnids.txt").is_file()
+    else:
+        return f"unknown dataset {name!r}"
+    return None if ok else f"{name} not found under {root} (README, Data: where to put it; FEDLIB_DATA)"
 
 
 def load_dataset(name: str, root: str | Path | None = None, device: str | torch.device = "cpu", *,

@@ -71,13 +71,14 @@ def short_commit(commit: str) -> str:
     return commit
 
 
-def device_name(device: str | torch.device) -> str:
+def device_name(device: str | torch.device, threads: int | None = None) -> str:
     """The name measurements are filed under: the GPU's name, ``"cuda (none on this machine)"`` for a CUDA device
-    this machine lacks (never the CPU's name: a CPU's timings must not stand for a GPU's), or the CPU's."""
+    this machine lacks (never the CPU's name: a CPU's timings must not stand for a GPU's), or the CPU's with the
+    threads a run trains on (``threads``; default: this process's)."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device) if torch.cuda.is_available() else "cuda (none on this machine)"
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    return f"cpu ({platform.processor() or platform.machine()}, {threads or torch.get_num_threads()} threads)"
 
 
 # The instruction sets that change how fast torch trains on a CPU (bf16 and int8 matrix units, wide vectors).

@@ -50,7 +50,7 @@ from .provenance import code_commit, worker_seconds
 from .report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
 from . import results
 from .results import Store
-from .workers import default_jobs
+from .workers import default_jobs, worker_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -179,7 +179,8 @@ def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) 
     renders them; a run that fails is left for the notebook, which reports it."""
     if jobs < 2:
         return
-    items = [i for i in collect(scale, device, only=[nb.stem], dataset=dataset) if i.status in ("pending", "partial")]
+    items = [i for i in collect(scale, device, only=[nb.stem], dataset=dataset, threads=worker_threads(jobs))
+             if i.status in ("pending", "partial")]
     if items:
         est = sum(i.estimate_s for i in items) / jobs
         print(f"[reproduce] {nb.stem}: {len(items)} run(s) to train, {jobs} at a time, about {fmt_s(est)}: their "
@@ -207,7 +208,7 @@ def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, fl
     :func:`fedlib.provenance.worker_seconds`) and the estimate for the rest (``hours_left``, whole runs: a local
     checkpoint does not count). A run several notebooks share counts in each."""
     store, out = Store.for_scale(scale), {}
-    for it in collect(scale, device, store=store):
+    for it in collect(scale, device, store=store, threads=1):  # the campaign's single-thread workers
         rec = store.get(it.key) if it.status in ("done", "diverged") else None
         for nb in {u[0] for u in it.uses}:
             p = out.setdefault(nb, {"planned": 0, "done": 0, "hours_done": 0.0, "hours_left": 0.0})

@@ -42,6 +42,12 @@ def default_jobs(device: str) -> int:
     return cores() if device == "cpu" else 1
 
 
+def worker_threads(jobs: int) -> int | None:
+    """The threads each of ``jobs`` worker processes trains on (None for ``jobs = 1``: runs train in this process,
+    on its threads)."""
+    return max(1, cores() // jobs) if jobs > 1 else None
+
+
 def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
     """Exit this worker as soon as its parent process is gone (killed, even with SIGKILL): a daemon thread polls
     the parent's pid; an orphan would otherwise train on, unseen. The run's checkpoint keeps its finished rounds."""
@@ -107,7 +113,7 @@ def run_local(items: list[Any], store: Store, budget_s: float, booking: Any, *, 
             booking.finish(rec, it, time.monotonic() - t, out, queue)
         return out
 
-    threads = max(1, cores() // jobs)
+    threads = worker_threads(jobs) or 1
     running: dict[Future, tuple[Any, float]] = {}
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_init_worker,
                              initargs=(threads, os.getpid())) as pool:

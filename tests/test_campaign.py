@@ -182,25 +182,72 @@ def test_run_respects_the_budget_and_a_second_invocation_does_nothing(tmp_path, 
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "records").glob("*.json")} == mtimes
 
 
+def _earlier(costs: CostTable, cfg, dev: str, s_per_pass: float, runs: int = 9) -> None:
+    """The cost table as earlier machines left it: ``runs`` records of ``cfg``'s key on ``dev`` at ``s_per_pass``."""
+    by = {f"earlier{i}": s_per_pass for i in range(runs)}
+    costs.table.setdefault(dev, {})[cost_key(cfg)] = {"s_per_pass": s_per_pass, "runs": runs, "records": sorted(by),
+                                                     "by_record": by, "type": "cpu"}
+
+
+def _timed(rec, s_per_round: float):
+    """``rec`` as a host that takes ``s_per_round`` seconds a round would have recorded it."""
+    from fedlib.results import Record
+
+    doc = json.loads(json.dumps(rec.to_json()))
+    doc["history"] = [{**h, "time_s": s_per_round} for h in doc["history"]]
+    return Record.from_json(doc)
+
+
 def test_a_campaign_admits_runs_at_the_pace_its_finished_runs_took(tmp_path, plans):
-    """A host slower than the cost table's machines: once a run has taken twice its estimate, the next run is
-    admitted on twice its estimate, and is not begun where that does not fit the budget."""
+    """A host slower than the machines the cost table was measured on: once a run has taken twice its estimate,
+    the next run is admitted on twice its estimate, and is not begun where that does not fit the budget."""
+    from fedlib.provenance import device_name
+
     a, b = smoke(), smoke(seed=1)
     plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"a": a, "b": b}}})
-    store, costs = Store(tmp_path), CostTable(None)
+    store, costs, dev = Store(tmp_path), CostTable(None), device_name("cpu")
+    _earlier(costs, a, dev, 1e-4)  # nine earlier runs: this host's one run leaves the median where it is
     items = {it.key: it for it in collect("smoke", "cpu", store=store, costs=costs)}
     it_a, it_b = items[a.key()], items[b.key()]
-    booking, out = campaign.Booking(store, costs, lambda s: None), {"done": [], "skipped": [], "failed": []}
+    booking, out = campaign.Booking(store, costs, lambda s: None, dev), {"done": [], "skipped": [], "failed": []}
     raw = it_a.estimate_s
     assert booking.pace == 1.0 and booking.admit(it_a, 1e9, out) == 1e9 and it_a.estimate_s == raw
     booking.finish(run(a, store=store, progress=False), it_a, 2 * raw, out)
     assert booking.pace == pytest.approx(2.0) and out["done"] == [it_a.key]
-    est_b = campaign.refresh(it_b, store, costs).estimate_s  # the table has learnt run a's time meanwhile
+    est_b = campaign.refresh(it_b, store, costs).estimate_s
     assert booking.admit(it_b, 1.5 * est_b, out) is None and out["skipped"] == [it_b.key]
     assert booking.admit(it_b, 2.5 * est_b, out) == 2.5 * est_b
     assert it_b.estimate_s == pytest.approx(2 * est_b) and "× 2.00 (this campaign's pace)" in it_b.source
-    booking.finish(run(b, store=store, progress=False), it_b, 2 * est_b, out)  # booked on its unscaled estimate
+    booking.finish(run(b, store=store, progress=False), it_b, 2 * est_b, out)
     assert booking.pace == pytest.approx(2.0)
+
+
+def test_a_slow_hosts_own_measurements_are_not_scaled_by_its_pace_again(tmp_path, plans):
+    """The cost table knew the key only from a faster machine: this host's first run takes 20 times that estimate
+    and the table learns its time. The next run's estimate is then this host's own, not 20 times it: the pace is
+    taken against the table as it stands after learning (about 1), not against the estimate at admission. The
+    measurements of the threads the runs train on come first (a 2-thread entry of another machine sorts first)."""
+    from fedlib.provenance import device_name
+
+    a, b = smoke(), smoke(seed=1)
+    plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"a": a, "b": b}}})
+    store, costs, dev = Store(tmp_path), CostTable(None), device_name("cpu")
+    rec = _timed(run(a, store=Store(tmp_path / "ran"), progress=False), 30.0)
+    fast = 1.0 / CostTable(None).estimate(a, "cpu").seconds * 1e-6  # far below anything a CPU does
+    _earlier(costs, a, "cpu (another host, 2 threads)", fast, runs=1)
+    assert "cpu (another host" < dev
+    items = {it.key: it for it in collect("smoke", "cpu", store=store, costs=costs)}
+    it_a, it_b = items[a.key()], items[b.key()]
+    booking, out = campaign.Booking(store, costs, lambda s: None, dev), {"done": [], "skipped": [], "failed": []}
+    raw = it_a.estimate_s
+    assert booking.admit(it_a, 1e9, out) == 1e9
+    took = 30.0 * a.rounds + 3.0
+    assert took > 20 * raw
+    booking.finish(rec, it_a, took, out)
+    assert booking.pace == pytest.approx(1.0, rel=0.05)
+    own = costs.estimate(b, "cpu", device_name=dev)
+    assert own.seconds == pytest.approx(took, rel=0.05) and dev in own.source
+    assert booking.admit(it_b, 1e9, out) == 1e9 and it_b.estimate_s == pytest.approx(own.seconds, rel=0.05)
 
 
 def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
