@@ -76,6 +76,8 @@ def test_the_epoch_claims_compare_the_sweeps_first_and_last_steps_never_a_best_e
     assert set(up.n) == {"E = 10", "E = 5"} and up.verdict == REPRODUCED
     assert set(down.n) == {"E = 20", "E = 10"} and down.verdict == CONTRADICTED
     assert down.interval[0] > 0  # E = 20 sits above E = 10 in every seed: a real interval, not [0, 0]
+    cka = v["FedCKA's accuracy decreases again at the largest E"]  # a method the sweep lacks: named, not decided
+    assert cka.verdict == NOT_TESTABLE and "FedCKA was not run at every E of the sweep" in cka.why
     dip = _epoch_sweep({5: [88.6, 88.9, 88.7], 10: [88.0, 88.2, 88.1], 20: [89.0, 89.3, 89.15]})  # E = 20 best
     v = {x.claim.split(" (")[0]: x for x in fig5_verdicts({}, dip, 25, heterogeneity_scope("quick"))}
     up = v["FedAvg's accuracy increases slightly as local epochs increase from the fewest"]
