@@ -250,6 +250,21 @@ def test_a_slow_hosts_own_measurements_are_not_scaled_by_its_pace_again(tmp_path
     assert booking.admit(it_b, 1e9, out) == 1e9 and it_b.estimate_s == pytest.approx(own.seconds, rel=0.05)
 
 
+def test_estimates_read_the_measurements_of_the_threads_a_run_trains_on(tmp_path, plans):
+    """A single-thread worker's run is estimated from single-thread measurements, not from the campaign process's
+    own thread count (the summary's hours left are single-thread worker-hours)."""
+    from fedlib.provenance import device_name
+
+    a = smoke()
+    plans(**{"05_x": lambda scale, **kw: {"table1": {"a": a}}})
+    costs = CostTable(None)
+    _earlier(costs, a, device_name("cpu", 1), 1e-2)
+    _earlier(costs, a, device_name("cpu", 2), 1e-6)
+    one, two = (collect("smoke", "cpu", store=Store(tmp_path), costs=costs, threads=t)[0] for t in (1, 2))
+    assert "1 threads" in one.source and "2 threads" in two.source
+    assert one.estimate_s > 5 * two.estimate_s  # 3 s of set-up each, then 10,000 times the seconds a pass
+
+
 def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
     from fedlib.ledger import ledger
 
