@@ -198,6 +198,9 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
     ax.grid(alpha=0.3)
     if seeds:
         ax.legend(fontsize=8)
+    if percent and seeds:  # a 95 % t band of few seeds can reach past 0-100 %: the axis stays on accuracies
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(max(lo, 0.0), min(hi, 100.0))
     return seeds_note(seeds, "band", counts, "curve")
 
 

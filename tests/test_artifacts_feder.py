@@ -199,7 +199,7 @@ def test_training_curves_separate_accuracy_and_loss_and_keep_the_thesis_in_its_o
 def test_training_curves_name_pending_runs_and_wait_for_a_stored_one():
     recs = nb_records(pending_feder=True)
     fig = training_curves(recs, "fmnist", "quick")
-    assert "pending: Adam · FedER · seed=0" in fig.get_suptitle()
+    assert "pending: Adam · FedER (seed 0)" in fig.get_suptitle()  # a cell with its seeds, not a name per run
     assert {ln.get_label() for a in fig.axes for ln in a.lines} == {"FedAvg", "non-federated"}
     none = {"table4.2": {k: Pending("p", {}) for k in recs["table4.2"]}}
     assert training_curves(none, "fmnist", "quick") is None
@@ -269,3 +269,4 @@ def test_a_figures_footer_states_only_the_settings_it_draws():
     recs = nb_records(pending_feder=True)
     assert set(figure_runs(recs)) == set(recs["table4.2"])  # Fig. A.1's stable-rank run is not in the curves
     assert list(figure_runs(recs, ("FedER",))) == [rid("Adam", "FedER", 0)]  # pending: still named
+

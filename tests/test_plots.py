@@ -274,3 +274,13 @@ def test_a_figure_whose_runs_are_all_pending_is_not_saved_and_one_with_a_finishe
     report.save_figure(_figure(), "bench", runs=None, scale="quick")  # a stored benchmark's scale, not the notebook's
     assert "scale=quick" in stamps["bench"] and "NOT paper scale" in stamps["bench"]
     assert "scale=paper" in stamps["timings"]
+
+
+def test_a_seed_band_past_100_percent_stays_on_the_accuracy_axis():
+    """Three seeds far apart early on: the mean's 95 % t band reaches past 100 %, the axis stops at 100."""
+    from fedlib.plots import mean_curves
+
+    fig, ax = plt.subplots()
+    mean_curves(ax, {"FedAvg": {s: pd.Series([a, 0.9], index=[1, 2]) for s, a in enumerate((0.2, 0.6, 0.95))}})
+    assert ax.get_ylim()[1] == 100.0 and ax.get_ylim()[0] >= 0.0
+    plt.close(fig)

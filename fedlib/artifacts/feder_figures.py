@@ -13,6 +13,7 @@ Curves are the mean over seeds with a 95 % t band (one seed: its curve alone); t
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -56,9 +57,12 @@ def _by_setting(records: Runs, row: str, metric: str, settings: tuple[str, ...] 
 
 
 def _pending(records: Runs, row: str | None = None) -> list[str]:
-    """The names of the runs not stored yet (of optimizer ``row``, or all)."""
-    return [str(rid) for rid, r in flat_runs(records).items()
-            if isinstance(r, Pending) and (row is None or rid.optimizer == row)]
+    """The runs not stored yet (of optimizer ``row``, or all), one entry per Table 4.2 cell with its seeds."""
+    by: dict[str, list[int]] = {}
+    for rid, r in flat_runs(records).items():
+        if isinstance(r, Pending) and (row is None or rid.optimizer == row):
+            by.setdefault(f"{rid.optimizer} · {rid.method}", []).append(int(rid.seed))
+    return [f"{cell} (seed{'s' * (len(s) > 1)} {', '.join(map(str, sorted(s)))})" for cell, s in by.items()]
 
 
 def _plain_log(ax: plt.Axes) -> None:
@@ -120,9 +124,9 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
     status = sorted(notes) + [f"pending: {', '.join(pending)}"] * bool(pending) + [
         "the other Table 4.2 cells not run at this scale"] * (len(planned) < len(THESIS_FIGURES))
     figs = ", ".join(f"{THESIS_FIGURES[k]} ({k[1]} · {k[0]})" for k in shown)
-    fig.suptitle(f"FedER thesis Fig{'s' * (len(shown) > 1)}. {figs}: (a) accuracy and (b) loss per epoch — ours: "
-                 f"ResNet-18 on {dataset_name(dataset)}, scale={scale}, one round = one epoch (thesis: CIFAR-100, "
-                 f"250 epochs)\n{'; '.join(status)}", fontsize=9)
+    head = (f"FedER thesis Fig{'s' * (len(shown) > 1)}. {figs}: (a) accuracy and (b) loss per epoch — ours: "
+            f"ResNet-18 on {dataset_name(dataset)}, scale={scale}, one round = one epoch (thesis: CIFAR-100, 250 epochs)")
+    fig.suptitle("\n".join(textwrap.fill(t, 180) for t in (head, "; ".join(status))), fontsize=9)
     return fig
 
 
