@@ -142,7 +142,7 @@ def _snapshot(table: Any) -> dict[tuple[str, str], str]:
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
-    source: str  # "measured on <device> (n runs)" or "default: ..."
+    source: str  # "measured on <device> (<cost key>: n runs)" or "default: ..."
 
 
 class CostTable:
@@ -239,7 +239,7 @@ class CostTable:
         for name in names:
             e = self.table[name].get(key)
             if e is not None and _entry_type(name, e) == kind:
-                return e["s_per_pass"], f"measured on {name} ({_runs(e)})"
+                return e["s_per_pass"], f"measured on {name} ({key}: {_runs(e)})"
         return None
 
     def estimate(self, cfg: Config, device: str, *, rounds_left: int | None = None,

@@ -43,11 +43,11 @@ def test_a_cpu_measurement_never_estimates_a_cuda_run(tmp_path, plans):
     item, = collect("paper", "cuda", store=Store(tmp_path), costs=table)
     assert item.source.startswith("default") and "cpu" not in item.source.split(":")[0]
     assert table.estimate(cfg, "cpu", device_name=device_name("cpu")).source == \
-        f"measured on {device_name('cpu')} (2 runs)"
+        f"measured on {device_name('cpu')} ({cost_key(cfg)}: 2 runs)"  # which measurement: the key says
     # a GPU's measurement estimates CUDA runs, never CPU ones
     assert table.add("NVIDIA H100 80GB HBM3", "cuda", cfg, 1e-6, "gpu-check 2026-11-23 abc")
     est = table.estimate(cfg, "cuda", device_name=device_name("cuda"))
-    assert est.source == "measured on NVIDIA H100 80GB HBM3 (gpu-check 2026-11-23 abc)"
+    assert est.source == f"measured on NVIDIA H100 80GB HBM3 ({cost_key(cfg)}: gpu-check 2026-11-23 abc)"
     assert est.seconds == pytest.approx(costs.RUN_OVERHEAD_S["cuda"] + 1e-6 * costs._work(cfg, range(1, 101)))
     assert table.estimate(cfg, "cpu").source.startswith("measured on cpu")
     out = campaign.format_plan([item], "paper", "cuda")
