@@ -599,3 +599,15 @@ def test_the_committed_campaign_doc_block_is_the_current_plans(tmp_path):
         text = path.read_text().split(campaign.DOC_BEGIN, 1)[1].split(campaign.DOC_END, 1)[0]
         return re.sub(r"at commit [\w-]+", "at commit X", text)  # -dirty: a tree with edits
     assert block(doc) == block(fresh), "docs/campaign.md's plan block is stale: run `python -m fedlib.campaign doc`"
+
+
+def test_no_smoke_run_is_planned_by_notebooks_of_two_test_units(tmp_path):
+    """`make test` runs the notebook units side by side on one smoke store: a run two units plan could be trained
+    by both at once. Every notebook is in a unit, and each planned run belongs to one."""
+    from conftest import NOTEBOOK_UNITS, notebook_unit
+
+    numbers = sorted(p.name[:2] for p in (Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert sorted(n for u in NOTEBOOK_UNITS for n in u) == numbers
+    spans = {it.key: {notebook_unit(nb) for nb, _, _ in it.uses} for it in collect("smoke", "cpu", store=Store(tmp_path))}
+    assert spans and all(len(units) == 1 for units in spans.values()), {k: u for k, u in spans.items() if len(u) > 1}
+    assert len({u for units in spans.values() for u in units}) == len(NOTEBOOK_UNITS)  # each unit trains something
