@@ -15,7 +15,7 @@ from typing import Any
 
 from .config import SCALES, Config, reject_unknown
 
-__all__ = ["preset", "PRESETS", "VARIANTS", "feder_grid", "FEDER_OPTIMIZERS", "FEDER_SETTINGS"]
+__all__ = ["preset", "PRESETS", "VARIANTS", "feder_grid", "FEDER_OPTIMIZERS", "FEDER_SETTINGS", "FEDER_QUICK_ROUNDS"]
 
 # Each paper's setup, with the sentence it comes from. `quick` / `smoke` overrides shrink it for a CPU.
 
@@ -107,12 +107,12 @@ _SCALE: dict[str, dict[str, dict[str, Any]]] = {
     "feder": {
         # a 2-core CPU, budgeted by local SGD steps per client: an eighth-width ResNet-18 (8-64 channels; 6 or 4 are
         # hardly faster per step on this CPU), 25,600 training images (6,400 per client) with batch 64, 30 rounds x
-        # 1 epoch: 100 steps per client a round, 3,000 in all (the thesis: ~24,500), 2,000 test images (StepLR's step
-        # shrinks with the epochs: feder_grid). FedAvg is on its plateau from 30 rounds (rise over the last 20 %: Adam
-        # 1.26 and 1.22 at 20 rounds, 0.55 at 30, 0.66 at 40; AdamP 1.40, 0.45, 0.07; benchmarks/quick_scale/), about
-        # 16 min a run on one thread. benchmarks/feder_floor.py (one client, seed 0): test accuracy 65.9 % after 100
-        # steps, 83.9 % after 1,000; FedER's floored share 0.85 -> 0.65 by step 500, then flat: at this scale FedER
-        # is FedAvg on most client-layers.
+        # 1 epoch (the Adam rows: 40, FEDER_QUICK_ROUNDS): 100 steps per client a round, 3,000-4,000 in all (the
+        # thesis: ~24,500), 2,000 test images (StepLR's step shrinks with the epochs: feder_grid). FedAvg with AdamP
+        # is on its plateau from 30 rounds (rise over the last 20 %: 1.40 at 20 rounds, 0.45 at 30, 0.07 at 40;
+        # benchmarks/quick_scale/), 10-25 min a run on one thread. benchmarks/feder_floor.py (one client, seed 0):
+        # test accuracy 65.9 % after 100 steps, 83.9 % after 1,000; FedER's floored share 0.85 -> 0.65 by step 500,
+        # then flat: at this scale FedER is FedAvg on most client-layers.
         "quick": dict(rounds=30, local_epochs=1, n_train=25600, n_test=2000, batch_size=64, model_kw={"width": 8}),
         "smoke": dict(rounds=2, local_epochs=1, n_train=256, n_test=128, model_kw={"width": 4}),
     },
@@ -134,17 +134,23 @@ FEDER_SETTINGS: dict[str, dict[str, Any]] = {
     "FedER": dict(strategy="feder"),
 }
 _FEDER_RMSGD_PAPER_LR = {"adam": 3e-4, "adamp": 0.01, "rmsgd": 0.03}
+# Quick rounds by optimizer row where the preset's 30 leave FedAvg off its plateau: with Adam, seed 0's campaign run
+# still rose 1.05 points over its last 20 % at 30 rounds (seed 1: 0.55 at 30, 0.71 at 35, 0.66 at 40;
+# benchmarks/RESULTS.md). Both Adam rows take 40, so StepLR's effect compares runs of one length.
+FEDER_QUICK_ROUNDS = {"Adam": 40, "Adam + StepLR": 40}
 
 
 def feder_grid(scale: str = "paper", lrs: str = "thesis", **overrides: Any) -> dict[tuple[str, str], Config]:
     """Table 4.2's grid: ``{(optimizer row, setting): Config}`` of the FedER preset at ``scale``.
 
     StepLR keeps the thesis's shape at smaller scales: its step is 25/250 of the run's epochs (at least 1), so the
-    rate halves ten times over any run, as over the thesis's 250 epochs."""
+    rate halves ten times over any run, as over the thesis's 250 epochs. Quick takes :data:`FEDER_QUICK_ROUNDS`."""
     out = {}
     for row, opt in FEDER_OPTIMIZERS.items():
         for setting, strat in FEDER_SETTINGS.items():
             kw = {**opt, **strat, **overrides}
+            if scale == "quick" and row in FEDER_QUICK_ROUNDS:
+                kw.setdefault("rounds", FEDER_QUICK_ROUNDS[row])
             if lrs == "rmsgd_paper":
                 kw.setdefault("lr", _FEDER_RMSGD_PAPER_LR[kw["optimizer"]])
             cfg = preset("feder", scale, **kw)

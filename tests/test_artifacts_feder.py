@@ -270,3 +270,12 @@ def test_a_figures_footer_states_only_the_settings_it_draws():
     assert set(figure_runs(recs)) == set(recs["table4.2"])  # Fig. A.1's stable-rank run is not in the curves
     assert list(figure_runs(recs, ("FedER",))) == [rid("Adam", "FedER", 0)]  # pending: still named
 
+
+
+def test_the_setup_line_gives_each_optimizer_rows_rounds():
+    """Quick trains the Adam rows longer than AdamP: the one-line setup says which rows run how many rounds."""
+    from fedlib.artifacts.feder import grid_setup
+
+    line = grid_setup(plan("07_feder_optimizer_grid", "quick"), "quick", "fmnist", {})
+    assert "40 rounds (Adam, Adam + StepLR), 30 rounds (AdamP) x 1 local epoch(s)" in line
+    assert "2 rounds x 1 local epoch(s)" in grid_setup(plan("07_feder_optimizer_grid", "smoke"), "smoke", "fmnist", {})

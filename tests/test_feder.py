@@ -277,8 +277,11 @@ def test_feder_preset_and_grid():
     grid = feder_grid("paper", dataset="fmnist")
     assert len(grid) == 15 and grid[("Adam + StepLR", "FedER")].lr_step == (25, 0.5)
     assert grid[("AdamP", "non-federated")].strategy == "centralized"
-    quick = feder_grid("quick")[("Adam + StepLR", "FedAvg")]
-    assert quick.lr_step == (3, 0.5) and quick.rounds * quick.local_epochs == 30  # 25 of 250 epochs: 3 of 30
+    quick = feder_grid("quick")
+    assert quick[("AdamP + StepLR", "FedAvg")].lr_step == (3, 0.5)  # 25 of 250 epochs: 3 of 30
+    adam = quick[("Adam + StepLR", "FedAvg")]  # the Adam rows' 40 rounds (FEDER_QUICK_ROUNDS): 4 of 40
+    assert (adam.rounds, adam.lr_step) == (40, (4, 0.5)) and quick[("Adam", "non-federated")].rounds == 40
+    assert quick[("AdamP", "FedAvg")].rounds == 30 and feder_grid("quick", rounds=7)[("Adam", "FedAvg")].rounds == 7
     assert preset("fedintr").key() == Config(**{**dataclasses.asdict(preset("fedintr"))}).key()
     with pytest.raises(ValueError, match="optimizer"):
         small(optimizer="lion").validate()

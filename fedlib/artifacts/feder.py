@@ -179,8 +179,14 @@ def grid_setup(runs: Plan, scale: str, dataset: str, left_out: Mapping[str, str]
     """The planned setup in one line (model, clients, rounds, optimizer settings, runs, what the scale leaves out)."""
     c = next(iter(runs["table4.2"].values()))
     seeds = sorted({x.seed for rs in runs.values() for x in rs.values()})
+    by_rounds: dict[int, list[str]] = {}
+    for rid, cfg in runs["table4.2"].items():
+        if rid.optimizer not in by_rounds.setdefault(cfg.rounds, []):
+            by_rounds[cfg.rounds].append(rid.optimizer)
+    rounds = (f"{c.rounds} rounds" if len(by_rounds) == 1 else
+              ", ".join(f"{n} rounds ({', '.join(rows)})" for n, rows in sorted(by_rounds.items(), reverse=True)))
     return (f"{dataset_name(dataset)}, scale={scale}, seeds {seeds}: {c.model} {c.model_kw}, {c.num_clients} "
-            f"clients, {c.rounds} rounds x {c.local_epochs} local epoch(s), batch {c.batch_size}, lr {c.lr}, wd "
+            f"clients, {rounds} x {c.local_epochs} local epoch(s), batch {c.batch_size}, lr {c.lr}, wd "
             f"{c.weight_decay}, augment {c.augment}, n_train {c.n_train}; runs: "
             f"{({a: len(r) for a, r in runs.items()})}; left out: {list(left_out) or 'nothing'}")
 
