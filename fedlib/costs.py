@@ -36,8 +36,8 @@ from .provenance import device_name
 from .strategies import STRATEGIES
 
 __all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "reference_passes",
-           "split_sizes", "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD", "LONG_RUN_S",
-           "LongRunError", "check_long", "long_allowed", "fmt_s", "device_type", "check_runs", "before_run", "no_check"]
+           "split_sizes", "width_speedup", "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD",
+           "LONG_RUN_S", "LongRunError", "check_long", "long_allowed", "fmt_s", "device_type", "check_runs", "before_run", "no_check"]
 
 DEFAULT_COSTS = Path(os.environ.get("FEDLIB_COSTS", Path(__file__).resolve().parent.parent / "results" / "costs.json"))
 
@@ -49,7 +49,7 @@ _SPLITS = {"fmnist": (60_000, 10_000), "cifar10": (50_000, 10_000), "cifar100": 
 # cuda: one H100 (benchmarks/RESULTS.md: IntR CNN on Fashion-MNIST 60 M sample-passes in 75 s with the CUDA
 # graph; simple CNN 394 k/s one-epoch graph benchmark); ResNets from their FLOPs at ~30 % of the card (not
 # measured). cpu: one thread of this project's 2-core CPU at batch 64 (quick records: IntR CNN ~10 k/s, simple CNN
-# ~8 k/s, quarter-width ResNet-18 ~270/s); full-width ResNets from their FLOPs.
+# ~8 k/s, quarter-width ResNet-18 ~270/s, eighth-width ~500/s: width_speedup); full-width ResNets from their FLOPs.
 DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
     "cuda": {"intr_cnn": 800_000, "simple_cnn": 400_000, "resnet20": 60_000, "resnet18": 15_000,
              "resnet50": 6_000, "*": 10_000},
@@ -114,6 +114,17 @@ def cost_key(cfg: Config) -> str:
     kw = ",".join(f"{k}={cfg.model_kw[k]}" for k in sorted(cfg.model_kw))
     return f"{cfg.model}{'{' + kw + '}' if kw else ''}|{cfg.dataset}|{family(cfg.strategy)}|b{cfg.batch_size}|" \
            f"{cfg.precision}"
+
+
+def width_speedup(cfg: Config) -> float:
+    """How much faster than full width (64 base channels) a narrower ResNet trains per sample-pass: ``64 / width``.
+    Its convolution FLOPs fall with the square of the width, but one thread of this project's CPU at batch 64 gains
+    about linearly: ResNet-18 ~60, ~270 and ~500 sample-passes/s at widths 64, 16 and 8 (:data:`DEFAULT_THROUGHPUT`;
+    the quick records of width 8, 2.0 ms a pass). Other models, and a ResNet at its full width: 1."""
+    width = cfg.model_kw.get("width")
+    if isinstance(width, (int, float)) and 0 < width < 64 and cfg.model.startswith("resnet"):
+        return 64 / width
+    return 1.0
 
 
 def device_type(device: str) -> str:
@@ -253,10 +264,7 @@ class CostTable:
         if m is not None:
             return Estimate(over + work * m[0], m[1])
         rates = DEFAULT_THROUGHPUT[kind]
-        rate = rates.get(cfg.model, rates["*"])
-        width = cfg.model_kw.get("width")
-        if isinstance(width, (int, float)) and width > 0 and cfg.model.startswith("resnet"):
-            rate *= (64 / width) ** 2  # convolution FLOPs scale with the square of the width
+        rate = rates.get(cfg.model, rates["*"]) * width_speedup(cfg)
         if cfg.dataset == "tinyimagenet":
             rate /= 4  # 64x64 images
         fam = family(cfg.strategy)

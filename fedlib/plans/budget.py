@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..config import Config
-from ..costs import DEFAULT_THROUGHPUT, reference_passes, sample_passes
+from ..costs import DEFAULT_THROUGHPUT, reference_passes, sample_passes, width_speedup
 from ._base import Plan
 
 __all__ = ["MAX_PART_S", "retrain_cost", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
@@ -34,18 +34,20 @@ CPU_S_PER_PASS = {"simple_cnn": 186.0 / 1_500_000}
 # Cost per sample-pass (training and reference forwards) relative to FedAvg, from the committed quick records on
 # one thread: whole runs of FedCKA 1.7x and MOON 1.35x FedAvg's in FedCKA's setup (E = 5, 0.4 reference passes per
 # training sample a round), FedIntR about 3.1x (11.8 against 3.8 min at E = 6 with 0.8: its five projection heads);
-# the others are estimates. Kernel CKA adds an RBF Gram per layer (FedCKA Table 3: 122 vs 104 s).
+# FedER at quick as FedAvg (the width-8 ResNet-18's records: 1.93 against 1.99 ms a sample-pass; its EVBMF is
+# server work of a few ms a layer); the others are estimates. Kernel CKA adds an RBF Gram per layer (FedCKA Table 3:
+# 122 vs 104 s).
 METHOD_FACTOR = {"fedavg": 1.0, "centralized": 1.0, "local_only": 1.0, "fedprox": 1.1, "scaffold": 1.2,
-                 "moon": 1.35 * 5 / 5.4, "fedcka": 1.7 * 5 / 5.4, "fedintr": 3.1 * 6 / 6.8}
+                 "moon": 1.35 * 5 / 5.4, "fedcka": 1.7 * 5 / 5.4, "fedintr": 3.1 * 6 / 6.8, "feder": 1.0}
 SIM_FACTOR = {"rbf_cka": 1.2}
 
 
 def estimate_s(cfg: Config) -> float:
     """Estimated seconds to train ``cfg`` on this CPU (models other than the simple CNN scale by
-    :data:`fedlib.costs.DEFAULT_THROUGHPUT`)."""
+    :data:`fedlib.costs.DEFAULT_THROUGHPUT` and a narrow ResNet's width by :func:`fedlib.costs.width_speedup`)."""
     cpu = DEFAULT_THROUGHPUT["cpu"]
     per_pass = CPU_S_PER_PASS.get(cfg.model) or CPU_S_PER_PASS["simple_cnn"] * cpu["simple_cnn"] / cpu.get(
-        cfg.model, cpu["*"])
+        cfg.model, cpu["*"]) / width_speedup(cfg)
     factor = METHOD_FACTOR.get(cfg.strategy, 2.0) * SIM_FACTOR.get(cfg.strategy_kw.get("sim", ""), 1.0)
     train, test = sample_passes(cfg)
     return cfg.rounds * ((train + reference_passes(cfg)) * factor + test / 3) * per_pass

@@ -23,7 +23,7 @@ FEDER_QUICK_ONCE = (("Adam", "FedER"),)  # quick: the first seed only (the floor
 _FLOOR = ("at quick EVBMF keeps no component in about 65 % of FedER's client-layers even after 1,000 local steps "
           "(benchmarks/feder_floor.json), where FedER is FedAvg, so no FedER claim is testable at this scale; quick "
           "trains Adam · FedER with one seed to show it (Table 4.2's FedER column and the stable rank at 5 seeds "
-          "would add about 25 single-thread worker-hours)")
+          "would add about 16 single-thread worker-hours)")
 # What a scale leaves out, with why: the notebook reports the claims that need it as not testable at that scale.
 # "feder": Table 4.2's FedER column (its claims against FedAvg); "figA1": FedER with the stable rank.
 FEDER_LEFT_OUT: dict[str, dict[str, str]] = {
