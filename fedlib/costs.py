@@ -37,7 +37,8 @@ from .strategies import STRATEGIES
 
 __all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "reference_passes",
            "split_sizes", "width_speedup", "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD",
-           "LONG_RUN_S", "LongRunError", "check_long", "long_allowed", "fmt_s", "device_type", "check_runs", "before_run", "no_check"]
+           "LONG_RUN_S", "LongRunError", "check_long", "long_allowed", "fmt_s", "device_type", "check_runs",
+           "before_run", "no_check"]
 
 DEFAULT_COSTS = Path(os.environ.get("FEDLIB_COSTS", Path(__file__).resolve().parent.parent / "results" / "costs.json"))
 

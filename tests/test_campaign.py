@@ -608,6 +608,7 @@ def test_no_smoke_run_is_planned_by_notebooks_of_two_test_units(tmp_path):
 
     numbers = sorted(p.name[:2] for p in (Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert sorted(n for u in NOTEBOOK_UNITS for n in u) == numbers
-    spans = {it.key: {notebook_unit(nb) for nb, _, _ in it.uses} for it in collect("smoke", "cpu", store=Store(tmp_path))}
+    items = collect("smoke", "cpu", store=Store(tmp_path))
+    spans = {it.key: {notebook_unit(nb) for nb, _, _ in it.uses} for it in items}
     assert spans and all(len(units) == 1 for units in spans.values()), {k: u for k, u in spans.items() if len(u) > 1}
     assert len({u for units in spans.values() for u in units}) == len(NOTEBOOK_UNITS)  # each unit trains something

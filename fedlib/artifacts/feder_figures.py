@@ -125,7 +125,8 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
         "the other Table 4.2 cells not run at this scale"] * (len(planned) < len(THESIS_FIGURES))
     figs = ", ".join(f"{THESIS_FIGURES[k]} ({k[1]} · {k[0]})" for k in shown)
     head = (f"FedER thesis Fig{'s' * (len(shown) > 1)}. {figs}: (a) accuracy and (b) loss per epoch — ours: "
-            f"ResNet-18 on {dataset_name(dataset)}, scale={scale}, one round = one epoch (thesis: CIFAR-100, 250 epochs)")
+            f"ResNet-18 on {dataset_name(dataset)}, scale={scale}, one round = one epoch (thesis: CIFAR-100, "
+            "250 epochs)")
     fig.suptitle("\n".join(textwrap.fill(t, 180) for t in (head, "; ".join(status))), fontsize=9)
     return fig
 
