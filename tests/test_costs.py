@@ -286,22 +286,25 @@ def test_a_table_counted_the_older_way_is_learnt_again_from_the_store(tmp_path):
     assert json.loads(path.read_text())["devices"][device_name("cpu")][cost_key(cfg)]["runs"] == 1
 
 
-def test_a_narrow_resnets_stated_cost_is_near_its_measured_one():
-    """The width-8 ResNet-18 of FedER's quick runs trained at about 2.0 ms a sample-pass on one thread (its records
-    in results/costs.json: 1.93-1.99). Its FLOPs (width squared) would say 0.26 ms; both stated models, the cost
-    table's default and the quick plans' budget, stay within 1.5x of the measurement."""
+def test_a_narrow_resnets_stated_cost_falls_with_its_width_not_its_flops():
+    """Both stated models, the cost table's default and the quick plans' budget, take a width-w ResNet-18 as 64/w
+    times faster a sample-pass than the full one (a narrow ResNet's many small convolutions cost more than their
+    FLOPs on one thread; benchmarks/RESULTS.md has the measurement), and so agree with each other on FedER's quick
+    runs. Other models and a full-width ResNet are not scaled."""
     from fedlib.costs import width_speedup
     from fedlib.plans.budget import estimate_s
     from fedlib.presets import feder_grid
 
-    cfg = feder_grid("quick")[("AdamP", "FedAvg")]
-    assert width_speedup(cfg) == 8.0 and width_speedup(preset("feder")) == 1.0
+    narrow = feder_grid("quick")[("AdamP", "FedAvg")]
+    full = narrow.replace(model_kw={})
+    assert width_speedup(narrow) == 8.0 and width_speedup(preset("feder")) == 1.0
     assert width_speedup(preset("fedintr", "quick")) == 1.0  # not a ResNet
-    passes = costs._work(cfg, range(1, cfg.rounds + 1))
-    measured = 2.0e-3 * passes
-    default = CostTable(None).estimate(cfg, "cpu")
-    assert default.source.startswith("default") and measured / 1.5 < default.seconds < measured * 1.5
-    assert measured / 1.5 < estimate_s(cfg) < measured * 1.5
+    table = CostTable(None)
+    default = lambda c: table.estimate(c, "cpu").seconds - costs.RUN_OVERHEAD_S["cpu"]  # noqa: E731
+    assert table.estimate(narrow, "cpu").source.startswith("default")
+    assert default(full) / default(narrow) == pytest.approx(8.0)
+    assert estimate_s(full) / estimate_s(narrow) == pytest.approx(8.0)
+    assert estimate_s(narrow) == pytest.approx(default(narrow), rel=0.1)
 
 
 def test_the_feder_columns_hours_that_quick_leaves_out_are_the_stated_models():
