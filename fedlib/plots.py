@@ -176,12 +176,14 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
     mean. Returns the seeds note for the title (:func:`seeds_note`)."""
     seeds: set[int] = set()
     counts: list[int] = []
+    observed: list[float] = []
     for label, by_seed in runs.items():
         if not by_seed:
             continue
         seeds |= set(by_seed)
         counts.append(len(by_seed))
         frame = pd.concat({s: c for s, c in by_seed.items()}, axis=1).sort_index() * (100 if percent else 1)
+        observed += [v for v in frame.to_numpy().ravel() if np.isfinite(v) and v > 0]
         stats_ = [t_interval(row) for row in frame.to_numpy()]
         mean = np.array([m for m, _, _ in stats_])
         half = np.array([h for _, h, _ in stats_])
@@ -198,9 +200,11 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
     ax.grid(alpha=0.3)
     if seeds:
         ax.legend(fontsize=8)
+    lo, hi = ax.get_ylim()
     if percent and seeds:  # a 95 % t band of few seeds can reach past 0-100 %: the axis stays on accuracies
-        lo, hi = ax.get_ylim()
         ax.set_ylim(max(lo, 0.0), min(hi, 100.0))
+    elif logy and observed:  # on a log axis such a band reaches decades below any seed: stay within 2x of them
+        ax.set_ylim(max(lo, min(observed) / 2), min(hi, max(observed) * 2))
     return seeds_note(seeds, "band", counts, "curve")
 
 
@@ -319,5 +323,6 @@ def paper_panel(ax: plt.Axes, rows: Sequence[Sequence[Any]], columns: Sequence[s
                      cellLoc="center")
     table.auto_set_font_size(False)
     table.set_fontsize(8)
+    table.auto_set_column_width(list(range(len(columns))))  # each column as wide as its longest text
     table.scale(1.0, 1.25)
     ax.set_title(title, fontsize=9)

@@ -284,3 +284,30 @@ def test_a_seed_band_past_100_percent_stays_on_the_accuracy_axis():
     mean_curves(ax, {"FedAvg": {s: pd.Series([a, 0.9], index=[1, 2]) for s, a in enumerate((0.2, 0.6, 0.95))}})
     assert ax.get_ylim()[1] == 100.0 and ax.get_ylim()[0] >= 0.0
     plt.close(fig)
+
+
+def test_a_seed_band_below_zero_keeps_a_log_loss_axis_near_the_seeds():
+    """Two seeds' losses far apart: the band's lower edge is at or below zero, and the log axis stays within a
+    factor 2 of the lowest seed instead of running down decades."""
+    from fedlib.plots import mean_curves
+
+    fig, ax = plt.subplots()
+    mean_curves(ax, {"FedAvg": {0: pd.Series([1.2, 0.3, 0.25]), 1: pd.Series([1.4, 0.6, 0.26])}},
+                percent=False, logy=True)
+    assert ax.get_ylim()[0] >= 0.125 and ax.get_ylim()[1] <= 2.8
+    plt.close(fig)
+
+
+def test_the_papers_table_panel_fits_each_cells_text():
+    """A long row label ("Adam + StepLR") is drawn inside its cell, not cut off by a fixed column width."""
+    from fedlib.plots import paper_panel
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    paper_panel(ax, [["Adam", "71.71", "76.87", "77.05"], ["Adam + StepLR", "74.54", "75.71", "75.97"]],
+                ["optimizer", "non-fed.", "FedAvg", "FedER"], "title")
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    table = ax.tables[0]
+    for cell in table.get_celld().values():
+        assert cell.get_text().get_window_extent(renderer).width <= cell.get_window_extent(renderer).width
+    plt.close(fig)
