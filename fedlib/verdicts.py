@@ -21,7 +21,7 @@ min–max spread of the repeats as the interval. ``pending`` is not a verdict: t
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from scipy import stats
@@ -78,6 +78,11 @@ class Verdict:
         if self.why:
             parts.append(self.why)
         return head + (" — " + "; ".join(parts) if parts else "")
+
+    def noted(self, note: str) -> "Verdict":
+        """This verdict with ``note`` added to its why (a pending one as it is)."""
+        why = "; ".join(filter(None, (self.why, note)))
+        return self if not note or self.verdict == PENDING else replace(self, why=why)
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON holds it: numbers rounded, a non-finite one (a diverged side's mean) None, never NaN."""

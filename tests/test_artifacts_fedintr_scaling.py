@@ -61,6 +61,18 @@ def test_fig5_at_paper_scale_tests_the_best_e_and_the_large_e_against_the_strong
     assert "FedIntR (μ=10) beats FedAvg at E = 40" in v
 
 
+def test_fig5_with_only_some_large_e_run_decides_on_those_and_names_the_one_left_out():
+    """Quick runs E = 20 but leaves out E = 40: the large-E claims are decided on E = 20, each saying so."""
+    runs = {**QUICK, (20, "FedAvg"): (78.0, 79.0, 78.4), (20, "FedIntR"): (79.0, 79.9, 79.5)}
+    v = by_claim(fig5_verdicts(values_frame(fig5(runs), ACC), default_e=6, budget_note="E = 40: over the budget"))
+    for claim in ("E ≥ 20 lowers FedAvg's accuracy below E = 6", "FedIntR (μ=10) is best at the default E = 6 "
+                  "(the paper's 10)"):
+        assert v[claim].verdict == "reproduced" and "E=20" in v[claim].means
+        assert v[claim].why == "of the E above 6, decided on E = 20 alone; not run at this scale: E = 40: over the " \
+                               "budget"
+    assert v["FedIntR (μ=10) beats FedAvg at E = 20"].why == ""  # a claim at one E is whole
+
+
 def test_fig5_pending_and_chance_runs_are_no_verdict():
     runs = fig5(QUICK)
     runs[R("FedIntR", 1, E=1, mu=10)] = _rec(11.0)  # within 2 points of chance

@@ -13,6 +13,7 @@ each method for the dataset (its default E = 10, 100 rounds) beside Fig. 5; :fun
 from __future__ import annotations
 
 import statistics
+import textwrap
 from typing import Any, Callable, Mapping
 
 import matplotlib.pyplot as plt
@@ -42,11 +43,9 @@ PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each repo
          "MOON (μ=1)": (48.25, 57.98, 64.24, 64.23), "MOON (μ=10)": (42.71, 55.83, 64.52, 65.18),
          "FedIntR (μ=1)": (47.02, 58.01, 63.89, 63.75), "FedIntR (μ=10)": (46.63, 56.39, 65.48, 66.94)},
     100: {"FedAvg": (37.98, 50.69, 61.00, 63.64, 64.90), "FedCKA (μ=1)": (36.81, 47.10, 60.43, 64.30, 64.41),
-          "FedCKA (μ=10)": (36.68, 46.85, 56.51, 59.91, 60.49),
-          "FedProx (μ=0.01)": (37.79, 50.37, 61.08, 64.48, 64.75),
+          "FedCKA (μ=10)": (36.68, 46.85, 56.51, 59.91, 60.49), "FedProx (μ=0.01)": (37.79, 50.37, 61.08, 64.48, 64.75),
           "MOON (μ=1)": (38.08, 47.98, 60.08, 63.66, 64.85), "MOON (μ=10)": (34.34, 46.81, 61.68, 63.97, 65.12),
-          "FedIntR (μ=1)": (35.87, 48.15, 60.59, 63.46, 64.26),
-          "FedIntR (μ=10)": (32.13, 49.76, 61.31, 65.55, 66.57)},
+          "FedIntR (μ=1)": (35.87, 48.15, 60.59, 63.46, 64.26), "FedIntR (μ=10)": (32.13, 49.76, 61.31, 65.55, 66.57)},
 }
 PAPER_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
 INTR = "FedIntR (μ=10)"
@@ -200,13 +199,14 @@ def fig5_off(df: pd.DataFrame) -> dict[tuple[str, float], list[int]]:
 
 
 def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd.DataFrame | None = None,
-                equal_rounds: int | None = None) -> plt.Figure:
+                equal_rounds: int | None = None, left_out: str = "") -> plt.Figure:
     """Fig. 5: accuracy by local epochs E per method (mean over seeds, 95 % t error bars; dots while fewer than three
     E are run; the methods offset slightly along E so that their bars stay apart; a point whose runs are off their
     plateau is ringed and labelled with how many are still rising); the paper's Table I values for the dataset (its
     E = 10, 100 rounds) in a panel of their own: its Fig. 5 (CIFAR-10) gives no numbers. ``equal``
     (:func:`fig5_frame` ``at=equal_rounds`` of the runs with more rounds than the default E's): those runs at the
-    default E's rounds, as hollow markers (the paper's reading: the same rounds for every E)."""
+    default E's rounds, as hollow markers (the paper's reading: the same rounds for every E). ``left_out``: the E this
+    scale does not run, and why (in the title)."""
     paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
     fig = plt.figure(figsize=(10 if paper else 7, 4.4), layout="constrained")
     gs = fig.add_gridspec(1, 2 if paper else 1, width_ratios=[2.4, 1] if paper else [1])
@@ -237,6 +237,7 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd
     ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}\n{note}"
                  + ("; methods offset slightly along E" if k > 1 else "")
                  + (f"\nnot run yet: {', '.join(pend)}" if pend else "")
+                 + (f"\nnot run at this scale: {textwrap.fill(left_out, 100)}" if left_out else "")
                  + (f"\nhollow: the same runs at round {equal_rounds}, the default E's last (the paper's: the same "
                     f"rounds for every E)" if any(hollow.values()) else "")
                  + (f"\n{ringed}" if ringed else ""),
@@ -380,14 +381,17 @@ def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal
                   rounds: Mapping[int, int] | None = None) -> list[Verdict]:
     """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
     ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5.
-    ``df``: :func:`values_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale runs no E beyond
-    ``default_e`` (those claims are then not testable). ``rounds`` (``{E: rounds}``) and ``equal`` (:func:`fig5_frame`
+    ``df``: :func:`values_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale leaves out the E
+    beyond ``default_e`` it does not run: with none run those claims are not testable, else decided on those run and
+    the note says which. ``rounds`` (``{E: rounds}``) and ``equal`` (:func:`fig5_frame`
     at the default E's rounds): where E = 1 runs longer than the default E (to its plateau), "E = 1 is poor" is
     decided twice: at the end of each run, and in the same rounds, as the paper runs every E."""
     out = []
     Es = sorted(set(df["E"]))
     methods = list(dict.fromkeys(df["method"]))
     above = [e for e in Es if e > default_e]
+    partly = (f"of the E above {default_e}, decided on E = {', '.join(f'{e:g}' for e in above)} alone; not run at "
+              f"this scale: {budget_note}") if above and budget_note else ""
     r1, rd = (rounds or {}).get(1), (rounds or {}).get(default_e)
     both = equal is not None and r1 is not None and rd is not None and r1 > rd
     src = f"{FIG5_SOURCE}: 'setting E = 1 results in poor accuracy for all approaches'"
@@ -414,7 +418,7 @@ def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal
             continue
         best = d[d["E"].isin(rest)].groupby("E")["acc"].mean().idxmax()
         out.append(_compare(claim, src, d[d["E"] == default_e], d[d["E"] == best], (f"E={default_e}", f"E={best}"),
-                            "greater"))
+                            "greater").noted(partly))
     for m in methods:
         d = df[df["method"] == m]
         claim = f"E ≥ 20 lowers {m}'s accuracy below E = {default_e}"
@@ -428,7 +432,7 @@ def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal
             continue
         best = d[d["E"].isin(above)].groupby("E")["acc"].mean().idxmax()  # the better of the large E's
         out.append(_compare(claim, src, d[d["E"] == best], d[d["E"] == default_e], (f"E={best}", f"E={default_e}"),
-                            "less"))
+                            "less").noted(partly))
     intr = next((m for m in methods if m.startswith("FedIntR")), None)  # at Table I's μ for the dataset
     if intr is None:
         out.append(not_testable("FedIntR beats the other methods at every E but 5",

@@ -107,7 +107,9 @@ def fit(parts: list[Part], scale: str) -> Scope:
         new = {c.key(): c for runs in p.runs.values() for c in runs.values() if c.key() not in seen}
         cost = p.extra_s + sum(estimate_s(c) for c in new.values())
         if scale == "quick" and cost > MAX_PART_S:
-            scope.left_out[p.name] = (f"its runs need about {cost / 3600:.0f} single-thread worker-hours on this CPU, "
+            h = cost / 3600  # as many decimals as it takes to read above the limit
+            hours = next(f"{h:.{d}f}" for d in (1, 2, 3) if round(h, d) > MAX_PART_S / 3600 or d == 3)
+            scope.left_out[p.name] = (f"its runs need about {hours} single-thread worker-hours on this CPU, "
                                       f"over the {MAX_PART_S / 3600:.0f} a quick artifact may take")
             continue
         scope.kept.append(p)

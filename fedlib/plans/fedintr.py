@@ -166,9 +166,9 @@ def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cp
                           executor: str = "auto", seeds: Sequence[int] | None = None) -> Scope:
     """Notebook 06's parts: Table IV / Fig. 4 (N clients, 20 % sampled per round, T rounds, evaluated every round)
     and Fig. 5 (local epochs E at Table I's μ for the dataset, the preset's rounds), up to and above the default E,
-    each run with every seed; :func:`fedlib.plans.budget.fit` decides what ``quick`` keeps (:data:`TABLE4_PART` and
-    :data:`FIG5_LONG_PART` need tens of worker-hours). ``seeds``: default ``seed, seed + 1, ...``
-    (:data:`FEDINTR_SCALING_SEEDS`)."""
+    each run with every seed; :func:`fedlib.plans.budget.fit` decides what ``quick`` keeps (:data:`TABLE4_PART` needs
+    tens of worker-hours; each E above the default is a part of its own, :data:`FIG5_LONG_PART` at that E).
+    ``seeds``: default ``seed, seed + 1, ...`` (:data:`FEDINTR_SCALING_SEEDS`)."""
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(FEDINTR_SCALING_SEEDS[scale]))
     base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
     nt, settings = FEDINTR_TABLE4.get(scale, FEDINTR_TABLE4["paper"]), FEDINTR_TABLE4_METHODS.get(scale, _TABLE4_PAPER)
@@ -187,7 +187,7 @@ def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cp
     t4 = (f"{TABLE4_PART} ({_and(nt)} clients, 20 % sampled, {_and(f'{t:,}' for t in nt.values())} rounds, "
           f"{len(settings)} method settings, {n})")
     return fit([Part(t4, {"table4": table4}), Part(FIG5_PART, fig5([e for e in es if e <= default]))]
-               + [Part(f"{FIG5_LONG_PART} (E = {_and(long)}: {_and(_FIG5_METHODS[scale])}, {n})", fig5(long))] * bool(long),
+               + [Part(f"{FIG5_LONG_PART} at E = {e} ({_and(_FIG5_METHODS[scale])}, {n})", fig5([e])) for e in long],
                scale)
 
 
@@ -210,10 +210,13 @@ def fedintr_scaling_plan(scale: str, **kw: Any) -> Plan:
 
 
 def scaling_left_out(scale: str, dataset: str = "fmnist") -> dict[str, str]:
-    """What notebook 06 leaves out at ``scale``, by artifact (``"table4"``; ``"fig5 E > default"``: Fig. 5 above the
-    default E), each with the part and why (the estimate)."""
+    """What notebook 06 leaves out at ``scale``, by artifact (``"table4"``; ``"fig5 E > default"``: the E of Fig. 5
+    above the default E that are left out, one part each), each with the parts and why (the estimate)."""
     def key(part: str) -> str:
         return "table4" if part.startswith(TABLE4_PART) else "fig5 E > default" if part.startswith(FIG5_LONG_PART) \
             else "fig5"
 
-    return {key(p): f"{p}: {w}" for p, w in fedintr_scaling_scope(scale, dataset=dataset).left_out.items()}
+    out: dict[str, str] = {}
+    for p, w in fedintr_scaling_scope(scale, dataset=dataset).left_out.items():
+        out[key(p)] = "; ".join(filter(None, (out.get(key(p)), f"{p}: {w}")))
+    return out
