@@ -196,6 +196,15 @@ def test_training_curves_separate_accuracy_and_loss_and_keep_the_thesis_in_its_o
     assert {f"{v:.2f}" for v in PAPER["Adam"]} <= set(_table_texts(fig))  # Table 4.2 as a table
 
 
+def test_training_curves_state_the_seeds_once_for_rows_of_different_seed_counts():
+    """Adam with one FedER seed, AdamP with two seeds a cell: one seeds note for the figure, not one per row."""
+    recs = nb_records()
+    recs["table4.2"].update({rid("AdamP", s, k): plain_record(78.0 + k, clients=1 if s == "non-federated" else 10)
+                             for s in ("non-federated", "FedAvg") for k in (0, 1)})
+    sup = training_curves(recs, "fmnist", "quick").get_suptitle()
+    assert sup.count("95 % t interval") == 1 and "2 seeds (0,1), 1 to 2 per curve; band" in sup
+
+
 def test_training_curves_name_pending_runs_and_wait_for_a_stored_one():
     recs = nb_records(pending_feder=True)
     fig = training_curves(recs, "fmnist", "quick")

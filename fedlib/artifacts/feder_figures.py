@@ -22,7 +22,7 @@ import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from ..plots import mean_curves, paper_panel, t_interval
+from ..plots import mean_curves, paper_panel, seeds_note, t_interval
 from ..presets import FEDER_OPTIMIZERS
 from ..results import Pending, Record
 from ..style import dataset_name
@@ -99,12 +99,12 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
     mosaic = [[f"acc{i}", f"train{i}", f"test{i}", "paper"] for i in range(len(rows))]
     fig, axes = plt.subplot_mosaic(mosaic, figsize=(15.5, 3.3 * len(rows) + 1.0), layout="constrained",
                                    width_ratios=[1, 1, 1, 0.8])
-    notes, shown = set(), []
+    shown = []
     for i, row in enumerate(rows):
         acc = accs[row]
         settings = list(acc)
         shown += [(row, s) for s in settings]
-        notes.add(mean_curves(axes[f"acc{i}"], acc))
+        mean_curves(axes[f"acc{i}"], acc)
         axes[f"acc{i}"].set_title(f"{row}: test accuracy\n{_figures(row, settings, 'a')}", fontsize=8)
         for key, metric, what in (("train", "train_loss", "training loss"), ("test", "test_loss", "test loss")):
             ax, loss = axes[f"{key}{i}"], _by_setting(flat, row, metric)
@@ -121,7 +121,9 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
                 ["optimizer", "non-fed.", "FedAvg", "FedER"], _PAPER_TITLE)
     pending = _pending(flat)
     planned = {(rid.optimizer, rid.method) for rid in flat}
-    status = sorted(notes) + [f"pending: {', '.join(pending)}"] * bool(pending) + [
+    curves = [by_seed for acc in accs.values() for by_seed in acc.values()]  # one seeds note for every panel
+    status = [seeds_note({s for c in curves for s in c}, "band", [len(c) for c in curves], "curve")] + [
+        f"pending: {', '.join(pending)}"] * bool(pending) + [
         "the other Table 4.2 cells not run at this scale"] * (len(planned) < len(THESIS_FIGURES))
     figs = ", ".join(f"{THESIS_FIGURES[k]} ({k[1]} · {k[0]})" for k in shown)
     head = (f"FedER thesis Fig{'s' * (len(shown) > 1)}. {figs}: (a) accuracy and (b) loss per epoch — ours: "
