@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from fedlib.plans.fedcka import QUICK_ROUNDS
+from fedlib.plans.fedcka import QUICK_EPOCH_ROUNDS, QUICK_ROUNDS
 from fedlib.plans.fedintr import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
 from fedlib.plans.fedshibu import QUICK_ROUNDS as FEDSHIBU_ROUNDS
 from fedlib.presets import preset
@@ -62,6 +62,12 @@ SETUPS: dict[str, dict[str, Any]] = {
     # notebook 06's Fig. 5 at E = 1 (FedIntR's preset, one local epoch): the rounds that plan runs at E = 1
     "fedintr-e1": dict(preset="fedintr", dataset="fmnist", local_epochs=1,
                        rounds=FEDINTR_FIG5_ROUNDS["quick"][1]),
+    # notebook 03's local-epoch sweep below the preset's E (FedCKA's preset at α = 5, one and two local epochs), and
+    # FedCKA (μ = 3) itself at E = 1, the sweep's slowest setting: the rounds that plan runs them
+    **{f"fedcka-e{e}": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 5.0}, local_epochs=e,
+                            rounds=r) for e, r in QUICK_EPOCH_ROUNDS.items()},
+    "fedcka-cka-e1": dict(preset="fedcka", dataset="fmnist", partition_kw={"beta": 5.0}, local_epochs=1,
+                          rounds=QUICK_EPOCH_ROUNDS[1], strategy="fedcka", strategy_kw={"mu": 3.0}),
     # notebook 08's Table 1 at s = 2 shards per user: FedAvg (personalized accuracy of the global model), the one
     # method of that level whose runs end off their plateau (the plan's config: the curve says the key)
     "fedshibu-avg-s2": dict(preset="fedshibu", dataset="fmnist", strategy="fedavg", strategy_kw={},

@@ -86,6 +86,27 @@ def test_the_epoch_claims_compare_the_sweeps_first_and_last_steps_never_a_best_e
         compare_runs("x", "y", rising, {"E": 5}, {"E": 5}, ("a", "b"), missing="")
 
 
+def test_the_first_epoch_step_is_decided_at_the_plateau_and_in_the_same_rounds_where_it_runs_longer():
+    """E = 1 and 2 run 300 and 150 rounds, to their plateau, the other E 25: at the end E = 1 is the higher, at
+    round 25 (the paper's reading: the same rounds for every E) E = 2 is; each reading is its own row."""
+    end = _epoch_sweep({1: [88.4, 88.5, 88.6], 2: [88.0, 88.1, 88.2], 5: [88.1] * 3, 10: [88.2] * 3, 20: [88.0] * 3})
+    at25 = end.assign(acc=np.where(end["E"] == 1, end["acc"] - 5, np.where(end["E"] == 2, end["acc"] - 2, end["acc"])))
+    v = {x.claim: x for x in fig5_verdicts({}, end, 25, heterogeneity_scope("quick"),
+                                           {1: 300, 2: 150, 5: 25, 10: 25, 20: 25}, at25)}
+    up = "FedAvg's accuracy increases slightly as local epochs increase from the fewest"
+    plateau, same = v[f"{up}, each run to its plateau (300 and 150 rounds)"], v[f"{up}, in the same 25 rounds (the " \
+                                                                            f"paper's setup: the same rounds for every E)"]
+    assert plateau.verdict == CONTRADICTED and set(plateau.n) == {"E = 2", "E = 1"}
+    assert same.verdict == REPRODUCED and set(same.n) == {"E = 2 at round 25", "E = 1 at round 25"}
+    assert up in {x.claim for x in fig5_verdicts({}, end, 25, heterogeneity_scope("quick"), {e: 25 for e in
+                                                                                         (1, 2, 5, 10, 20)}, at25)}
+    waiting = end.assign(pending=end["E"] < 5, acc=np.where(end["E"] < 5, np.nan, end["acc"]))  # E = 1, 2 to train
+    v = {x.claim: x.verdict for x in fig5_verdicts({}, waiting, 25, heterogeneity_scope("quick"),
+                                                   {1: 300, 2: 150, 5: 25, 10: 25, 20: 25}, waiting)}
+    assert v[f"{up}, each run to its plateau (300 and 150 rounds)"] == "pending"
+    assert v["FedAvg's accuracy decreases again at the largest E (overfitting)"] == REPRODUCED  # on its own runs
+
+
 def _crossing_curves(rounds: int) -> dict[int, dict[str, pd.Series]]:
     """FedCKA 1 point below FedAvg up to round 40, 1 point above after it (seed noise of 0.1)."""
     r = np.arange(1, rounds + 1)

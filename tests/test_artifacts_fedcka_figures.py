@@ -14,7 +14,7 @@ from fedlib.artifacts.fedcka_ablations import (PAPER_M, T3_COLUMNS, describe_lev
                                                describe_table3, describe_table4, describe_variance, layer_variance,
                                                m_layers, similarity_levels, table3, table4)
 from fedlib.artifacts.fedcka_accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
-                                              epochs_artifact, mean_rounds, rounds_figure, seed_curves,
+                                              epochs_artifact, epochs_at, mean_rounds, rounds_figure, seed_curves,
                                               table2_setup)
 from fedlib.config import Config
 from fedlib.grid import Diverged
@@ -177,6 +177,22 @@ def test_epochs_artifact_draws_dots_below_three_e_and_names_the_e_pending():
     text = describe_epochs(_epoch_records())
     assert "E = 5: FedAvg 81.00 ± 2.48 (3 seeds)" in text and "Not run yet: E = 20." in text
     assert "pending" in describe_epochs({})
+
+
+def test_epochs_run_longer_are_also_drawn_and_described_at_the_sweeps_common_round():
+    recs = {}
+    for s in (0, 1, 2):
+        for e, rounds, accs in ((1, 4, [0.3, 0.5, 0.7, 0.9]), (5, 2, [0.6, 0.8]), (10, 2, [0.6, 0.81])):
+            recs[FedCKARunId("FedAvg", s, E=e)] = _rec(Config(seed=s, local_epochs=e, rounds=rounds), accs)
+    assert list(epochs_at(recs, 2)["acc"]) == [50.0, 80.0, 81.0] * 3  # E = 1 read at round 2, before its end
+    table, fig = epochs_artifact(recs, "fmnist", 2)
+    ax = fig.axes[0]
+    assert "2 rounds (E = 1: 4, each to its plateau)" in ax.get_title() and "hollow" in ax.get_title()
+    hollow = [c for c in ax.containers if c.lines[0].get_markerfacecolor() == "white"]
+    assert len(hollow) == 1 and np.isclose(hollow[0].lines[0].get_ydata()[0], 50.0)
+    assert list(table.columns) == ["E = 1 (4 rounds)", "E = 5", "E = 10"]
+    text = describe_epochs(recs, 2)
+    assert "E = 1: FedAvg 90.00" in text and "at round 2, as the paper runs every E — E = 1: FedAvg 50.00" in text
 
 
 def _m_runs(ms=(2,)):

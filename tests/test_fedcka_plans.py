@@ -15,8 +15,8 @@ from fedlib.report import compare
 from fedlib.papers import plan
 from fedlib.plans import FedCKARunId, RunId
 from fedlib.plans.budget import MAX_PART_S, Part, estimate_s, fit
-from fedlib.plans.fedcka import (FEDCKA_MU_GRID, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
-                                 keeps_artifacts, similarity_scope, table2_part)
+from fedlib.plans.fedcka import (FEDCKA_MU_GRID, QUICK_EPOCH_ROUNDS, TIMING_PART, ablations_scope, cost_setups,
+                                 heterogeneity_scope, keeps_artifacts, similarity_scope, table2_part)
 from fedlib.report import check_params
 from fedlib.presets import preset
 from fedlib.results import Pending, Record, Store, fetch
@@ -75,13 +75,15 @@ def test_the_campaign_keeps_the_models_of_every_run_a_similarity_notebook_reads(
 
 def test_quick_runs_take_their_alphas_rounds_and_the_other_scales_the_presets():
     """Every quick run of notebooks 03 and 04 runs the rounds of its α (QUICK_ROUNDS; the local-epoch sweep and
-    notebook 04 are at α = 5), Table 2's the rounds of its column (TABLE2_ROUNDS: longer where MOON needs them), every
-    method of a column the same; paper and smoke keep the preset's rounds whatever the α."""
+    notebook 04 are at α = 5; the sweep's E below the preset's run QUICK_EPOCH_ROUNDS), Table 2's the rounds of its
+    column (TABLE2_ROUNDS: longer where MOON needs them), every method of a column the same; paper and smoke keep the
+    preset's rounds whatever the α."""
     from fedlib.plans.fedcka import QUICK_ROUNDS, TABLE2_ROUNDS
     for nb in ("03_fedcka_heterogeneity", "04_fedcka_ablations"):
         for art, rs in plan(nb, "quick").items():
             rounds = TABLE2_ROUNDS if art == "table2" else QUICK_ROUNDS
-            assert rs and all(c.rounds == rounds[c.partition_kw["beta"]] for c in rs.values()), (nb, art)
+            assert rs and all(c.rounds == (QUICK_EPOCH_ROUNDS[c.local_epochs] if art == "epochs" and c.local_epochs < 5
+                                           else rounds[c.partition_kw["beta"]]) for c in rs.values()), (nb, art)
         for scale in ("paper", "smoke"):
             assert {c.rounds for rs in plan(nb, scale).values() for c in rs.values()} == {preset("fedcka", scale).rounds}
     alphas = {c.partition_kw["beta"] for c in plan("03_fedcka_heterogeneity", "quick")["table2"].values()}
@@ -111,8 +113,10 @@ def test_quick_plans_every_table2_part_and_says_why_the_rest_is_left_out():
                for a in (5.0, 1.0, 0.5, 0.1))
     mus = {(c.strategy, c.strategy_kw.get("mu")) for c in s3.plan()["table2"].values()}
     assert mus == {("fedcka", 3.0), ("moon", 10.0), ("fedprox", 0.001), ("fedavg", None), ("scaffold", None)}
-    assert {c.local_epochs for c in s3.plan()["epochs"].values()} == {5, 10, 20}
-    assert "plateau" in s3.left_out["Appl. Sci. Fig. 5: local epochs E < 5"]
+    assert not s3.left_out  # E = 1 and 2 run longer, to their plateau, and the E ≥ 5 keep α = 5's rounds
+    ep = {(c.local_epochs, c.rounds) for c in s3.plan()["epochs"].values()}
+    assert ep == {(5, 25), (10, 25), (20, 25), *QUICK_EPOCH_ROUNDS.items()} and min(QUICK_EPOCH_ROUNDS.values()) > 25
+    assert {c.rounds for c in heterogeneity_scope("paper").plan()["epochs"].values()} == {100}  # the paper's
     s4 = ablations_scope("quick")
     assert s4.has("FedAvg and FedCKA (M = 2) at α = 5") and s4.has(TIMING_PART) and s4.has("M = 4-7")
     (r50, why), = similarity_scope("quick").left_out.items()  # over the 10-hour limit, named with its estimate

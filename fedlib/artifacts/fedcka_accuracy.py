@@ -28,11 +28,11 @@ from ..plans import FedCKARunId, RunId
 from ..plots import group_panels, mean_curves, paper_panel, sweep, t_interval
 from ..report import compare
 from ..results import Pending, Record
-from ..style import dataset_name
+from ..style import dataset_name, method_style
 
 __all__ = ["PAPER_T2", "PAPER_METHODS", "VERSIONS", "ALPHA_LABELS", "Table2", "table2_setup", "describe_table2", "fmt",
-           "seed_curves", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_artifact",
-           "describe_epochs"]
+           "seed_curves", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_at",
+           "epochs_artifact", "describe_epochs"]
 
 PAPER_METHODS = T2_METHODS
 # FedCKA Table 2 (CIFAR-10, 10 clients, 100 rounds; best μ per method), both versions: α -> {method: accuracy}
@@ -294,17 +294,33 @@ def describe_rounds(curves: Mapping[str, Mapping[int, pd.Series]]) -> str:
     return f"Test accuracy (%), mean ± 95 % t interval over seeds — {at(early)}; {at(last)}."
 
 
-def epochs_points(records: Runs) -> dict[str, dict[float, dict[int, float]]]:
+def epochs_points(records: Runs, df: pd.DataFrame | None = None) -> dict[str, dict[float, dict[int, float]]]:
     """``{method (μ): {E: {seed: final accuracy (%)}}}`` of the stored runs of the local-epoch sweep that did not
-    diverge: the input of :func:`fedlib.plots.sweep`."""
+    diverge (``df``: their frame, by default :func:`runs_frame`; :func:`epochs_at` reads them at other rounds): the
+    input of :func:`fedlib.plots.sweep`."""
     out: dict[str, dict[float, dict[int, float]]] = {}
-    df = runs_frame(records) if records else pd.DataFrame()
+    df = df if df is not None else runs_frame(records) if records else pd.DataFrame()
     for _, r in df.iterrows():
         label = r["method"] + ("" if np.isnan(r["mu"]) else f" (μ={r['mu']:g})")
         by_e = out.setdefault(label, {})
         if not r["pending"] and not r["diverged"]:
             by_e.setdefault(float(r["E"]), {})[int(r["seed"])] = float(r["acc"])
     return out
+
+
+def epochs_at(records: Runs, rounds: int) -> pd.DataFrame:
+    """:func:`runs_frame` of the local-epoch sweep's runs with each finished run's ``acc`` read at round ``rounds``
+    (the sweep's common rounds, as the paper runs every E; a run trained longer, to its plateau, is read before its
+    end)."""
+    df = runs_frame(records) if records else pd.DataFrame(columns=["acc"])
+    acc = [np.nan if not isinstance(r, Record) or p or d else 100 * float(r.metric("test_acc").loc[:rounds].iloc[-1])
+           for r, p, d in zip(records.values(), df.get("pending", []), df.get("diverged", []))]
+    return df.assign(acc=acc) if records else df
+
+
+def _by_e(records: Runs) -> dict[int, int]:
+    """``{E: rounds}`` of the sweep's runs."""
+    return {r.cfg.local_epochs: r.cfg.rounds for r in records.values()}
 
 
 def _pending_epochs(records: Runs) -> list[int]:
@@ -316,17 +332,20 @@ def _pending_epochs(records: Runs) -> list[int]:
 def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFrame, plt.Figure | None]:
     """Appl. Sci. Fig. 5 (right): final accuracy per method and local epochs E (a table; and a figure when a run is
     stored: each E the seeds' mean with the 95 % t interval, dots without a line while fewer than three E are run,
-    the methods offset slightly along the log E axis, the E still pending named in the title)."""
+    the methods offset slightly along the log E axis, the E still pending named in the title). ``rounds``: the
+    sweep's common rounds; an E trained longer (to its plateau) is also drawn at round ``rounds`` as hollow markers
+    (the paper's reading: the same rounds for every E)."""
     if not records:
         return pd.DataFrame(), None
-    ep = seed_summary(runs_frame(records), ["method", "E"])
+    ep, by_e = seed_summary(runs_frame(records), ["method", "E"]), _by_e(records)
+    longer = {e: r for e, r in sorted(by_e.items()) if r > rounds}
     table = ep.assign(cell=_cells(ep)).pivot(index="method", columns="E", values="cell") \
-        .rename(columns=lambda e: f"E = {e}")
+        .rename(columns=lambda e: f"E = {e}" + (f" ({longer[e]} rounds)" if e in longer else ""))
     points = {m + (f" (n={ns.pop()})" if len(ns := {len(v) for v in p.values()}) == 1 else ""): p
               for m, p in epochs_points(records).items() if p}
     if not points:
         return table, None
-    fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=(7.2, 4.6), layout="constrained")
     k = len(points)
     df = runs_frame(records)
     bad = df[is_off(df)].assign(label=lambda d: [m + ("" if np.isnan(mu) else f" (μ={mu:g})")
@@ -336,26 +355,50 @@ def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFr
                             xlabel="local epochs E",
                             off={m: {e * shift[m]: int(((bad["label"] == m.split(" (n=")[0]) & (bad["E"] == e)).sum())
                                      for e in p} for m, p in points.items()}).partition("\n")
+    at = {rid: r for rid, r in records.items() if r.cfg.rounds > rounds}
+    hollow = {m: p for m, p in epochs_points(at, epochs_at(at, rounds)).items() if p} if at else {}
+    base = {m.split(" (n=")[0]: m for m in points}
+    for m, p in hollow.items():
+        for i, (e, v) in enumerate(sorted(p.items())):
+            mean, half, _ = t_interval(v.values())
+            ax.errorbar([e * shift.get(base.get(m, m), 1.0)], [mean], yerr=[half if np.isfinite(half) else 0],
+                        capsize=3, color=method_style(m)["color"], marker="o", mfc="white", ls="none",
+                        label=f"{m} at round {rounds}" if i == 0 else None)
+    if hollow:
+        ax.legend(fontsize=8)
     es = sorted({e for p in points.values() for e in p})
     ax.set_xscale("log", base=2)
     ax.set_xticks(es, [f"{e:g}" for e in es])
     ax.set_xlim(min(es) / 1.6, max(es) * 1.6)
     ax.minorticks_off()
     pend = _pending_epochs(records)
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (right): local epochs, α = 5 — {dataset_name(dataset)}, {rounds} rounds"
-                 f"\n{note}" + (f"; not run yet: E = {', '.join(map(str, pend))}" if pend else "")
-                 + (f"\n{ringed}" if ringed else ""), fontsize=9)
+    more = ", ".join(f"E = {e}: {r}" for e, r in longer.items())
+    ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (right): local epochs, α = 5 — {dataset_name(dataset)}\n{rounds} rounds"
+                 + (f" ({more}, each to its plateau)" if more else "") + f"\n{note}"
+                 + (f"; not run yet: E = {', '.join(map(str, pend))}" if pend else "")
+                 + (f"\nhollow: the same runs at round {rounds} (the paper's: the same rounds for every E)"
+                    if hollow else "") + (f"\n{ringed}" if ringed else ""), fontsize=9)
     return table, fig
 
 
-def describe_epochs(records: Runs) -> str:
+def describe_epochs(records: Runs, rounds: int | None = None) -> str:
     """What Fig. 5 (right) shows: each method's accuracy at each E run (mean ± 95 % t interval over seeds) and the
-    E still pending."""
+    E still pending; with ``rounds`` (the sweep's common rounds), the E trained longer also read at that round."""
     points = {m: p for m, p in epochs_points(records).items() if p}
     pend = _pending_epochs(records)
     tail = f" Not run yet: E = {', '.join(map(str, pend))}." if pend else ""
     if not points:
         return "The local-epoch sweep is pending." + tail
+    longer = {e: r for e, r in sorted(_by_e(records).items()) if rounds is not None and r > rounds}
+    at = {rid: r for rid, r in records.items() if rounds is not None and r.cfg.rounds > rounds}
+    early = {m: p for m, p in epochs_points(at, epochs_at(at, rounds)).items() if p} if at else {}
+    line = lambda pts, es: "; ".join(f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in pts.items()  # noqa
+                                                                if e in p) for e in es)
     es = sorted({e for p in points.values() for e in p})
-    parts = [f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in points.items() if e in p) for e in es]
-    return "Final test accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + "." + tail
+    out = "Final test accuracy (%), mean ± 95 % t interval over seeds — " + line(points, es) + "."
+    if longer:
+        out += (f" E = {', '.join(map(str, longer))} ran {', '.join(map(str, longer.values()))} rounds, each to its "
+                f"plateau (the others {rounds})")
+        out += (f"; at round {rounds}, as the paper runs every E — "
+                + line(early, sorted({e for p in early.values() for e in p})) + "." if early else ".")
+    return out + tail

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..artifacts.fedcka import (ablation_verdicts, cost_verdicts, fig5_verdicts, premise_verdicts,
                                 similarity_verdicts, table2_verdicts, table3_verdicts, variance_verdicts)
-from ..artifacts.fedcka_accuracy import Table2, seed_curves
+from ..artifacts.fedcka_accuracy import Table2, epochs_at, seed_curves
 from ..artifacts.fedcka_ablations import metrics_frame
 from ..artifacts.fedcka_layers import N_EVAL, R50_TAPS
 from ..grid import runs_frame
@@ -46,9 +46,12 @@ def heterogeneity_claims(records: Records, *, scale: str, dataset: str = "fmnist
     seed_list = sorted({c.seed for rs in runs.values() for c in rs.values()})
     rounds = next(iter(runs["table2"].values())).rounds
     curves = seed_curves(records["table2"], {"FedAvg": "FedAvg", "FedCKA": f"FedCKA (μ={FEDCKA_MU:g})"}, seed_list)
-    epochs = runs_frame(records["epochs"]) if "epochs" in records else pd.DataFrame()
+    ep = records.get("epochs", {})
+    by_e = {r.cfg.local_epochs: r.cfg.rounds for r in ep.values()}
+    epochs = runs_frame(ep) if ep else pd.DataFrame()
+    equal = epochs_at(ep, min(by_e.values())) if ep else None  # the sweep at its common rounds, as the paper runs it
     return [*table2_verdicts(Table2.from_records(records["table2"]).grid, scope),
-            *fig5_verdicts(curves, epochs, rounds, scope)]
+            *fig5_verdicts(curves, epochs, rounds, scope, by_e, equal)]
 
 
 def ablations_claims(records: Records, *, scale: str, dataset: str = "fmnist", store: Store, device: str = "cpu",
