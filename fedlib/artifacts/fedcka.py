@@ -176,7 +176,7 @@ def fig5_verdicts(curves: Mapping[int, Mapping[str, pd.Series]], epochs: pd.Data
                                     f"for every E)", src + say, equal, {"method": m, "E": es[1]},
                                     {"method": m, "E": es[0]}, (f"E = {es[1]} at round {common}",
                                                                 f"E = {es[0]} at round {common}"), missing=miss))
-        out.append(compare_runs(claims[1], src, epochs, {"method": m, "E": es[-1]}, {"method": m, "E": es[-2]},
+        out.append(compare_runs(claims[1], src + say, epochs, {"method": m, "E": es[-1]}, {"method": m, "E": es[-2]},
                                 (f"E = {es[-1]}", f"E = {es[-2]}"), kind="less", missing=miss))
     return out
 
