@@ -32,7 +32,7 @@ from ..style import dataset_name, method_style
 
 __all__ = ["PAPER_T2", "PAPER_METHODS", "VERSIONS", "ALPHA_LABELS", "Table2", "table2_setup", "describe_table2", "fmt",
            "seed_curves", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_at",
-           "epochs_artifact", "describe_epochs"]
+           "epoch_rounds", "epochs_artifact", "describe_epochs"]
 
 PAPER_METHODS = T2_METHODS
 # FedCKA Table 2 (CIFAR-10, 10 clients, 100 rounds; best μ per method), both versions: α -> {method: accuracy}
@@ -312,15 +312,26 @@ def epochs_at(records: Runs, rounds: int) -> pd.DataFrame:
     """:func:`runs_frame` of the local-epoch sweep's runs with each finished run's ``acc`` read at round ``rounds``
     (the sweep's common rounds, as the paper runs every E; a run trained longer, to its plateau, is read before its
     end)."""
-    df = runs_frame(records) if records else pd.DataFrame(columns=["acc"])
+    if not records:
+        return pd.DataFrame()
+    df = runs_frame(records)
     acc = [np.nan if not isinstance(r, Record) or p or d else 100 * float(r.metric("test_acc").loc[:rounds].iloc[-1])
-           for r, p, d in zip(records.values(), df.get("pending", []), df.get("diverged", []))]
-    return df.assign(acc=acc) if records else df
+           for r, p, d in zip(records.values(), df["pending"], df["diverged"])]
+    return df.assign(acc=acc)
 
 
-def _by_e(records: Runs) -> dict[int, int]:
+def epoch_rounds(records: Runs) -> dict[int, int]:
     """``{E: rounds}`` of the sweep's runs."""
     return {r.cfg.local_epochs: r.cfg.rounds for r in records.values()}
+
+
+def _early(records: Runs, rounds: int | None) -> tuple[dict[int, int], dict[str, dict[float, dict[int, float]]]]:
+    """The E trained longer than ``rounds`` (``{E: rounds}``) and their :func:`epochs_points` read at ``rounds``."""
+    if rounds is None:
+        return {}, {}
+    longer = {e: r for e, r in sorted(epoch_rounds(records).items()) if r > rounds}
+    at = {rid: r for rid, r in records.items() if r.cfg.rounds > rounds}
+    return longer, ({m: p for m, p in epochs_points(at, epochs_at(at, rounds)).items() if p} if at else {})
 
 
 def _pending_epochs(records: Runs) -> list[int]:
@@ -337,8 +348,7 @@ def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFr
     (the paper's reading: the same rounds for every E)."""
     if not records:
         return pd.DataFrame(), None
-    ep, by_e = seed_summary(runs_frame(records), ["method", "E"]), _by_e(records)
-    longer = {e: r for e, r in sorted(by_e.items()) if r > rounds}
+    ep, (longer, hollow) = seed_summary(runs_frame(records), ["method", "E"]), _early(records, rounds)
     table = ep.assign(cell=_cells(ep)).pivot(index="method", columns="E", values="cell") \
         .rename(columns=lambda e: f"E = {e}" + (f" ({longer[e]} rounds)" if e in longer else ""))
     points = {m + (f" (n={ns.pop()})" if len(ns := {len(v) for v in p.values()}) == 1 else ""): p
@@ -355,8 +365,6 @@ def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFr
                             xlabel="local epochs E",
                             off={m: {e * shift[m]: int(((bad["label"] == m.split(" (n=")[0]) & (bad["E"] == e)).sum())
                                      for e in p} for m, p in points.items()}).partition("\n")
-    at = {rid: r for rid, r in records.items() if r.cfg.rounds > rounds}
-    hollow = {m: p for m, p in epochs_points(at, epochs_at(at, rounds)).items() if p} if at else {}
     base = {m.split(" (n=")[0]: m for m in points}
     for m, p in hollow.items():
         for i, (e, v) in enumerate(sorted(p.items())):
@@ -389,9 +397,7 @@ def describe_epochs(records: Runs, rounds: int | None = None) -> str:
     tail = f" Not run yet: E = {', '.join(map(str, pend))}." if pend else ""
     if not points:
         return "The local-epoch sweep is pending." + tail
-    longer = {e: r for e, r in sorted(_by_e(records).items()) if rounds is not None and r > rounds}
-    at = {rid: r for rid, r in records.items() if rounds is not None and r.cfg.rounds > rounds}
-    early = {m: p for m, p in epochs_points(at, epochs_at(at, rounds)).items() if p} if at else {}
+    longer, early = _early(records, rounds)
     line = lambda pts, es: "; ".join(f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in pts.items()  # noqa
                                                                 if e in p) for e in es)
     es = sorted({e for p in points.values() for e in p})

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..artifacts.fedcka import (ablation_verdicts, cost_verdicts, fig5_verdicts, premise_verdicts,
                                 similarity_verdicts, table2_verdicts, table3_verdicts, variance_verdicts)
-from ..artifacts.fedcka_accuracy import Table2, epochs_at, seed_curves
+from ..artifacts.fedcka_accuracy import Table2, epoch_rounds, epochs_at, seed_curves
 from ..artifacts.fedcka_ablations import metrics_frame
 from ..artifacts.fedcka_layers import N_EVAL, R50_TAPS
 from ..grid import runs_frame
@@ -47,7 +47,7 @@ def heterogeneity_claims(records: Records, *, scale: str, dataset: str = "fmnist
     rounds = next(iter(runs["table2"].values())).rounds
     curves = seed_curves(records["table2"], {"FedAvg": "FedAvg", "FedCKA": f"FedCKA (μ={FEDCKA_MU:g})"}, seed_list)
     ep = records.get("epochs", {})
-    by_e = {r.cfg.local_epochs: r.cfg.rounds for r in ep.values()}
+    by_e = epoch_rounds(ep)
     epochs = runs_frame(ep) if ep else pd.DataFrame()
     equal = epochs_at(ep, min(by_e.values())) if ep else None  # the sweep at its common rounds, as the paper runs it
     return [*table2_verdicts(Table2.from_records(records["table2"]).grid, scope),
