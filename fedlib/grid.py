@@ -147,10 +147,12 @@ def spoilt(df: pd.DataFrame) -> bool:
 
 def seed_summary(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Per group of ``by``: ``mean``, ``std`` (over seeds, ddof 1; NaN for one seed), ``n`` finished seeds,
-    ``pending`` (some seed has no record), ``diverged`` (some seed diverged: no mean) and the median ``s / round``."""
+    ``pending`` (some seed has no record), ``diverged`` (some seed diverged: no mean), ``n diverged`` (how many) and
+    the median ``s / round``."""
     g = df.groupby(list(by), dropna=False, sort=False)
     out = pd.DataFrame({"mean": g["acc"].mean(), "std": g["acc"].std(ddof=1), "n": g["acc"].count(),
                         "pending": g["pending"].any(), "diverged": g["diverged"].any(),
+                        "n diverged": g["diverged"].sum().astype(int),
                         "s / round": g["s / round"].median()})
     out.loc[out["diverged"], ["mean", "std"]] = np.nan
     return out.reset_index()
@@ -174,10 +176,12 @@ def best_mu(summary: pd.DataFrame, by: Sequence[str] = ("method", "alpha")) -> p
     return pd.DataFrame(rows).reset_index(drop=True)
 
 
-def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = False, diverged: bool = False) -> str:
-    """A table cell: "pending", "diverged", "64.37" (one seed) or "64.37 ± 0.12" (mean ± std over n seeds)."""
+def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = False, diverged: bool = False,
+         n_diverged: int = 0) -> str:
+    """A table cell: "pending", "diverged", "64.37" (one seed) or "64.37 ± 0.12" (mean ± std over n seeds).
+    ``n_diverged`` of the seeds diverged beside ``n`` finished ones: "diverged (1 of 5 seeds)"."""
     if diverged and not pending:
-        return DIVERGED
+        return f"{DIVERGED} ({n_diverged} of {n + n_diverged} seeds)" if n_diverged and n else DIVERGED
     if pending or mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return PENDING
     return f"{mean:.2f}" if n <= 1 or math.isnan(std) else f"{mean:.2f} ± {std:.2f}"

@@ -231,6 +231,20 @@ def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, mon
     assert cell(s["mean"], s["std"], s["n"], s["pending"], s["diverged"]) == "diverged"
 
 
+def test_a_cell_with_some_diverged_seeds_says_how_many_and_shows_no_mean():
+    df = pd.DataFrame({"method": ["MOON"] * 5, "seed": range(5), "acc": [np.nan, 80.0, 81.0, 82.0, 83.0],
+                       "pending": [False] * 5, "diverged": [True] + [False] * 4, "s / round": [1.0] * 5})
+    s = seed_summary(df, ["method"]).iloc[0]
+    assert (s["n"], s["n diverged"]) == (4, 1) and np.isnan(s["mean"])
+    assert cell(s["mean"], s["std"], s["n"], s["pending"], s["diverged"], s["n diverged"]) == "diverged (1 of 5 seeds)"
+    every = seed_summary(df.assign(diverged=True, acc=np.nan), ["method"]).iloc[0]
+    assert cell(every["mean"], every["std"], every["n"], every["pending"], every["diverged"],
+                every["n diverged"]) == "diverged"
+    waiting = seed_summary(df.assign(pending=[False, True, False, False, False]), ["method"]).iloc[0]
+    assert cell(waiting["mean"], waiting["std"], waiting["n"], waiting["pending"], waiting["diverged"],
+                waiting["n diverged"]) == "pending"
+
+
 def test_similarity_is_kept_in_the_store_and_a_rerun_for_models_keeps_the_stored_record(tmp_path):
     cfg = plan("04_fedcka_ablations", "smoke")["variance"][RunId("FedAvg", 0)].replace(rounds=2, checkpoint_every=1)
     store = Store(tmp_path)

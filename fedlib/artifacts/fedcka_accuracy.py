@@ -44,7 +44,7 @@ Runs = Mapping[RunId, Record | Pending]
 
 
 def _cells(df: pd.DataFrame) -> list[str]:
-    return [cell(r["mean"], r["std"], r["n"], r["pending"], r["diverged"]) for _, r in df.iterrows()]
+    return [cell(r["mean"], r["std"], r["n"], r["pending"], r["diverged"], r["n diverged"]) for _, r in df.iterrows()]
 
 
 @dataclass

@@ -95,7 +95,7 @@ def mean_table(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
     """``index`` × ``columns`` cells "mean ± std" over seeds ("pending", "diverged")."""
     g = df.groupby([index, columns], sort=False)
     cells = {k: cell(x["acc"].mean(), x["acc"].std(ddof=1), x["acc"].count(), bool(x["pending"].any()),
-                     bool(x["diverged"].any())) for k, x in g}
+                     bool(x["diverged"].any()), int(x["diverged"].sum())) for k, x in g}
     out = pd.Series(cells).unstack()
     return out.loc[list(dict.fromkeys(df[index])), list(dict.fromkeys(df[columns]))]
 
