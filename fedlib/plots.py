@@ -214,23 +214,34 @@ def _drawn(values: Mapping[Any, Sequence[float]]) -> dict[Any, tuple[float, floa
 
 def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mapping[int, float]]], *,
                  ylabel: str = "final test accuracy (%)",
-                 off: Mapping[str, Mapping[str, Iterable[int]]] | None = None) -> str:
+                 off: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
+                 diverged: Mapping[str, Mapping[str, int]] | None = None) -> str:
     """Values by group and method (``{group: {method: {seed: value}}}``), one panel per group in a row of ``fig`` (a
     figure or subfigure): each method's seeds' mean as a point in its colour with its 95 % t interval, and each seed
     as a dot beside it. Each panel's y-axis spans its own values (the differences the claims are about are a point or
     two; bars from zero would hide them), so levels compare within a panel, not across. A group with no value yet
     gets no panel: the returned note names it ("not run yet: ...") after the seeds note. ``off`` (``{group:
-    {method: seeds}}``): seeds off their plateau, drawn as red rings (the note says so)."""
-    drawn = {g: m for g, m in groups.items() if any(len(v) for v in m.values())}
+    {method: seeds}}``): seeds off their plateau, drawn as red rings (the note says so). ``diverged`` (``{group:
+    {method: count}}``): seeds that diverged; such a method gets no mean (as its table cell), its finished seeds grey
+    dots and a × at the panel's foot marked "k diverged"."""
+    div = {g: {k: n for k, n in d.items() if n} for g, d in (diverged or {}).items()}
+    drawn = {g: m for g, m in groups.items() if any(len(v) for v in m.values()) or div.get(g)}
     axes = fig.subplots(1, max(1, len(drawn)), squeeze=False)[0]
     seeds: set[int] = set()
     counts: list[int] = []
     ringed = False
     for ax, (g, m) in zip(axes, drawn.items()):
-        methods = [k for k, v in m.items() if len(v)]
+        methods = [k for k, v in m.items() if len(v) or div.get(g, {}).get(k)]
         for x, method in enumerate(methods):
             vals = m[method]
             seeds |= set(vals)
+            if nd := div.get(g, {}).get(method, 0):
+                ax.plot([x + 0.2] * len(vals), list(vals.values()), ls="none", marker=".", color="grey", ms=4)
+                ax.plot(x, 0.04, transform=ax.get_xaxis_transform(), marker="x", ms=8, mew=2,
+                        color=method_style(method)["color"], clip_on=False)
+                ax.annotate(f"{nd}\ndiverged", (x, 0.08), xycoords=ax.get_xaxis_transform(),
+                            ha="center", va="bottom", fontsize=7)
+                continue
             mean, half, n = t_interval(vals.values())
             counts.append(n)
             ax.errorbar(x, mean, yerr=half if n > 1 else None, color=method_style(method)["color"], marker="o",

@@ -234,6 +234,21 @@ def test_runs_off_their_plateau_are_ringed_in_sweeps_and_panels_and_the_note_say
     plt.close("all")
 
 
+def test_a_method_with_diverged_seeds_gets_no_mean_in_a_panel_only_its_finished_seeds_and_a_cross():
+    from fedlib.plots import group_panels
+
+    fig = plt.figure()
+    groups = {"α = 0.1": {"FedAvg": {0: 86.0, 1: 87.0}, "SCAFFOLD": {3: 88.6}}, "α = 5": {"SCAFFOLD": {}}}
+    note = group_panels(fig, groups, diverged={"α = 0.1": {"SCAFFOLD": 4, "FedAvg": 0}, "α = 5": {"SCAFFOLD": 5}})
+    low, every = fig.axes
+    means = [ln for ln in low.get_lines() if ln.get_marker() == "o"]
+    assert [list(ln.get_ydata()) for ln in means] == [[86.5]]  # FedAvg's mean only
+    assert [t.get_text() for t in low.texts] == ["4\ndiverged"] and [t.get_text() for t in every.texts] == \
+        ["5\ndiverged"]
+    assert any(ln.get_marker() == "x" for ln in every.get_lines()) and "2 per point" in note
+    plt.close("all")
+
+
 def test_similarity_heatmaps_use_the_whole_0_to_1_scale_with_values_written():
     from fedlib.plots import similarity_heatmap
 

@@ -138,6 +138,11 @@ class Table2:
         return {ALPHA_LABELS[a]: {m: [int(x) for x in r.loc[is_off(r), "seed"]] for m in self.methods
                                   if not (r := self._runs(m, a)).empty} for a in sorted(PAPER_T2, reverse=True)}
 
+    def seed_diverged(self) -> dict[str, dict[str, int]]:
+        """``{α label: {method: seeds diverged}}`` at each method's μ (:meth:`_runs`)."""
+        return {ALPHA_LABELS[a]: {m: int(r["diverged"].sum()) for m in self.methods
+                                  if not (r := self._runs(m, a)).empty} for a in sorted(PAPER_T2, reverse=True)}
+
     def incomplete(self) -> list[str]:
         """``"FedAvg at α = 5: 3 of 5 seeds"`` (``"... (2 diverged)"``) for each method at an α with stored runs
         whose seeds are not all stored (pending or diverged); when none is, ``"... : pending"``, ``"... : 4 diverged, 1
@@ -166,7 +171,8 @@ class Table2:
         fig = plt.figure(figsize=(10, 7.2), layout="constrained")
         gs = fig.add_gridspec(2, 1, height_ratios=[3.2, 1])
         top = fig.add_subfigure(gs[0])
-        note, _, ringed = group_panels(top, self.seed_values(), off=self.seed_off()).partition("\n")
+        note, _, ringed = group_panels(top, self.seed_values(), off=self.seed_off(),
+                                       diverged=self.seed_diverged()).partition("\n")
         waiting = self.incomplete()
         lines = [f"FedCKA Table 2: final test accuracy at each method's best μ (each α on its own y-scale) — ours: "
                  f"{dataset_name(dataset)}{', ' + setup if setup else ''}", note,
