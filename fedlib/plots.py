@@ -223,13 +223,13 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
     gets no panel: the returned note names it ("not run yet: ...") after the seeds note. ``off`` (``{group:
     {method: seeds}}``): seeds off their plateau, drawn as red rings (the note says so). ``diverged`` (``{group:
     {method: count}}``): seeds that diverged; such a method gets no mean (as its table cell), its finished seeds grey
-    dots and a × at the panel's foot marked "k diverged"."""
+    dots and a × at the panel's foot with the count (the note says so)."""
     div = {g: {k: n for k, n in d.items() if n} for g, d in (diverged or {}).items()}
     drawn = {g: m for g, m in groups.items() if any(len(v) for v in m.values()) or div.get(g)}
     axes = fig.subplots(1, max(1, len(drawn)), squeeze=False)[0]
     seeds: set[int] = set()
     counts: list[int] = []
-    ringed = False
+    ringed = crossed = False
     for ax, (g, m) in zip(axes, drawn.items()):
         methods = [k for k, v in m.items() if len(v) or div.get(g, {}).get(k)]
         for x, method in enumerate(methods):
@@ -239,8 +239,9 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
                 ax.plot([x + 0.2] * len(vals), list(vals.values()), ls="none", marker=".", color="grey", ms=4)
                 ax.plot(x, 0.04, transform=ax.get_xaxis_transform(), marker="x", ms=8, mew=2,
                         color=method_style(method)["color"], clip_on=False)
-                ax.annotate(f"{nd}\ndiverged", (x, 0.08), xycoords=ax.get_xaxis_transform(),
-                            ha="center", va="bottom", fontsize=7)
+                ax.annotate(f"{nd}", (x, 0.04), xycoords=ax.get_xaxis_transform(), xytext=(7, 0),
+                            textcoords="offset points", ha="left", va="center", fontsize=8)
+                crossed = True
                 continue
             mean, half, n = t_interval(vals.values())
             counts.append(n)
@@ -259,10 +260,11 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
     axes[0].set_ylabel(ylabel)
     missing = [g for g in groups if g not in drawn]
     return seeds_note(seeds, "bars", counts, "point") + (f"; not run yet: {', '.join(missing)}" if missing else "") \
-        + ("\n" + OFF_SEEDS_NOTE if ringed else "")
+        + (f"; {DIVERGED_NOTE}" if crossed else "") + ("\n" + OFF_SEEDS_NOTE if ringed else "")
 
 
 OFF_NOTE = "ringed: runs still rising over their last 20 % of rounds (off their plateau: their claims not testable)"
+DIVERGED_NOTE = "×: seeds that diverged, how many beside it (no mean; the others' seeds in grey)"
 OFF_SEEDS_NOTE = "red rings: seeds still rising over their last 20 % of rounds (off their plateau)"
 
 

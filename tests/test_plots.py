@@ -235,7 +235,7 @@ def test_runs_off_their_plateau_are_ringed_in_sweeps_and_panels_and_the_note_say
 
 
 def test_a_method_with_diverged_seeds_gets_no_mean_in_a_panel_only_its_finished_seeds_and_a_cross():
-    from fedlib.plots import group_panels
+    from fedlib.plots import DIVERGED_NOTE, group_panels
 
     fig = plt.figure()
     groups = {"α = 0.1": {"FedAvg": {0: 86.0, 1: 87.0}, "SCAFFOLD": {3: 88.6}}, "α = 5": {"SCAFFOLD": {}}}
@@ -243,9 +243,9 @@ def test_a_method_with_diverged_seeds_gets_no_mean_in_a_panel_only_its_finished_
     low, every = fig.axes
     means = [ln for ln in low.get_lines() if ln.get_marker() == "o"]
     assert [list(ln.get_ydata()) for ln in means] == [[86.5]]  # FedAvg's mean only
-    assert [t.get_text() for t in low.texts] == ["4\ndiverged"] and [t.get_text() for t in every.texts] == \
-        ["5\ndiverged"]
+    assert [t.get_text() for t in low.texts] == ["4"] and [t.get_text() for t in every.texts] == ["5"]
     assert any(ln.get_marker() == "x" for ln in every.get_lines()) and "2 per point" in note
+    assert DIVERGED_NOTE in note and DIVERGED_NOTE not in group_panels(plt.figure(), {"α = 5": groups["α = 0.1"]})
     plt.close("all")
 
 
