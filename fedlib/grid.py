@@ -23,8 +23,8 @@ from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 from .verdicts import off_plateau
 
-__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "best_mu", "cell", "seed_values", "PENDING", "DIVERGED",
-           "Diverged", "fetch_runs"]
+__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "best_mu", "cell", "summary_cell", "seed_values",
+           "PENDING", "DIVERGED", "Diverged", "fetch_runs"]
 
 PENDING = "pending"
 DIVERGED = "diverged"
@@ -185,6 +185,11 @@ def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = Fal
     if pending or mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return PENDING
     return f"{mean:.2f}" if n <= 1 or math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
+
+
+def summary_cell(row: Mapping[str, Any]) -> str:
+    """:func:`cell` of one :func:`seed_summary` row."""
+    return cell(row["mean"], row["std"], row["n"], row["pending"], row["diverged"], row["n diverged"])
 
 
 def seed_values(df: pd.DataFrame, col: str = "acc", **where: Any) -> dict[int, float]:

@@ -231,11 +231,12 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
     counts: list[int] = []
     ringed = crossed = False
     for ax, (g, m) in zip(axes, drawn.items()):
-        methods = [k for k, v in m.items() if len(v) or div.get(g, {}).get(k)]
+        dg = div.get(g, {})
+        methods = [k for k, v in m.items() if len(v) or dg.get(k)]
         for x, method in enumerate(methods):
             vals = m[method]
             seeds |= set(vals)
-            if nd := div.get(g, {}).get(method, 0):
+            if nd := dg.get(method, 0):
                 ax.plot([x + 0.2] * len(vals), list(vals.values()), ls="none", marker=".", color="grey", ms=4)
                 ax.plot(x, 0.04, transform=ax.get_xaxis_transform(), marker="x", ms=8, mew=2,
                         color=method_style(method)["color"], clip_on=False)

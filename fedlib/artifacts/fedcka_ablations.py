@@ -17,7 +17,7 @@ import pandas as pd
 
 from .fedcka import PAPER_T3, PAPER_T4
 from .fedcka_accuracy import fmt
-from ..grid import DIVERGED, PENDING, Diverged, cell, is_off, runs_frame, seed_summary
+from ..grid import DIVERGED, PENDING, Diverged, is_off, runs_frame, seed_summary, summary_cell
 from ..plans import RunId
 from ..plots import paper_panel, sweep, t_interval
 from ..report import compare
@@ -75,8 +75,8 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     mdf = seed_summary(mf, ["M"])
     bdf = seed_summary(runs_frame(bound_runs), ["method"]).set_index("method")
     rows = {f"FedCKA, M = {int(r['M'])}": r for _, r in mdf.iterrows()} | {n: bdf.loc[n] for n in bdf.index}
-    table = pd.DataFrame({"final test accuracy (%)": [cell(r["mean"], r["std"], r["n"], r["pending"], r["diverged"], r["n diverged"])
-                                                      for r in rows.values()]}, index=pd.Index(list(rows), name="run"))
+    table = pd.DataFrame({"final test accuracy (%)": [summary_cell(r) for r in rows.values()]},
+                         index=pd.Index(list(rows), name="run"))
     ours = {k: _score(r) for k, r in rows.items() if k in PAPER_M}
     versus = compare(PAPER_M, {k: DIVERGED if v == -np.inf else v for k, v in ours.items()},
                      not_run="not run at this scale")
@@ -292,8 +292,7 @@ def table3(metric_runs: Runs, timed: pd.DataFrame | None, timing_planned: bool) 
     extra = {m: ("—", "—") for m in t3.index if m not in PAPER_T3}
     for m, (p_acc, p_s) in {**PAPER_T3, **extra}.items():
         r = t3.loc[m] if m in t3.index else None
-        ours = "not run at this scale" if r is None else cell(r["mean"], r["std"], r["n"], r["pending"],
-                                                              r["diverged"], r["n diverged"])
+        ours = "not run at this scale" if r is None else summary_cell(r)
         runs = ours if r is None or r["pending"] or r["diverged"] else \
             PENDING if not np.isfinite(base) else round(float(r["s / round"] / base), 2)
         timed_ = PENDING if timing_planned and timed is None else \

@@ -23,7 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .fedcka import FIG5_ROUNDS, PAPER_T2 as T2_TUPLES, T2_METHODS
 from ..config import Config
-from ..grid import DIVERGED, best_mu, cell, is_off, runs_frame, seed_summary
+from ..grid import DIVERGED, best_mu, is_off, runs_frame, seed_summary, summary_cell
 from ..plans import FedCKARunId, RunId
 from ..plots import group_panels, mean_curves, paper_panel, sweep, t_interval
 from ..report import compare
@@ -44,7 +44,7 @@ Runs = Mapping[RunId, Record | Pending]
 
 
 def _cells(df: pd.DataFrame) -> list[str]:
-    return [cell(r["mean"], r["std"], r["n"], r["pending"], r["diverged"], r["n diverged"]) for _, r in df.iterrows()]
+    return [summary_cell(r) for _, r in df.iterrows()]
 
 
 @dataclass
