@@ -35,7 +35,7 @@ from ._base import SEEDS, FedCKARunId, Plan, RunId
 from .budget import Part, Scope, fit
 
 __all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "similarity_scope",
-           "heterogeneity_scope", "ablations_scope", "table2_part", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
+           "heterogeneity_scope", "ablations_scope", "table2_part", "paper_mu_part", "PAPER_T2_MU", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
            "FEDCKA_EPOCHS", "QUICK_EPOCH_ROUNDS", "QUICK_ROUNDS", "TABLE2_ROUNDS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS",
            "FEDCKA_VARIANT_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS", "TIMING_PART", "cost_setups",
            "method_name", "keeps_artifacts"]
@@ -47,6 +47,15 @@ FEDCKA_MU_GRID: dict[str, dict[str, tuple[float, ...]]] = {
     "smoke": {"fedprox": (0.001,), "moon": (10.0,), "fedcka": (3.0,)},
 }
 FEDCKA_MU = 3.0  # the ablations' μ: FedCKA's best μ on CIFAR-10 in Table 1
+# Table 2's μ per α as both versions state it (§4.2: "For FedCKA, the best μ is 5, 3, and 3 for each α ∈ [5.0, 0.5
+# (Appl. Sci.: 1.0), 0.1], respectively. For MOON, the best μ is 0.1, 10, and 10. For FedProx, the best μ is 0.001,
+# 0.1, and 0.001."). Quick and smoke run it beside the fixed μ above: "the paper's μ for this setting", no search.
+PAPER_T2_MU: dict[float, dict[str, float]] = {
+    5.0: {"fedcka": 5.0, "moon": 0.1, "fedprox": 0.001},
+    1.0: {"fedcka": 3.0, "moon": 10.0, "fedprox": 0.1},
+    0.5: {"fedcka": 3.0, "moon": 10.0, "fedprox": 0.1},
+    0.1: {"fedcka": 3.0, "moon": 10.0, "fedprox": 0.001},
+}
 # α in priority order (quick runs what fits); the arXiv Table 2 has 0.5, the Appl. Sci. one 1.0
 FEDCKA_ALPHAS = {"paper": (5.0, 1.0, 0.5, 0.1), "quick": (5.0, 0.1, 1.0, 0.5), "smoke": (5.0, 0.1)}
 FEDCKA_EPOCHS = {"paper": (1, 2, 5, 10, 20), "quick": (1, 2, 5, 10, 20), "smoke": (1, 2)}
@@ -101,9 +110,18 @@ def _seeds(scale: str, seeds: Any) -> tuple[int, ...]:
     return tuple(seeds) if seeds is not None else FEDCKA_SEEDS[scale]
 
 
-def _mus(scale: str, strategy: str) -> list[dict[str, Any]]:
+def _mus(scale: str, strategy: str, alpha: float | None = None) -> list[dict[str, Any]]:
+    """The μ a method runs at: the scale's grid and, at ``alpha``, Table 2's stated μ (:data:`PAPER_T2_MU`)."""
     grid = FEDCKA_MU_GRID[scale]
-    return [{"mu": mu} for mu in grid[strategy]] if strategy in grid else [{}]
+    if strategy not in grid:
+        return [{}]
+    stated = PAPER_T2_MU.get(alpha, {}).get(strategy) if alpha is not None else None
+    return [{"mu": mu} for mu in dict.fromkeys((*grid[strategy], *((stated,) if stated is not None else ())))]
+
+
+def paper_mu_part(method: str, alpha: float) -> str:
+    """The part of the runs at Table 2's stated μ that the fixed μ does not cover (``method``: a table label)."""
+    return f"Table 2, α = {alpha:g}: {method} at the paper's μ"
 
 
 def at_alpha(base: Config, scale: str, alpha: float, rounds: dict[float, int] = QUICK_ROUNDS) -> Config:
@@ -155,8 +173,9 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
     for a in (5.0,) if table1_only else FEDCKA_ALPHAS[scale]:
         for m in METHODS:
             label = method_name(m)
-            runs = parts.setdefault(table2_part(label, a), {})
-            for kw in _mus(scale, m):
+            for kw in _mus(scale, m, a):
+                extra = kw and kw["mu"] not in FEDCKA_MU_GRID[scale][m]
+                runs = parts.setdefault(paper_mu_part(label, a) if extra else table2_part(label, a), {})
                 for s in seeds:
                     runs[FedCKARunId(method_name(m, kw), s, alpha=a)] = at_alpha(base, scale, a, TABLE2_ROUNDS).replace(
                         strategy=m, strategy_kw=kw, seed=s)
