@@ -130,7 +130,8 @@ def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%"
 
 
 CLAIM_COLUMNS = ("verdict", "claim", "source", "decided on", "n", "means", "d [95 % interval]", "resolution (±)",
-                 "claim region", "paper", "how / why")
+                 "claim region", "paper", "size", "how / why")
+DECIDED = ("reproduced", "contradicted", "inconclusive")
 # Where each paper's claims were made (first matching pattern of a claim's source wins): the datasets of the cited
 # table or sentence and the paper's model. A claim decided on other data or another model says so.
 PAPER_SETUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -177,16 +178,21 @@ def _verdict_css(v: str) -> str:
 def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
     """A stored claim (:meth:`fedlib.verdicts.Verdict.to_dict` plus ``status``) as the cells of one row of
     :data:`CLAIM_COLUMNS`: what it was decided on, n and the means per side, d with its interval and the interval's
-    half-width (the smallest effect this many seeds resolve), the paper's number, the method or the reason."""
+    half-width (the smallest effect this many seeds resolve), the paper's number, the size reading (where the
+    paper's effect lies against our interval), the method or the reason (and, for an inconclusive row, the seeds a
+    side that would decide it). A row nothing decided was decided on nothing: "—"."""
     iv = c.get("interval") or [None, None]
     d = "—" if c.get("estimate") is None else f"{_fmt(c['estimate'])} [{_fmt(iv[0])}, {_fmt(iv[1])}]"
-    cells = [c.get("status", c.get("verdict", "?")), c.get("claim", ""), c.get("source", ""),
-             c.get("data") or "the paper's data and model",
+    status = c.get("status", c.get("verdict", "?"))
+    size = f"{c['size']} ({_fmt(c.get('paper_d'))})" if c.get("size") else "—"
+    seeds = f"{c['seeds']} seeds a side would decide it" if c.get("seeds") else ""
+    cells = [status, c.get("claim", ""), c.get("source", ""),
+             (c.get("data") or "the paper's data and model") if status in DECIDED else "—",
              ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items()) or "—",
              ", ".join(f"{k} {_fmt(v, '.2f')}" for k, v in (c.get("means") or {}).items()) or "—", d,
              "—" if None in iv else _fmt((iv[1] - iv[0]) / 2, ".2f"),
-             c.get("region") or "—", c.get("paper") or "—",
-             " ".join(filter(None, [c.get("method", ""), c.get("why", "")])) or "—"]
+             c.get("region") or "—", c.get("paper") or "—", size,
+             "; ".join(filter(None, [c.get("method", ""), c.get("why", ""), seeds])) or "—"]
     return dict(zip(CLAIM_COLUMNS, cells))
 
 
