@@ -97,6 +97,7 @@ class Verdict:
     control: bool = False  # one of the project's own comparisons (a control or fidelity target), not a paper's claim
     paper_d: float = math.nan  # the paper's effect on d's scale, when it gives one
     kind: str = ""  # the region's kind (REGIONS)
+    unit: str = ""  # d's unit: "points", "CKA" or "ratio"
     p: float = math.nan  # one-sided p value of the decision made (decided rows of a t interval)
     seeds: int | None = None  # seeds a side that would decide an inconclusive row (seeds_needed), None when none would
     finding: str = ""  # the named finding this row belongs to, with its mechanism (several rows, one phenomenon)
@@ -325,7 +326,7 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
     n = {names[0]: len(av)} | ({names[1]: len(bv)} if bv is not None else {})
     edge = r_lo if math.isfinite(r_lo) else r_hi
     base = dict(claim=claim, source=source, n=n, means=means, region=text, margin=float(abs(edge)), paper=paper,
-                paper_d=float(paper_d), kind=kind, finding=finding)
+                paper_d=float(paper_d), kind=kind, unit=unit, finding=finding)
     if diverged:
         return Verdict(**base, verdict=VERDICTS[3], why=f"diverged: {', '.join(diverged)}")
     if off:
@@ -377,9 +378,11 @@ def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str 
     return Verdict(**base, verdict=v, estimate=med, interval=(lo, hi), method=f"median of {len(rs)} repeats, min-max")
 
 
-def not_testable(claim: str, source: str, why: str, paper: str = "") -> Verdict:
+def not_testable(claim: str, source: str, why: str, paper: str = "", paper_d: float = math.nan,
+                 finding: str = "") -> Verdict:
     """A claim this scale cannot test (e.g. its artifact cannot reach its plateau in the scale's budget)."""
-    return Verdict(claim=claim, source=source, verdict=VERDICTS[3], why=why, paper=paper)
+    return Verdict(claim=claim, source=source, verdict=VERDICTS[3], why=why, paper=paper, paper_d=float(paper_d),
+                   finding=finding)
 
 
 def pending(claim: str, source: str, why: str = "runs not in the results store yet") -> Verdict:

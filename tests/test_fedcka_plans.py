@@ -15,7 +15,7 @@ from fedlib.report import compare
 from fedlib.papers import plan
 from fedlib.plans import FedCKARunId, RunId
 from fedlib.plans.budget import MAX_PART_S, Part, estimate_s, fit
-from fedlib.plans.fedcka import (FEDCKA_MU_GRID, QUICK_EPOCH_ROUNDS, TIMING_PART, ablations_scope, cost_setups,
+from fedlib.plans.fedcka import (PAPER_T2_MU, FEDCKA_MU_GRID, QUICK_EPOCH_ROUNDS, TIMING_PART, ablations_scope, cost_setups,
                                  heterogeneity_scope, keeps_artifacts, similarity_scope, table2_part)
 from fedlib.report import check_params
 from fedlib.presets import preset
@@ -111,8 +111,14 @@ def test_quick_plans_every_table2_part_and_says_why_the_rest_is_left_out():
     s3 = heterogeneity_scope("quick")
     assert all(s3.has(table2_part(m, a)) for m in ("FedAvg", "MOON", "FedProx", "SCAFFOLD")
                for a in (5.0, 1.0, 0.5, 0.1))
-    mus = {(c.strategy, c.strategy_kw.get("mu")) for c in s3.plan()["table2"].values()}
-    assert mus == {("fedcka", 3.0), ("moon", 10.0), ("fedprox", 0.001), ("fedavg", None), ("scaffold", None)}
+    mus = {(c.strategy, c.strategy_kw.get("mu"), c.partition_kw["beta"]) for c in s3.plan()["table2"].values()}
+    fixed = {("fedcka", 3.0), ("moon", 10.0), ("fedprox", 0.001), ("fedavg", None), ("scaffold", None)}
+    assert {m[:2] for m in mus} == fixed | {("fedcka", 5.0), ("moon", 0.1), ("fedprox", 0.1)}
+    # each method at every α at its fixed μ and at the μ §4.2 states for that α (PAPER_T2_MU), no other
+    for a, stated in PAPER_T2_MU.items():
+        assert {(st, mu) for st, mu, b in mus if b == a} == fixed | set(stated.items())
+    assert {(c.strategy, c.strategy_kw.get("mu")) for c in heterogeneity_scope("paper").plan()["table2"].values()
+            } >= {(st, mu) for stated in PAPER_T2_MU.values() for st, mu in stated.items()}  # the grid holds them
     assert not s3.left_out  # E = 1 and 2 run longer, to their plateau, and the E ≥ 5 keep α = 5's rounds
     ep = {(c.local_epochs, c.rounds) for c in s3.plan()["epochs"].values()}
     assert ep == {(5, 25), (10, 25), (20, 25), *QUICK_EPOCH_ROUNDS.items()} and min(QUICK_EPOCH_ROUNDS.values()) > 25

@@ -58,7 +58,7 @@ def compare_runs(claim: str, source: str, df: pd.DataFrame, a: Mapping[str, Any]
     assert a != b, f"compare_runs: both sides select the same runs ({a}): a claim compares two settings"
     ra, rb = _rows(df, a), (_rows(df, b) if b is not None else None)
     if ra.empty or (rb is not None and rb.empty):
-        return not_testable(claim, source, missing, paper)
+        return replace(not_testable(claim, source, missing, paper, paper_d, finding), control=control)
     both = pd.concat([ra, rb]) if rb is not None else ra
     if both["pending"].any():
         if not spoilt(both):
@@ -100,9 +100,9 @@ def _at_paper_mu(df: pd.DataFrame, method: str, alpha: float) -> dict[str, Any]:
     mu = paper_mu(method, alpha)
     if mu is None:
         return {"method": method, "alpha": alpha}
-    if _rows(df, {"method": method, "alpha": alpha, "mu": mu}).empty:
-        mus = _rows(df, {"method": method, "alpha": alpha})["mu"].dropna().unique()
-        mu = float(mus[0]) if len(mus) == 1 else mu
+    if _rows(df, {"method": method, "alpha": alpha, "mu": mu}).empty and \
+            _rows(df, {"method": method, "alpha": alpha})["mu"].nunique() <= 1:
+        return {"method": method, "alpha": alpha}
     return {"method": method, "alpha": alpha, "mu": mu}
 
 
