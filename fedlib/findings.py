@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -22,14 +23,18 @@ import numpy as np
 import pandas as pd
 
 from . import results
+from .artifacts.fedcka import FINDINGS as FEDCKA_FINDINGS
+from .report import VERDICT_COLOURS as CELL_COLOURS, Tables, claim_cells
 from .verdicts import CONFIDENCE, MARGINS, VERDICTS, holm
 
-__all__ = ["PAPERS", "VERDICT_COLOURS", "CAVEATS", "paper_of", "load", "family", "forest", "paragraph",
-           "readme_lines"]
+__all__ = ["VERDICT_COLUMNS", "md_cell", "claim_figures", "claims_overview", "PAPERS", "VERDICT_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest", "paragraph",
+           "claims_view", "readme_lines"]
 
 PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
+VERDICT_COLUMNS = (*VERDICTS, "pending")
 VERDICT_COLOURS = {"reproduced": "#1b7837", "contradicted": "#b2182b", "inconclusive": "#e08214",
                    "not testable at this scale": "#878787"}
+FINDINGS: dict[str, str] = {**FEDCKA_FINDINGS}  # named findings: rows that are one phenomenon, with the mechanism
 UNITS = {"points": "d (accuracy points)", "CKA": "d (CKA)", "ratio": "ratio"}
 CAVEATS = {
     "FedCKA": "Fashion-MNIST stands in for CIFAR-10, CIFAR-100 and Tiny ImageNet; quick gives about 117 local steps a "
@@ -52,22 +57,22 @@ def paper_of(source: str) -> str:
 
 
 def load(scale: str, root: Path | None = None) -> pd.DataFrame:
-    """Every stored claim row of ``scale`` (controls left out), one row each: ``notebook, paper`` and the fields of
+    """Every stored claim row of ``scale`` (controls left out), one row each: ``notebook``, the fields of
     :meth:`fedlib.verdicts.Verdict.to_dict`; ``holm``: "holds" / "not after Holm" for a decided t row, "" else."""
     folder = Path(root or results.DEFAULT_ROOT) / "summary"
     rows = []
     for path in sorted(folder.glob(f"[0-9][0-9]_*.{scale}.json")):
         doc = json.loads(path.read_text())
-        rows += [{"notebook": doc["notebook"], "paper": paper_of(c.get("source", "")), **c}
+        rows += [{"notebook": doc["notebook"], **c, "study": paper_of(c.get("source", ""))}
                  for c in doc.get("claims", [])]
     df = pd.DataFrame(rows)
     if df.empty:
-        return df.assign(notebook=[], paper=[], status=[], holm=[])
+        return df.assign(notebook=[], study=[], status=[], holm=[])
     for col in ("p", "estimate", "paper_d", "seeds", "unit", "finding", "size", "kind"):
         if col not in df:
             df[col] = None
     df["holm"] = ""
-    for _, idx in df.groupby("paper").groups.items():
+    for _, idx in df.groupby("study").groups.items():
         sub = df.loc[idx]
         tested = sub[sub["status"].isin(VERDICTS[:2]) & sub["p"].notna()]
         held = holm([float(p) for p in tested["p"]])
@@ -79,8 +84,8 @@ def family(df: pd.DataFrame) -> pd.DataFrame:
     """Per paper: the count of each verdict, the decided rows, the false decisions their intervals allow (at most
     2.5 % of the decided rows, expected) and the decided t rows that still hold after Holm."""
     out = []
-    for paper in [p for p in PAPERS if p in set(df.get("paper", []))]:
-        sub = df[df["paper"] == paper]
+    for paper in [p for p in PAPERS if p in set(df.get("study", []))]:
+        sub = df[df["study"] == paper]
         n = {v: int((sub["status"] == v).sum()) for v in (*VERDICTS, "pending")}
         decided = n["reproduced"] + n["contradicted"]
         held = int((sub["holm"] == "holds").sum())
@@ -103,7 +108,7 @@ def forest(df: pd.DataFrame, paper: str, caption: str = "") -> plt.Figure | None
     """A forest plot of ``paper``'s rows with an interval: each claim a row (its notebook's number first), our d
     and its 95 % interval coloured by verdict, the paper's effect as a black diamond, the claim's region shaded
     blue; a panel per unit of d. None when no row has an interval."""
-    sub = df[(df["paper"] == paper) & df["estimate"].notna()].copy()
+    sub = df[(df["study"] == paper) & df["estimate"].notna()].copy()
     if sub.empty:
         return None
     sub["unit"] = sub["unit"].fillna("points").replace("", "points")
@@ -146,8 +151,9 @@ def forest(df: pd.DataFrame, paper: str, caption: str = "") -> plt.Figure | None
 
 def paragraph(df: pd.DataFrame, paper: str, findings: dict[str, str] | None = None) -> str:
     """``paper``'s findings in one paragraph: the counts, what was reproduced, the rows whose interval excludes the
-    paper's effect, and each named finding with its mechanism (``findings``: name → text)."""
-    sub = df[df["paper"] == paper]
+    paper's effect, and each named finding with its mechanism (``findings``: name → text; :data:`FINDINGS`)."""
+    findings = FINDINGS if findings is None else findings
+    sub = df[df["study"] == paper]
     if sub.empty:
         return f"{paper}: no claim rows are stored at this scale."
     n = sub["status"].value_counts()
@@ -168,7 +174,88 @@ def paragraph(df: pd.DataFrame, paper: str, findings: dict[str, str] | None = No
     return " ".join(parts)
 
 
+def claims_view(df: pd.DataFrame) -> object:
+    """Every paper's claim rows with both readings and the family-wise one, as a styled table (verdict coloured)."""
+    cols = ["study", "notebook", "status", "holm", "size", "claim", "d [95 % interval]", "paper's effect",
+            "seeds a side to decide"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    iv = [r["interval"] or [None, None] for _, r in df.iterrows()]
+    view = df.assign(**{
+        "notebook": df["notebook"].str[:2],
+        "d [95 % interval]": ["—" if e is None or e != e else f"{e:+.2f} [{i[0]:+.2f}, {i[1]:+.2f}]"
+                              for e, i in zip(df["estimate"], iv)],
+        "paper's effect": ["—" if p is None or p != p else f"{p:+.2f}" for p in df["paper_d"]],
+        "seeds a side to decide": ["—" if s is None or s != s else str(int(s)) for s in df["seeds"]],
+        "size": df["size"].fillna("").replace("", "—"), "holm": df["holm"].replace("", "—")})[cols]
+    view = view.rename(columns={"study": "paper", "status": "verdict", "holm": "Holm (per paper)"})
+    return Tables([view.style.set_uuid("09-findings").hide(axis="index")
+            .map(lambda v: f"background-color: {CELL_COLOURS[v]}" if v in CELL_COLOURS else "", subset=["verdict"])
+            .set_properties(**{"text-align": "left", "white-space": "normal", "font-size": "0.9em"})
+                    .set_caption("every paper's claims: both readings and the family-wise one")])
+
+
 def readme_lines(df: pd.DataFrame) -> list[str]:
     """The README's findings lines: per paper, its counts of each verdict."""
     fam = family(df)
     return [f"| {p} | " + " | ".join(str(int(fam.loc[p, v])) for v in VERDICTS) + " |" for p in fam.index]
+
+
+def md_cell(v: object) -> str:
+    """A markdown table cell: pipes escaped, newlines flattened."""
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+_ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8}
+
+
+def claim_figures(source: str, figures: list[str]) -> list[str]:
+    """The figures (of the notebook that decided a claim) drawn for the tables and figures its ``source`` cites:
+    "Table I" matches ``*_table1_*``, "Fig. 5" ``*_fig5_*``."""
+    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}{_ROMAN.get(num, num).__str__().replace('.', '')}"
+              for kind, num in re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)}
+    return [f for f in figures if any(re.search(rf"(^|_){t}(_|$)", f) for t in tokens)]
+
+
+def claims_overview(rows: list[dict], scale: str) -> str:
+    """The papers' claims in one scannable page (valid markdown), grouped by paper, then by notebook: the verdict,
+    its family-wise reading (Holm over the paper's decided rows), the size reading, the claim, where the paper makes
+    it, what it was decided on, the effect with its 95 % interval, and a link to the notebook that shows it and to
+    the figures drawn for the table or figure it cites. The project's controls are not among them."""
+    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in PAPERS}
+    figures = {r["notebook"]: list(r.get("figures") or []) for r in rows}
+    for r in rows:
+        for c in r.get("claims", []):
+            by_paper.setdefault(paper_of(c.get("source", "")), []).append((r["notebook"], c))
+    setup = ("the papers' setup, on the dataset each row names" if scale == "paper" else
+             "not the papers' setup")
+    lines = [f"# The papers' claims at scale `{scale}`", "",
+             f"_The claims of the four papers that the notebooks decide, by `fedlib.verdicts` (95 % t interval over "
+             f"seeds against the claim's region, one margin policy); scale `{scale}` is {setup}. Two readings per "
+             f"row: the direction (the verdict) and the size (where the paper's own effect lies against our "
+             f"interval); the family-wise reading holds a paper's decided rows to Holm's step-down. Read "
+             f"[notebook 09](../notebooks/09_findings.ipynb) first; `results/summary-{scale}.md` has every "
+             f"number._", ""]
+    for paper, claims in by_paper.items():
+        if not claims:
+            continue
+        n = {v: sum(c.get("status") == v for _, c in claims) for v in VERDICT_COLUMNS}
+        tested = [i for i, (_, c) in enumerate(claims) if c.get("status") in ("reproduced", "contradicted")
+                  and c.get("p") is not None]
+        held = dict(zip(tested, holm([float(claims[i][1]["p"]) for i in tested])))
+        lines += [f"## {paper}", "", ", ".join(f"{k}: {v}" for k, v in n.items() if v) + f"; decided t rows holding "
+                  f"after Holm: {sum(held.values())} of {len(held)}", "",
+                  "| verdict | Holm | size | claim | source | decided on | d [95 % interval] | notebook | figure |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for i, (nb, c) in enumerate(claims):
+            cells = claim_cells(c)
+            figs = claim_figures(c.get("source", ""), figures.get(nb, []))
+            h = "—" if i not in held else "holds" if held[i] else "not after Holm"
+            lines.append("| " + " | ".join(md_cell(x) for x in (
+                cells["verdict"], h, cells["size"], cells["claim"], cells["source"], cells["decided on"],
+                cells["d [95 % interval]"], f"[{nb}](../notebooks/{nb}.ipynb)")) + " | "
+                + (", ".join(f"[{f}](../figures/{scale}/{f}.png)" for f in figs) or "—") + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+

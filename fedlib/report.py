@@ -202,7 +202,7 @@ def claim_rows(claims: list[dict]) -> list[list[object]]:
     return [list(r.values()) for r in map(claim_cells, claims)]
 
 
-class _Tables:
+class Tables:
     """Several styled tables shown one after the other (a notebook cell's output)."""
 
     def __init__(self, tables: list[Any]) -> None:
@@ -327,8 +327,8 @@ class Report:
         wrapped, the index hidden: a pandas ``Styler``), followed by the project's controls when there are any
         (``controls=None``); ``controls=True``: the controls alone, ``False``: the claims alone."""
         if controls is None:
-            return _Tables([self._styled(False)] + ([self._styled(True)] if self.controls else []))
-        return _Tables([self._styled(controls)])
+            return Tables([self._styled(False)] + ([self._styled(True)] if self.controls else []))
+        return Tables([self._styled(controls)])
 
     def _styled(self, controls: bool) -> Any:
         rows = self.controls if controls else self.claims

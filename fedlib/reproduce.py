@@ -42,6 +42,9 @@ from pathlib import Path
 from .atomic import atomic_write_text, writable_problem
 from .campaign import collect, run_local
 from .config import device_problem, field_problem
+from .findings import VERDICT_COLUMNS, claim_figures, claims_overview  # noqa: F401  (the claims page)
+from .findings import md_cell as _cell
+from .papers import PLANS
 from .costs import ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError, check_long, fmt_s
 from .ledger import runs_section, seeds_section
 from .plots import FIGURES
@@ -55,7 +58,6 @@ from .workers import default_jobs, worker_threads
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
-
 def notebooks(only: list[str] | None = None) -> list[Path]:
     found = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if only:
@@ -63,7 +65,6 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
         if not found:
             raise SystemExit(f"No notebook matches {only}; available: {[p.stem for p in notebooks()]}")
     return found
-
 
 def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path,
             train: bool = True) -> tuple[str, float]:
@@ -73,9 +74,10 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
     if dataset:
         params["dataset"] = dataset
     if not train:
-        if "train" not in pm.inspect_notebook(str(nb)):
+        if "train" in pm.inspect_notebook(str(nb)):
+            params["train"] = False
+        elif nb.stem in PLANS:  # a notebook that plans runs but cannot be told not to train them
             return "skipped (no train parameter: it would train)", 0.0
-        params["train"] = False
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
@@ -87,7 +89,6 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
         name = getattr(e, "ename", type(e).__name__)
         status = f"FAILED ({name}: {' '.join(str(getattr(e, 'evalue', e)).split())[:400]})"
     return status, time.perf_counter() - t0
-
 
 def write_back(executed: Path, source: Path) -> None:
     """Put ``executed``'s outputs into the notebook ``source`` (the committed one), so that a reader sees its tables,
@@ -105,7 +106,6 @@ def write_back(executed: Path, source: Path) -> None:
             mine["execution_count"] = out.get("execution_count")
     source.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
-
 def merged_streams(outputs: list[dict]) -> list[dict]:
     """``outputs`` with each run of consecutive stream outputs of one name as one (how a kernel splits a cell's
     prints into messages depends on timing: merged, the same prints give the same bytes)."""
@@ -118,7 +118,6 @@ def merged_streams(outputs: list[dict]) -> list[dict]:
         else:
             out.append(o)
     return out
-
 
 def _echo_rounds(path: Path, stop: threading.Event) -> None:
     """Print the lines the kernel appends to ``path`` until ``stop`` is set (then the rest)."""
@@ -134,7 +133,6 @@ def _echo_rounds(path: Path, stop: threading.Event) -> None:
                 print(f"  {line}", flush=True)
         if done:
             return
-
 
 def execute_logged(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path,
                    train: bool = True) -> tuple[str, float]:
@@ -156,7 +154,6 @@ def execute_logged(nb: Path, scale: str, device: str, dataset: str | None, out_d
             else:
                 os.environ[ROUND_LOG_ENV] = old
 
-
 def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | None:
     """At paper scale: print the notebook's estimate; why it must not start (a CPU, over an hour, not allowed),
     else None."""
@@ -173,7 +170,6 @@ def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | No
         return str(e)
     return None
 
-
 def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) -> None:
     """Train ``nb``'s pending runs ``jobs`` at a time with the campaign's workers (``jobs > 1``), before the notebook
     renders them; a run that fails is left for the notebook, which reports it."""
@@ -188,19 +184,9 @@ def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) 
         run_local(items, Store.for_scale(scale), float("inf"), CostTable(None if scale == "smoke" else DEFAULT_COSTS),
                   jobs=jobs, progress=True, log=lambda s: print(s.replace("[campaign]", "[reproduce]"), flush=True))
 
-
-VERDICT_COLUMNS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale", "pending")
-
-
-def _cell(v: object) -> str:
-    """A markdown table cell: pipes escaped, newlines flattened."""
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
 def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
     return ["| " + " | ".join(map(_cell, cols)) + " |", "|" + "---|" * len(cols),
             *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
-
 
 def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, float]]:
     """Per notebook: its planned runs (``planned``), those stored (``done``), the single-thread worker-hours the
@@ -219,7 +205,6 @@ def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, fl
             else:  # the whole run's estimate: a checkpoint on this machine must not change the committed summary
                 p["hours_left"] += it.estimate_s * it.cfg.rounds / max(1, it.cfg.rounds - it.rounds_done) / 3600
     return out
-
 
 def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]] | None = None) -> str:
     """The batch's summary (valid markdown): per notebook its runs done / planned, worker-hours done / left
@@ -265,58 +250,10 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
                 details += _md_table(cols, [[t[c] for c in cols] for t in table])
     return "\n".join(lines + ["## Claims and tables", *details, ""])
 
-
-PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
-_ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8}
-
-
-def claim_figures(source: str, figures: list[str]) -> list[str]:
-    """The figures (of the notebook that decided a claim) drawn for the tables and figures its ``source`` cites:
-    "Table I" matches ``*_table1_*``, "Fig. 5" ``*_fig5_*``."""
-    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}{_ROMAN.get(num, num).__str__().replace('.', '')}"
-              for kind, num in re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)}
-    return [f for f in figures if any(re.search(rf"(^|_){t}(_|$)", f) for t in tokens)]
-
-
-def claims_overview(rows: list[dict], scale: str) -> str:
-    """Every paper's claims in one scannable page (valid markdown), grouped by paper, then by notebook: the verdict,
-    the claim, where the paper makes it, what it was decided on, the effect with its 95 % interval, and a link to the
-    notebook that shows it and to the figures drawn for the table or figure it cites. The project's controls are not
-    among them."""
-    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in PAPERS}
-    figures = {r["notebook"]: list(r.get("figures") or []) for r in rows}
-    for r in rows:
-        for c in r.get("claims", []):
-            paper = next((p for p in PAPERS if c.get("source", "").startswith(p) or f" {p} " in
-                          f" {c.get('source', '')} "), "FedER" if "thesis" in c.get("source", "") else "other")
-            by_paper.setdefault(paper, []).append((r["notebook"], c))
-    lines = [f"# The papers' claims at scale `{scale}`", "",
-             f"_Every claim of every paper, decided by `fedlib.verdicts` (95 % t interval over seeds against the claim's "
-             f"region); scale `{scale}` is {'the papers' if scale == 'paper' else 'not the papers'}' setup. Each row "
-             f"links to the notebook that shows it; `results/summary-{scale}.md` has every number._", ""]
-    for paper, claims in by_paper.items():
-        if not claims:
-            continue
-        n = {v: sum(c.get("status") == v for _, c in claims) for v in VERDICT_COLUMNS}
-        lines += [f"## {paper}", "", ", ".join(f"{k}: {v}" for k, v in n.items() if v), "",
-                  "| verdict | claim | source | decided on | d [95 % interval] | notebook | figure |",
-                  "|---|---|---|---|---|---|---|"]
-        for nb, c in claims:
-            cells = claim_cells(c)
-            figs = claim_figures(c.get("source", ""), figures.get(nb, []))
-            lines.append("| " + " | ".join(_cell(x) for x in (
-                cells["verdict"], cells["claim"], cells["source"], cells["decided on"], cells["d [95 % interval]"],
-                f"[{nb}](../notebooks/{nb}.ipynb)")) + " | "
-                + (", ".join(f"[{f}](../figures/{scale}/{f}.png)" for f in figs) or "—") + " |")
-        lines.append("")
-    return "\n".join(lines)
-
-
 def stale_figures(rows: list[dict], folder: Path) -> list[str]:
     """The figures in ``folder`` that no notebook of a whole batch drew (each notebook's summary lists its figures)."""
     drawn = {f for r in rows for f in r.get("figures") or []}
     return sorted(p.stem for p in folder.glob("*.json") if p.stem not in drawn)
-
 
 def _ledger(scale: str, only: list[str] | None) -> str:
     """The ledger's runs-by-artifact and seed sections for the summary (empty if the plans cannot be listed)."""
@@ -326,7 +263,6 @@ def _ledger(scale: str, only: list[str] | None) -> str:
     except Exception as e:  # noqa: BLE001 — the notebooks' summary stands without it
         return f"\n_(ledger unavailable: {type(e).__name__}: {e})_\n"
     return "\n" + "\n".join(runs_section(items) + seeds_section(items, store, scale))
-
 
 def parameter_problems(nbs: list[Path], args: argparse.Namespace) -> list[str]:
     """What is wrong with the options and the parameters they pass, before any notebook runs: ``--device`` and
@@ -349,7 +285,6 @@ def parameter_problems(nbs: list[Path], args: argparse.Namespace) -> list[str]:
             bad.append(f"{nb.name} has no parameter {', '.join(missing)} (its parameters: {', '.join(sorted(known))})")
     return bad
 
-
 def main(argv: list[str] | None = None) -> int:
     """Every notebook of the batch is stamped with the code as it was when the batch started (``--write-back``
     changes notebooks/ as it goes, which must not make the later notebooks "-dirty")."""
@@ -360,7 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if before is None:
             os.environ.pop("FEDLIB_COMMIT", None)
-
 
 def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -442,7 +376,6 @@ def _main(argv: list[str] | None = None) -> int:
               f"{'a notebook failed' if not ok else 'not every notebook was in this batch'}); `python -m "
               f"fedlib.reproduce --collect --scale {args.scale}` rebuilds it from every notebook's stored summary.")
     return 0 if ok else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

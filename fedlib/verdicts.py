@@ -367,7 +367,8 @@ def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str 
         raise ValueError(f"decide_ratio: min_repeats={min_repeats!r} must be a whole number >= 1.")
     rs = sorted(float(r) for r in ratios)
     text = f"ratio {'>' if kind == 'greater' else '<'} {threshold:g}"
-    base = dict(claim=claim, source=source, n={"repeats": len(rs)}, region=text, margin=float(threshold), paper=paper)
+    base = dict(claim=claim, source=source, n={"repeats": len(rs)}, region=text, margin=float(threshold), paper=paper,
+                kind=kind, unit="ratio")
     if len(rs) < min_repeats:
         return Verdict(**base, verdict=VERDICTS[2], why=f"fewer than {min_repeats} repeats")
     med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2

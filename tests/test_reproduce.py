@@ -234,12 +234,21 @@ def test_claims_overview_groups_every_claim_by_paper_with_a_link_to_its_notebook
          "interval": [0.5, 1.5]}],
              "controls": [{"claim": "ours", "source": "FedIntR Table I", "status": "reproduced"}]},
             {"notebook": "03_fedcka_heterogeneity", "claims": [
-                {"claim": "FedCKA beats FedAvg", "source": "FedCKA Table 2", "status": "pending",
+                {"claim": "FedCKA beats FedAvg", "source": "FedCKA Table 2", "status": "contradicted",
+                 "estimate": -1.0, "interval": [-1.5, -0.5], "p": 0.001, "paper_d": 3.49,
+                 "size": "smaller than the paper's",
+                 "data": "Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"},
+                {"claim": "FedCKA beats MOON", "source": "FedCKA Table 2", "status": "pending",
                  "data": "Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"}]}]
     text = rp.claims_overview(rows, "quick")
     assert text.index("## FedCKA") < text.index("## FedIntR") and "## FedER" not in text
     assert "[05_fedintr_benchmarks](../notebooks/05_fedintr_benchmarks.ipynb)" in text
     assert "+1.00 [+0.50, +1.50]" in text and "the paper: CIFAR-10" in text and "| ours |" not in text
+    row = next(ln for ln in text.splitlines() if "FedCKA beats FedAvg" in ln)
+    assert "| holds | smaller than the paper's (+3.49) |" in row  # the family-wise and the size readings
+    assert "decided t rows holding after Holm: 1 of 1" in text
+    pend = next(ln for ln in text.splitlines() if "FedCKA beats MOON" in ln)
+    assert "the paper: CIFAR-10" not in pend  # a row nothing decided was decided on nothing
 
 
 def test_a_claim_links_the_figures_drawn_for_the_table_or_figure_it_cites():
