@@ -28,7 +28,7 @@ from .report import VERDICT_COLOURS as CELL_COLOURS, Tables, claim_cells
 from .verdicts import CONFIDENCE, MARGINS, VERDICTS, holm
 
 __all__ = ["VERDICT_COLUMNS", "md_cell", "claim_figures", "claims_overview", "PAPERS", "VERDICT_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest", "paragraph",
-           "claims_view", "readme_lines"]
+           "claims_view", "headline", "readme_block", "write_readme", "README_BEGIN", "README_END"]
 
 PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
 VERDICT_COLUMNS = (*VERDICTS, "pending")
@@ -195,10 +195,45 @@ def claims_view(df: pd.DataFrame) -> object:
                     .set_caption("every paper's claims: both readings and the family-wise one")])
 
 
-def readme_lines(df: pd.DataFrame) -> list[str]:
-    """The README's findings lines: per paper, its counts of each verdict."""
+README_BEGIN, README_END = "<!-- findings: begin -->", "<!-- findings: end -->"
+
+
+def headline(df: pd.DataFrame, paper: str) -> str:
+    """``paper``'s one-sentence headline from its rows: the decided, reproduced and contradicted claims, the
+    inconclusive ones and how many rows lie below the paper's effect, the not testable ones, its named findings."""
+    sub = df[df["study"] == paper]
+    n = sub["status"].value_counts()
+    below = int((sub["size"] == "smaller than the paper's").sum())
+    named = [f for f in sub["finding"].dropna().unique() if f]
+    return (f"{int(n.get('reproduced', 0)) + int(n.get('contradicted', 0))} of {len(sub)} claims decided "
+            f"({int(n.get('reproduced', 0))} reproduced, {int(n.get('contradicted', 0))} contradicted), "
+            f"{int(n.get('inconclusive', 0))} inconclusive, {int(n.get(VERDICTS[3], 0))} not testable at this scale"
+            + (f", {int(n.get('pending', 0))} pending" if n.get("pending", 0) else "")
+            + f"; in {below} rows our interval lies below the paper's effect"
+            + (f"; named finding: {', '.join(named)}" if named else "") + ".")
+
+
+def readme_block(df: pd.DataFrame, scale: str) -> str:
+    """The README's findings block at ``scale``: per paper, its verdict counts and headline, with links to the
+    findings notebook and the claims page (between :data:`README_BEGIN` and :data:`README_END`)."""
     fam = family(df)
-    return [f"| {p} | " + " | ".join(str(int(fam.loc[p, v])) for v in VERDICTS) + " |" for p in fam.index]
+    lines = [README_BEGIN, "", f"**What we found** (scale `{scale}`, Fashion-MNIST; not the papers' setup: read "
+             "[notebook 09](notebooks/09_findings.ipynb) first, every row in "
+             f"[results/claims-{scale}.md](results/claims-{scale}.md)):", "",
+             "| paper | reproduced | contradicted | inconclusive | not testable | headline |", "|---|--:|--:|--:|--:|---|"]
+    lines += [f"| {p} | " + " | ".join(str(int(fam.loc[p, v])) for v in VERDICTS) + f" | {headline(df, p)} |"
+              for p in fam.index]
+    return "\n".join([*lines, "", README_END])
+
+
+def write_readme(path: Path, block: str) -> bool:
+    """Replace the findings block of the README at ``path`` with ``block``; whether the text changed."""
+    text = path.read_text()
+    a, b = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    new = text[:a] + block + text[b:]
+    if new != text:
+        path.write_text(new)
+    return new != text
 
 
 def md_cell(v: object) -> str:

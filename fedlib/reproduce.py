@@ -43,6 +43,7 @@ from .atomic import atomic_write_text, writable_problem
 from .campaign import collect, run_local
 from .config import device_problem, field_problem
 from .findings import VERDICT_COLUMNS, claim_figures, claims_overview  # noqa: F401  (the claims page)
+from .findings import load as load_claims, readme_block, write_readme
 from .findings import md_cell as _cell
 from .papers import PLANS
 from .costs import ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError, check_long, fmt_s
@@ -366,6 +367,8 @@ def _main(argv: list[str] | None = None) -> int:
     atomic_write_text(path, text)
     atomic_write_text(results.DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
                       claims_overview(rows, args.scale))
+    if whole and args.scale == "quick" and results.DEFAULT_ROOT == ROOT / "results":  # the README's first screen
+        write_readme(ROOT / "README.md", readme_block(load_claims(args.scale), args.scale))
     print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
     if whole and not args.collect and (old := stale_figures(rows, FIGURES / args.scale)):
         print(f"[reproduce] figures/{args.scale}/ holds {len(old)} figure(s) no notebook drew from the current records "
