@@ -23,7 +23,7 @@ from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 from .verdicts import off_plateau
 
-__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "best_mu", "cell", "summary_cell", "seed_values",
+__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "cell", "summary_cell", "seed_values",
            "PENDING", "DIVERGED", "Diverged", "fetch_runs"]
 
 PENDING = "pending"
@@ -156,24 +156,6 @@ def seed_summary(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
                         "s / round": g["s / round"].median()})
     out.loc[out["diverged"], ["mean", "std"]] = np.nan
     return out.reset_index()
-
-
-def best_mu(summary: pd.DataFrame, by: Sequence[str] = ("method", "alpha")) -> pd.DataFrame:
-    """Per group of ``by`` the row (μ) with the highest mean accuracy, as the papers report ("the best μ"); a group
-    with a pending run is pending (its best is not known yet); a μ that diverged is never the best, and a group
-    where every μ diverged is diverged."""
-    rows = []
-    for _, grp in summary.groupby(list(by), sort=False):
-        if grp["pending"].any() or grp["mean"].isna().all():
-            row = grp.iloc[0].copy()
-            row["mean"], row["std"], row["mu"] = np.nan, np.nan, np.nan
-            row["pending"] = bool(grp["pending"].any())
-            row["diverged"] = not row["pending"] and bool(grp["diverged"].all())
-        else:
-            row = grp.loc[grp["mean"].idxmax()].copy()
-        row["μ tried"] = ", ".join(f"{m:g}" for m in grp["mu"].dropna()) if "mu" in grp else ""
-        rows.append(row)
-    return pd.DataFrame(rows).reset_index(drop=True)
 
 
 def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = False, diverged: bool = False,
