@@ -192,7 +192,8 @@ def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
              ", ".join(f"{k} {_fmt(v, '.2f')}" for k, v in (c.get("means") or {}).items()) or "—", d,
              "—" if None in iv else _fmt((iv[1] - iv[0]) / 2, ".2f"),
              c.get("region") or "—", c.get("paper") or "—", size,
-             "; ".join(filter(None, [c.get("method", ""), c.get("why", ""), seeds])) or "—"]
+             "; ".join(filter(None, [c.get("method", ""), c.get("why", ""), seeds,
+                                     f"finding: {c['finding']}" if c.get("finding") else ""])) or "—"]
     return dict(zip(CLAIM_COLUMNS, cells))
 
 
