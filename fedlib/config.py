@@ -126,6 +126,9 @@ class Config:
     def identity(self) -> dict[str, Any]:
         """The fields that determine the numbers (everything but execution details)."""
         d = dataclasses.asdict(self)
+        for f, later in _LATER_OPTIONS.items():
+            if isinstance(d[f], dict):
+                d[f] = {k: v for k, v in d[f].items() if not (k in later and v == later[k])}
         return {k: v for k, v in d.items() if k not in EXECUTION_FIELDS
                 and not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])}
 
@@ -301,6 +304,9 @@ def _lr_step_rule(v: Any) -> str | None:
 # Fields added after records were first stored: left out of the identity while at these defaults, so every
 # earlier config keeps its key.
 _LATER_FIELDS: dict[str, Any] = {"optimizer_kw": {}, "lr_step": None, "persistent_optimizer": False}
+# Options added after records were first stored (field -> option -> its default): left out of that field in the
+# identity while at their defaults, so giving an option its default value keeps the key of the config without it.
+_LATER_OPTIONS: dict[str, dict[str, Any]] = {"strategy_kw": {"body_mean": "weighted", "lr_rounding": "ceil"}}
 
 
 _RULES: dict[str, Any] = {
