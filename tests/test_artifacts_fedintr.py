@@ -305,3 +305,13 @@ def test_rows_say_what_the_scale_changes_from_the_papers_setup():
     t3 = fc.labelled([replace(v, source="FedIntR Table III")], preset("fedintr", "quick"),
                      {"Table III": "β = 0.1: 120"})
     assert t3[0].data.startswith("Fashion-MNIST, FedIntR CNN; the paper: CIFAR-10") and "β = 0.1: 120" in t3[0].data
+
+
+def test_titles_name_the_mu_as_run_not_a_best_mu_no_search_found():
+    one = _only(table1_runs(), {"FedProx": 0.001, "FedIntR": 10})
+    t1 = fi.Table1.from_records(one, 3, "fmnist", LEFT_OUT)
+    assert "Each method at the paper's μ" in ff.describe_mu(t1) and "our μ" in t1.versus_paper().columns
+    curves = t1.curves(one)
+    assert ff.curves_phrase(curves, "fmnist") == "the paper's μ"
+    assert "at the paper's μ, per round" in ff.curves_figure(curves, "fmnist", "quick")._suptitle.get_text()
+    assert ff.curves_phrase(curves, "cifar10") == "the μ in its label"  # CIFAR-10's Table I μ are others
