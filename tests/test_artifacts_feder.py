@@ -340,3 +340,17 @@ def test_the_setup_line_gives_each_optimizer_rows_rounds():
     line = grid_setup(plan("07_feder_optimizer_grid", "quick"), "quick", "fmnist", {})
     assert "40 rounds (Adam, Adam + StepLR), 30 rounds (AdamP) x 1 local epoch(s)" in line
     assert "2 rounds x 1 local epoch(s)" in grid_setup(plan("07_feder_optimizer_grid", "smoke"), "smoke", "fmnist", {})
+
+
+def test_rows_say_what_quick_changes_from_the_thesis_setup():
+    from fedlib.report import label_rows
+    from fedlib.verdicts import not_testable
+
+    q, thesis = preset("feder", "quick", dataset="fmnist"), preset("feder", "paper", dataset="fmnist")
+    v = label_rows([not_testable("c", "FedER thesis Table 4.2", "why")], q, thesis, {".": "the Adam rows: 40 rounds"},
+                   who="the thesis")[0]
+    assert v.data.startswith("Fashion-MNIST, ResNet-18; the paper: CIFAR-100")
+    for part in ("25,600 of the 60,000 training images", "30 rounds × 1 local epochs (the thesis: 250 × 1)",
+                 "batch 64 (the thesis: 128)", "model options width=8 (the thesis: none)", "the Adam rows: 40"):
+        assert part in v.data
+    assert label_rows([v], q, thesis)[0] is v  # a row that says what it was decided on keeps it

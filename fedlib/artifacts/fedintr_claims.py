@@ -10,7 +10,6 @@ this render does not run is a row of its own, not testable, saying what is missi
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
@@ -21,13 +20,13 @@ from ..data import chance
 from ..grid import offs, seed_values
 from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS
 from ..presets import preset
-from ..report import MODEL_NAMES, decided_on
+from ..report import label_rows, setup_changes
 from ..results import is_pending
 from ..style import dataset_name
 from ..verdicts import Verdict, decide, not_testable, pending
 from .fedintr import PAPER_T1, PAPER_T2, PAPER_T3, PAPER_T5, Runs, Table1, Table3, _best_mu, _by_mu, median_frame
 
-__all__ = ["T1_SOURCE", "T2_SOURCE", "T3_SOURCE", "T5_SOURCE", "C10_SOURCE", "IMAGES", "scale_setup", "labelled",
+__all__ = ["T1_SOURCE", "T2_SOURCE", "T3_SOURCE", "T5_SOURCE", "C10_SOURCE", "scale_setup", "labelled",
            "table1_reading", "claims"]
 
 T1_SOURCE = "FedIntR Table I; §IV-B"
@@ -44,42 +43,16 @@ C10_SOURCE = "FedIntR §IV-C, Table III (CIFAR-10)"
 _C100_SOURCE = "FedIntR §IV-C, Table III (CIFAR-100)"
 T5_SOURCE = ("FedIntR Table V; §IV-F: 'calculating a layer-wise weight α_k ... can significantly improve the "
              "performance'")
-# training and test images of each of the paper's datasets (the paper trains and tests on all of them)
-IMAGES = {"fmnist": (60_000, 10_000), "svhn": (73_257, 26_032), "cifar10": (50_000, 10_000),
-          "cifar100": (50_000, 10_000)}
-
-
 def scale_setup(cfg: Config) -> str:
     """What ``cfg`` (a run's setup) changes from the paper's §IV-A setup on its dataset (every image, 100 rounds ×
-    10 local epochs, batch 512): ``"at this scale: 12,000 of the 60,000 training images, ..."``, "" when nothing."""
-    paper, (tr, te) = preset("fedintr", "paper", dataset=cfg.dataset), IMAGES.get(cfg.dataset, (None, None))
-    imgs = [f"{n:,} of the {t:,} {w} images" if t else f"{n:,} {w} images"
-            for n, t, w in ((cfg.n_train, tr, "training"), (cfg.n_test, te, "test")) if n and n != t]
-    parts = [", ".join(imgs)] if imgs else []
-    if (cfg.rounds, cfg.local_epochs) != (paper.rounds, paper.local_epochs):
-        parts.append(f"{cfg.rounds} rounds × {cfg.local_epochs} local epochs (the paper: {paper.rounds} × "
-                     f"{paper.local_epochs})")
-    if cfg.batch_size != paper.batch_size:
-        parts.append(f"batch {cfg.batch_size} (the paper: {paper.batch_size})")
-    return "at this scale: " + "; ".join(parts) if parts else ""
+    10 local epochs, batch 512): :func:`fedlib.report.setup_changes`."""
+    return setup_changes(cfg, preset("fedintr", "paper", dataset=cfg.dataset))
 
 
 def labelled(verdicts: Sequence[Verdict], cfg: Config, notes: Mapping[str, str] | None = None) -> list[Verdict]:
-    """``verdicts`` with ``data`` saying what they were decided on where it differs from the paper: the dataset and
-    model (:func:`fedlib.report.decided_on`), this scale's setup (:func:`scale_setup` of ``cfg``) and ``notes``
-    (``{pattern: note}``: the note of the rows whose source matches the pattern, e.g. the rounds of one artifact)."""
-    setup, out = scale_setup(cfg), []
-    for v in verdicts:
-        if v.data or v.verdict == "pending":
-            out.append(v)
-            continue
-        other = decided_on(v.source, cfg.dataset, cfg.model)
-        head = other or (f"the paper's data and model ({dataset_name(cfg.dataset)}, "
-                         f"{MODEL_NAMES.get(cfg.model, cfg.model)})")
-        extra = [n for pat, n in (notes or {}).items() if re.search(pat, v.source)]
-        tail = "; ".join(filter(None, [setup, *extra]))
-        out.append(replace(v, data=f"{head}; {tail}" if tail else other))
-    return out
+    """``verdicts`` saying what they were decided on where it differs from the paper (:func:`fedlib.report.label_rows`
+    against FedIntR's §IV-A setup; ``notes``: ``{source pattern: note}``)."""
+    return label_rows(verdicts, cfg, preset("fedintr", "paper", dataset=cfg.dataset), notes)
 
 
 def table1_reading(dataset: str, method: str) -> tuple[str, str, str]:
@@ -115,7 +88,8 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
         kind, text, sentence = table1_reading(ds, m)
         text, src = f"{text} on {data}, each at {at}", f"{T1_SOURCE}, {sentence}"
         if why := [t1.left_out[k] for k in ("FedIntR", m) if k in t1.left_out]:
-            out.append(not_testable(text, src, why[0]))
+            out.append(replace(not_testable(text, src, why[0], f"{P['FedIntR'] - P[m]:+.2f}" if P else ""),
+                               paper_d=P["FedIntR"] - P[m] if P else float("nan")))
             continue
         out.append(judge(decide(text, src, A["FedIntR"], A[m], kind=kind, names=("FedIntR", m), chance=ch,
                      off=t1.off("FedIntR") + t1.off(m), paper=f"{P['FedIntR'] - P[m]:+.2f}" if P else "",
@@ -174,7 +148,7 @@ def _table2(t1: Table1, judge: Callable[..., Verdict]) -> Verdict:
     """Table II: FedIntR is most accurate at the μ the paper's sweep puts first for the dataset, against our best
     other μ; not testable where one μ is run."""
     ds, data = t1.dataset, dataset_name(t1.dataset)
-    col = {mu: v[ds] for mu, v in PAPER_T2.items()} if ds in IMAGES else {}
+    col = {mu: v[ds] for mu, v in PAPER_T2.items()} if ds in PAPER_T1 else {}
     best = max(col, key=col.get) if col else None
     claim = f"FedIntR is most accurate at μ = {best:g} of Table II's μ on {data}" if col else \
         f"FedIntR's accuracy by μ (Table II) on {data}"

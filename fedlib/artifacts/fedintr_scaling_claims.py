@@ -80,7 +80,7 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
             eff = _paper_t4(pn, i)[0]
             paper = f"FedAvg − median of the others: {eff:+.2f} at N = {pn}, T = {PAPER_T4_AT[pn][i]}"
             if left_out:
-                out.append(not_testable(claim, src, left_out, paper))
+                out.append(replace(not_testable(claim, src, left_out, paper), paper_d=eff))
                 continue
             at = df[(df["N"] == n) & (df["what"] == f"T={T}")]
             if at["pending"].any():
@@ -100,7 +100,7 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
               f"outperform all other approaches'"
         paper = f"{eff:+.2f} over the second best, {second}, at N = {pn}, T = {PAPER_T4_AT[pn][-1]}"
         if left_out:
-            out.append(not_testable(claim, src, left_out, paper))
+            out.append(replace(not_testable(claim, src, left_out, paper), paper_d=eff))
             continue
         at = df[(df["N"] == n) & (df["what"] == f"T={T}")]
         other = _runner_up(at, INTR)
