@@ -43,6 +43,8 @@ C10_SOURCE = "FedIntR §IV-C, Table III (CIFAR-10)"
 _C100_SOURCE = "FedIntR §IV-C, Table III (CIFAR-100)"
 T5_SOURCE = ("FedIntR Table V; §IV-F: 'calculating a layer-wise weight α_k ... can significantly improve the "
              "performance'")
+
+
 def scale_setup(cfg: Config) -> str:
     """What ``cfg`` (a run's setup) changes from the paper's §IV-A setup on its dataset (every image, 100 rounds ×
     10 local epochs, batch 512): :func:`fedlib.report.setup_changes`."""
@@ -92,13 +94,13 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
                                paper_d=P["FedIntR"] - P[m] if P else float("nan")))
             continue
         out.append(judge(decide(text, src, A["FedIntR"], A[m], kind=kind, names=("FedIntR", m), chance=ch,
-                     off=t1.off("FedIntR") + t1.off(m), paper=f"{P['FedIntR'] - P[m]:+.2f}" if P else "",
-                     paper_d=P["FedIntR"] - P[m] if P else float("nan"))))
+                                off=t1.off("FedIntR") + t1.off(m), paper=f"{P['FedIntR'] - P[m]:+.2f}" if P else "",
+                                paper_d=P["FedIntR"] - P[m] if P else float("nan"))))
     if ds == "cifar100" and not {"FedIntR", "FedCKA"} & set(t1.left_out):
-        out.append(judge(decide(f"FedCKA beats FedIntR on {data}, each at {at}", f"{T1_SOURCE}, {_C100}", A["FedIntR"],
-                     A["FedCKA"], kind="less", names=("FedIntR", "FedCKA"), chance=ch,
-                     off=t1.off("FedIntR") + t1.off("FedCKA"), paper=f"{P['FedIntR'] - P['FedCKA']:+.2f}",
-                     paper_d=P["FedIntR"] - P["FedCKA"])))
+        out.append(judge(decide(f"FedCKA beats FedIntR on {data}, each at {at}", f"{T1_SOURCE}, {_C100}",
+                                A["FedIntR"], A["FedCKA"], kind="less", names=("FedIntR", "FedCKA"), chance=ch,
+                                off=t1.off("FedIntR") + t1.off("FedCKA"), paper=f"{P['FedIntR'] - P['FedCKA']:+.2f}",
+                                paper_d=P["FedIntR"] - P["FedCKA"])))
     unrun = [d for d in ("svhn", "cifar10") if d != ds]
     if unrun:
         names = " and ".join(map(dataset_name, unrun))
@@ -119,10 +121,9 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
         intr = t1.long[(t1.long["method"] == "FedIntR") & (t1.long["μ"].astype(float) == mu5)]
         p5 = PAPER_T5.get(ds)
         out.append(judge(decide(f"α-weighting (Eq. 5) beats uniform weights (Eq. 6) at μ = {mu5:g}", T5_SOURCE,
-                                alpha, uni,
-                     names=("α (Eq. 5)", "uniform (Eq. 6)"), chance=ch, off=offs(t5, "run") + offs(intr, "run"),
-                     paper=f"{p5[0] - p5[1]:+.2f}" if p5 else "", paper_d=p5[0] - p5[1] if p5 else float("nan")),
-              "table5"))
+                                alpha, uni, names=("α (Eq. 5)", "uniform (Eq. 6)"), chance=ch,
+                                off=offs(t5, "run") + offs(intr, "run"), paper=f"{p5[0] - p5[1]:+.2f}" if p5 else "",
+                                paper_d=p5[0] - p5[1] if p5 else float("nan")), "table5"))
     else:
         out.append(not_testable("α-weighting (Eq. 5) beats uniform weights (Eq. 6)", T5_SOURCE,
                                 t1.left_out.get("table5", "Table V was not run")))
@@ -132,8 +133,9 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
             out.append(replace(not_testable(text, "FedIntR Table I", f"scale={scale} is not the paper's setup"),
                                control=True))
             continue
-        out.append(judge(replace(decide(text, "FedIntR Table I", {s: v - P[m] for s, v in A[m].items()}, kind="within",
-                             names=(f"{m} − {P[m]}", ""), off=t1.off(m)), control=True)))
+        fid = decide(text, "FedIntR Table I", {s: v - P[m] for s, v in A[m].items()}, kind="within",
+                     names=(f"{m} − {P[m]}", ""), off=t1.off(m))
+        out.append(judge(replace(fid, control=True)))
     return out
 
 
@@ -162,9 +164,10 @@ def _table2(t1: Table1, judge: Callable[..., Verdict]) -> Verdict:
     means = intr.groupby(intr["μ"].astype(float))["median (%)"].mean()
     other = max((m for m in mus if m != best), key=lambda m: means[m])
     sel = {mu: intr[intr["μ"].astype(float) == mu] for mu in (best, other)}
-    return judge(decide(claim, T2_SOURCE, seed_values(sel[best], "median (%)"), seed_values(sel[other], "median (%)"),
-                 names=(f"μ={best:g}", f"μ={other:g}"), chance=chance(ds), off=offs(sel[best], "run") +
-                 offs(sel[other], "run"), paper=f"{col[best] - col[other]:+.2f}", paper_d=col[best] - col[other]))
+    a, b = (seed_values(sel[mu], "median (%)") for mu in (best, other))
+    return judge(decide(claim, T2_SOURCE, a, b, names=(f"μ={best:g}", f"μ={other:g}"), chance=chance(ds),
+                        off=offs(sel[best], "run") + offs(sel[other], "run"), paper=f"{col[best] - col[other]:+.2f}",
+                        paper_d=col[best] - col[other]))
 
 
 def _at(t3: Table3, beta: float, method: str) -> tuple[dict[int, float], list[str]]:
@@ -207,14 +210,14 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
     gain = t3.paper_gain()
     (li, lo_i), (la, lo_a) = _at(t3, low_b, "FedIntR"), _at(t3, low_b, "FedAvg")
     (mi, mo_i), (ma, mo_a) = _at(t3, t3.beta, "FedIntR"), _at(t3, t3.beta, "FedAvg")
+    g_low = {s: v - la.get(s, float("nan")) for s, v in li.items()}
+    g_mid = {s: v - ma.get(s, float("nan")) for s, v in mi.items()}
     out.append(judge(decide(f"FedIntR's gain over FedAvg is larger at β = {low_b:g} than at β = {t3.beta:g}",
-                            T3_SOURCE,
-                 {s: v - la.get(s, float("nan")) for s, v in li.items()},
-                 {s: v - ma.get(s, float("nan")) for s, v in mi.items()},
-                 names=(f"gain β={low_b:g}", f"gain β={t3.beta:g}"), chance=ch,
-                 runs=[*li.values(), *la.values(), *mi.values(), *ma.values()], off=lo_i + lo_a + mo_i + mo_a,
-                 paper=f"{ref}: " + ", ".join(f"β={b:g} {v:+.2f}" for b, v in gain.items()),
-                 paper_d=gain.get(low_b, float("nan")) - gain.get(t3.beta, float("nan"))), "table3"))
+                            T3_SOURCE, g_low, g_mid, names=(f"gain β={low_b:g}", f"gain β={t3.beta:g}"), chance=ch,
+                            runs=[*li.values(), *la.values(), *mi.values(), *ma.values()],
+                            off=lo_i + lo_a + mo_i + mo_a,
+                            paper=f"{ref}: " + ", ".join(f"β={b:g} {v:+.2f}" for b, v in gain.items()),
+                            paper_d=gain.get(low_b, float("nan")) - gain.get(t3.beta, float("nan"))), "table3"))
     betas = set(t3.runs3["β"])
     only = sorted(set(t3.runs3["method"]))
     for text, b, lead, *src in [(c, b, ld, sup) for c, b, ld in c10] + c100:
@@ -232,12 +235,11 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
         (a, oa), (o, oo) = _at(t3, b, lead), _at(t3, b, other)
         p = PAPER_T3["cifar100" if cifar100 else "cifar10"][b]
         note = f"Table III at scale={scale} runs {', '.join(only)} only" if len(only) < len(FEDINTR_METHODS) else ""
-        out.append(judge(replace(decide(f"{text} ({other} the best of the others)", src, a, o, names=(lead, other),
-                                        chance=ch,
-                             off=oa + oo, paper=f"{lead} − {other}: {p[lead][0] - p[other][0]:+.2f}",
-                             paper_d=p[lead][0] - p[other][0]),
-                      finding="" if cifar100 else "FedIntR superior at every β (§IV-C; β = 0.5: Table I's rows)")
-              .noted(note), "table3"))
+        v = decide(f"{text} ({other} the best of the others)", src, a, o, names=(lead, other), chance=ch,
+                   off=oa + oo, paper=f"{lead} − {other}: {p[lead][0] - p[other][0]:+.2f}",
+                   paper_d=p[lead][0] - p[other][0],
+                   finding="" if cifar100 else "FedIntR superior at every β (§IV-C; β = 0.5: Table I's rows)")
+        out.append(judge(v.noted(note), "table3"))
     has_prox = "FedProx" in set(t3.runs3["method"]) and {5.0, 0.1} <= betas
     if not has_prox or t1.dataset == "cifar100":
         why = (f"the sentence is about CIFAR-10; this render runs CIFAR-100" if t1.dataset == "cifar100" else
@@ -248,12 +250,12 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
     (p1, op1), (i1, oi1) = _at(t3, 0.1, "FedProx"), _at(t3, 0.1, "FedIntR")
     d5 = p[5]["FedProx"][0] - p[5]["FedIntR"][0]
     out.append(judge(decide(proxes[0], prox, p5, i5, kind="within", names=("FedProx", "FedIntR"), chance=ch,
-                            off=op5 + oi5,
-                 paper=f"{d5:+.2f}", paper_d=d5), "table3"))
+                            off=op5 + oi5, paper=f"{d5:+.2f}", paper_d=d5), "table3"))
     d1 = p[0.1]["FedProx"][0] - p[0.1]["FedIntR"][0]
-    out.append(judge(decide(proxes[1], prox, {s: v - i1.get(s, float("nan")) for s, v in p1.items()},
-                 {s: v - i5.get(s, float("nan")) for s, v in p5.items()}, kind="less",
-                 names=("FedProx − FedIntR β=0.1", "FedProx − FedIntR β=5"), chance=ch,
-                 runs=[*p5.values(), *i5.values(), *p1.values(), *i1.values()], off=op5 + oi5 + op1 + oi1,
-                 paper=f"β=0.1 {d1:+.2f}, β=5 {d5:+.2f}", paper_d=d1 - d5), "table3"))
+    behind1 = {s: v - i1.get(s, float("nan")) for s, v in p1.items()}
+    behind5 = {s: v - i5.get(s, float("nan")) for s, v in p5.items()}
+    out.append(judge(decide(proxes[1], prox, behind1, behind5, kind="less", chance=ch,
+                            names=("FedProx − FedIntR β=0.1", "FedProx − FedIntR β=5"),
+                            runs=[*p5.values(), *i5.values(), *p1.values(), *i1.values()], off=op5 + oi5 + op1 + oi1,
+                            paper=f"β=0.1 {d1:+.2f}, β=5 {d5:+.2f}", paper_d=d1 - d5), "table3"))
     return out
