@@ -132,8 +132,9 @@ def _compare(claim: str, source: str, df: pd.DataFrame, a: tuple[str, str], b: t
         return nt(why_missing)
     share, where = floor_share(df, feder) if feder else (math.nan, "")
     if share > FLOORED_MAX:
-        return nt(f"FedER is FedAvg on {100 * share:.0f} % of its client-layers in {where} (EVBMF keeps no "
-                  f"component there: Alg. 4's floor; above {100 * FLOORED_MAX:.0f} % there is nothing to compare)")
+        other = "" if where.startswith(f"{feder} · ") else f", for want of {feder} · FedER (not run at this scale)"
+        return nt(f"FedER is FedAvg on {100 * share:.0f} % of its client-layers in {where}{other}: EVBMF keeps no "
+                  f"component there (Alg. 4's floor), and above {100 * FLOORED_MAX:.0f} % there is nothing to compare")
     seen = f"; the FedER runs' floored share: {share:.2f} ({where})" if feder and math.isfinite(share) else ""
     if left_out:
         return nt(left_out + seen)
