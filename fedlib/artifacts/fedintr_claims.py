@@ -108,9 +108,10 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
                                 _not_run(unrun, data, scale), "; ".join(map(_paper_best, unrun))))
     if ds != "cifar100":
         c100 = PAPER_T1["cifar100"]
-        out.append(not_testable("FedCKA beats FedIntR on CIFAR-100, but FedIntR's accuracy stays comparable",
-                                f"{T1_SOURCE}, {_C100}", _not_run(["cifar100"], data, scale),
-                                f"FedIntR − FedCKA: {c100['FedIntR'][0] - c100['FedCKA'][0]:+.2f}"))
+        e = c100["FedIntR"][0] - c100["FedCKA"][0]
+        out.append(_untested("FedCKA beats FedIntR on CIFAR-100, but FedIntR's accuracy stays comparable",
+                             f"{T1_SOURCE}, {_C100}", _not_run(["cifar100"], data, scale),
+                             (f"FedIntR − FedCKA: {e:+.2f}", e)))
     out.append(_table2(t1, judge))
     out += _beta_claims(t1, t3, judge, scale, ch)
     mu5 = FEDINTR_BEST_MU.get(ds, FEDINTR_BEST_MU["cifar10"])["FedIntR"]
@@ -160,7 +161,9 @@ def _table2(t1: Table1, judge: Callable[..., Verdict]) -> Verdict:
         why = (f"Table II has no {data} column" if not col else
                f"FedIntR is run at μ = {', '.join(f'{m:g}' for m in mus) or 'none'} only at this scale (Table II "
                f"sweeps μ = {', '.join(f'{m:g}' for m in col)}: the paper scale)")
-        return not_testable(claim, T2_SOURCE, why)
+        second = max((m for m in col if m != best), key=col.get) if col else None
+        return _untested(claim, T2_SOURCE, why, (f"μ={best:g} − μ={second:g}: {col[best] - col[second]:+.2f}",
+                                                 col[best] - col[second]) if col else ("", float("nan")))
     means = intr.groupby(intr["μ"].astype(float))["median (%)"].mean()
     other = max((m for m in mus if m != best), key=lambda m: means[m])
     sel = {mu: intr[intr["μ"].astype(float) == mu] for mu in (best, other)}
@@ -186,6 +189,17 @@ def _runner_up(t3: Table3, beta: float, lead: str) -> str | None:
     return None if means.empty else str(means.fillna(-1.0).idxmax())
 
 
+def _paper_lead(dataset: str, beta: float, lead: str) -> tuple[str, float]:
+    """The paper's Table III effect of ``lead`` over the best other method at ``beta``: (text, value)."""
+    p = PAPER_T3[dataset][beta]
+    other = max((m for m in p if m != lead), key=lambda m: p[m][0])
+    return f"{lead} − {other}: {p[lead][0] - p[other][0]:+.2f}", p[lead][0] - p[other][0]
+
+
+def _untested(claim: str, source: str, why: str, paper: tuple[str, float]) -> Verdict:
+    return replace(not_testable(claim, source, why, paper[0]), paper_d=paper[1])
+
+
 def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], scale: str, ch: float) -> list[Verdict]:
     """Table III's gain pattern and §IV-C's sentences: FedIntR superior at every β (CIFAR-10), FedProx comparable at
     β = 5 and falling behind at smaller β (CIFAR-10), FedAvg best at β = 5 and FedIntR at β = 0.1 (CIFAR-100)."""
@@ -202,10 +216,16 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
              f"{_C100_SOURCE}: 'With β = 0.1, our proposed FedIntR significantly outperforms the other approaches'")]
     proxes = ["FedProx's accuracy is comparable to FedIntR's at β = 5",
               "FedProx falls further behind FedIntR at β = 0.1 than at β = 5"]
+    p10 = PAPER_T3["cifar10"]
+    d5, d1 = (p10[b]["FedProx"][0] - p10[b]["FedIntR"][0] for b in (5, 0.1))
+    prox_paper = [(f"{d5:+.2f}", d5), (f"β=0.1 {d1:+.2f}, β=5 {d5:+.2f}", d1 - d5)]
+    lead_paper = {c: _paper_lead("cifar100" if s.startswith(_C100_SOURCE) else "cifar10", b, ld)
+                  for c, b, ld, s in [(c, b, ld, sup) for c, b, ld in c10] + c100}
     if t3 is None:
         out.append(not_testable("FedIntR's gain over FedAvg grows as β falls", T3_SOURCE, none))
-        return out + [not_testable(c, sup, none) for c, _, _ in c10] + [not_testable(c, prox, none) for c in proxes] \
-            + [not_testable(c, s, none) for c, _, _, s in c100]
+        return out + [_untested(c, sup, none, lead_paper[c]) for c, _, _ in c10] + \
+            [_untested(c, prox, none, pp) for c, pp in zip(proxes, prox_paper)] + \
+            [_untested(c, s, none, lead_paper[c]) for c, _, _, s in c100]
     low_b, ref = min(t3.runs3["β"]), t3.reference
     gain = t3.paper_gain()
     (li, lo_i), (la, lo_a) = _at(t3, low_b, "FedIntR"), _at(t3, low_b, "FedAvg")
@@ -225,12 +245,12 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
         cifar100 = src.startswith(_C100_SOURCE)
         if cifar100 != (t1.dataset == "cifar100"):
             want = "CIFAR-100" if cifar100 else "CIFAR-10 (or another dataset as its stand-in)"
-            out.append(not_testable(text, src, f"the sentence is about {want}; this render runs "
-                                               f"{dataset_name(t1.dataset)} at scale={scale}"))
+            out.append(_untested(text, src, f"the sentence is about {want}; this render runs "
+                                            f"{dataset_name(t1.dataset)} at scale={scale}", lead_paper[text]))
             continue
         other = _runner_up(t3, b, lead) if b in betas else None
         if other is None:
-            out.append(not_testable(text, src, f"β = {b:g} is not run at scale={scale}"))
+            out.append(_untested(text, src, f"β = {b:g} is not run at scale={scale}", lead_paper[text]))
             continue
         (a, oa), (o, oo) = _at(t3, b, lead), _at(t3, b, other)
         p = PAPER_T3["cifar100" if cifar100 else "cifar10"][b]
@@ -244,14 +264,11 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
     if not has_prox or t1.dataset == "cifar100":
         why = (f"the sentence is about CIFAR-10; this render runs CIFAR-100" if t1.dataset == "cifar100" else
                f"FedProx is not run at β = 5 and 0.1 at scale={scale} (Table III runs {', '.join(only)})")
-        return out + [not_testable(c, prox, why) for c in proxes]
-    p = PAPER_T3["cifar10"]
+        return out + [_untested(c, prox, why, pp) for c, pp in zip(proxes, prox_paper)]
     (p5, op5), (i5, oi5) = _at(t3, 5.0, "FedProx"), _at(t3, 5.0, "FedIntR")
     (p1, op1), (i1, oi1) = _at(t3, 0.1, "FedProx"), _at(t3, 0.1, "FedIntR")
-    d5 = p[5]["FedProx"][0] - p[5]["FedIntR"][0]
     out.append(judge(decide(proxes[0], prox, p5, i5, kind="within", names=("FedProx", "FedIntR"), chance=ch,
                             off=op5 + oi5, paper=f"{d5:+.2f}", paper_d=d5), "table3"))
-    d1 = p[0.1]["FedProx"][0] - p[0.1]["FedIntR"][0]
     behind1 = {s: v - i1.get(s, float("nan")) for s, v in p1.items()}
     behind5 = {s: v - i5.get(s, float("nan")) for s, v in p5.items()}
     out.append(judge(decide(proxes[1], prox, behind1, behind5, kind="less", chance=ch,
