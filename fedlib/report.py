@@ -163,6 +163,50 @@ def decided_on(source: str, dataset: str, model: str, device: str = "", timed: b
             same = dataset in datasets and ours in paper_model
             return "" if same else f"{dataset_name(dataset)}, {ours}; the paper: {paper}"
     return ""
+
+
+# training and test images of each of the papers' datasets (the papers train and test on all of them)
+IMAGES = {"fmnist": (60_000, 10_000), "svhn": (73_257, 26_032), "cifar10": (50_000, 10_000),
+          "cifar100": (50_000, 10_000)}
+
+
+def setup_changes(cfg: Any, paper: Any, who: str = "the paper") -> str:
+    """What ``cfg`` (a run's :class:`~fedlib.config.Config`) changes from ``paper`` (the paper's setup on its
+    dataset): images, rounds × local epochs, batch, model options, as ``"at this scale: 12,000 of the 60,000
+    training images; ..."``; "" when nothing."""
+    tr, te = IMAGES.get(cfg.dataset, (None, None))
+    imgs = [f"{n:,} of the {t:,} {w} images" if t else f"{n:,} {w} images"
+            for n, t, w in ((cfg.n_train, tr, "training"), (cfg.n_test, te, "test")) if n and n != t]
+    parts = [", ".join(imgs)] if imgs else []
+    if (cfg.rounds, cfg.local_epochs) != (paper.rounds, paper.local_epochs):
+        parts.append(f"{cfg.rounds} rounds × {cfg.local_epochs} local epochs ({who}: {paper.rounds} × "
+                     f"{paper.local_epochs})")
+    if cfg.batch_size != paper.batch_size:
+        parts.append(f"batch {cfg.batch_size} ({who}: {paper.batch_size})")
+    if dict(cfg.model_kw) != dict(paper.model_kw):
+        kw = [", ".join(f"{k}={v}" for k, v in dict(c.model_kw).items()) or "none" for c in (cfg, paper)]
+        parts.append(f"model options {kw[0]} ({who}: {kw[1]})")
+    return "at this scale: " + "; ".join(parts) if parts else ""
+
+
+def label_rows(verdicts: Any, cfg: Any, paper: Any, notes: Mapping[str, str] | None = None,
+               who: str = "the paper") -> list[Verdict]:
+    """``verdicts`` with ``data`` saying what they were decided on where it differs from the paper: the dataset and
+    model (:func:`decided_on`), this scale's setup (:func:`setup_changes` of ``cfg`` against ``paper``) and
+    ``notes`` (``{pattern: note}``: the note of the rows whose source matches, e.g. one artifact's rounds)."""
+    setup, out = setup_changes(cfg, paper, who), []
+    for v in verdicts:
+        if v.data or v.verdict == "pending":
+            out.append(v)
+            continue
+        other = decided_on(v.source, cfg.dataset, cfg.model)
+        head = other or (f"the paper's data and model ({dataset_name(cfg.dataset)}, "
+                         f"{MODEL_NAMES.get(cfg.model, cfg.model)})")
+        tail = "; ".join(filter(None, [setup, *(n for pat, n in (notes or {}).items() if re.search(pat, v.source))]))
+        out.append(replace(v, data=f"{head}; {tail}" if tail else other))
+    return out
+
+
 VERDICT_COLOURS = {"reproduced": "#d9f2d9", "contradicted": "#f8d7d7", "inconclusive": "#fff3cd",
                    "not testable at this scale": "#e9ecef", "pending": "#e7f0fb"}
 

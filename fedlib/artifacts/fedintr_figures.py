@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 
 from ..grid import is_off, seed_values
-from ..plans.fedintr import FEDINTR_METHODS
+from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS
 from ..plots import mean_curves, paper_panel, seeds_note, sweep, t_interval
 from ..style import dataset_name, method_style
 from .fedintr import PAPER_T1, PAPER_T2, Table1, Table3, round_ticks
 
-__all__ = ["mu_points", "mu_figure", "describe_mu", "curves_figure", "describe_curves", "table3_figure",
+__all__ = ["mu_points", "mu_figure", "describe_mu", "curves_phrase", "curves_figure", "describe_curves", "table3_figure",
            "describe_table3", "fmt"]
 
 Curves = Mapping[str, Mapping[int, pd.Series]]
@@ -108,8 +108,8 @@ def mu_figure(t1: Table1, scale: str) -> plt.Figure:
 
 
 def describe_mu(t1: Table1) -> str:
-    """What the μ figure shows: each method at its best μ (mean ± 95 % t), the span of the means against the
-    intervals, or what is pending."""
+    """What the μ figure shows: each method at its μ (:attr:`Table1.mu_phrase`; mean ± 95 % t), the span of the
+    means against the intervals, or what is pending."""
     vals = {m: _finite(t1.per_seed(m)) for m in FEDINTR_METHODS if m not in t1.left_out}
     done = {m: v for m, v in vals.items() if v}
     if not done:
@@ -119,7 +119,7 @@ def describe_mu(t1: Table1) -> str:
     hi, lo = max(stats_, key=lambda m: stats_[m][0]), min(stats_, key=lambda m: stats_[m][0])
     span = stats_[hi][0] - stats_[lo][0]
     halves = [h for _, h, _ in stats_.values() if np.isfinite(h)]
-    out = (f"Each method at its best μ (median of the last {t1.last} rounds, mean ± 95 % t interval): "
+    out = (f"Each method at {t1.mu_phrase} (median of the last {t1.last} rounds, mean ± 95 % t interval): "
            + ", ".join(f"{label[m]} {fmt(v)}" for m, v in done.items()) + ". "
            f"The means span {span:.2f} points ({label[lo]} to {label[hi]})")
     if halves:
@@ -131,8 +131,17 @@ def describe_mu(t1: Table1) -> str:
     return out + (f" Pending: {', '.join(pend)}." if pend else "")
 
 
+def curves_phrase(curves: Curves, dataset: str) -> str:
+    """How the μ of ``curves``' labels (``"FedIntR (μ=10)"``) reads: "the paper's μ" when each is the one Table I
+    states for ``dataset``, else "the μ in its label" (the curves alone do not say whether a μ search ran)."""
+    paper = FEDINTR_BEST_MU.get(dataset, {})
+    mus = {k.split(" (")[0]: k.partition("μ=")[2].rstrip(")") for k in curves if "μ=" in k}
+    ok = bool(mus) and all(m in paper and float(mu) == float(paper[m]) for m, mu in mus.items())
+    return "the paper's μ" if ok else "the μ in its label"
+
+
 def curves_figure(curves: Curves, dataset: str, scale: str) -> plt.Figure:
-    """Table I's best-μ runs per round, the mean over seeds with a 95 % t band, and a zoom on the last third of the
+    """Table I's runs per round (each method at :func:`curves_phrase`), the mean over seeds with a 95 % t band, and a zoom on the last third of the
     rounds (where the statistic is taken); the paper's Table I values for the dataset in a panel of their own."""
     paper = dataset in PAPER_T1
     fig = plt.figure(figsize=(13 if paper else 11, 4.6), layout="constrained")
@@ -151,7 +160,7 @@ def curves_figure(curves: Curves, dataset: str, scale: str) -> plt.Figure:
     zoom.set_title(f"zoom: rounds {start}–{rounds}", fontsize=9)
     if paper:
         _paper_t1(fig.add_subplot(gs[2]), dataset, "median of the last 10\nof 100 rounds")
-    fig.suptitle(f"FedIntR Table I: each method at its best μ, per round — {dataset_name(dataset)}, "
+    fig.suptitle(f"FedIntR Table I: each method at {curves_phrase(curves, dataset)}, per round — {dataset_name(dataset)}, "
                  f"scale={scale}\n{note}", fontsize=10)
     return fig
 
@@ -179,12 +188,13 @@ def table3_figure(t3: Table3, scale: str) -> plt.Figure:
     """Table III: FedIntR's gain over FedAvg by β (mean over the seeds both ran, 95 % t error bars); the paper's
     CIFAR-10 and CIFAR-100 gains in a panel of their own."""
     gains = t3.gains()
+    mu = "Table I's μ" if t3.t1.mu_phrase == "the paper's μ" else t3.t1.mu_phrase  # the paper tunes μ per β
     fig = plt.figure(figsize=(10, 4.4), layout="constrained")
     gs = fig.add_gridspec(1, 2, width_ratios=[2.4, 1])
     ax = fig.add_subplot(gs[0])
     ax.axhline(0, color="0.5", lw=0.8)
     note = sweep(ax, {"FedIntR − FedAvg": gains}, xlabel="Dirichlet β (right: more heterogeneous)",
-                 ylabel="FedIntR − FedAvg, each at its best μ (points)")
+                 ylabel=f"FedIntR − FedAvg, each at {mu} (points)")
     xs = sorted(b for b, v in gains.items() if v)
     ax.set_xscale("log")
     ax.set_xticks(xs, [f"{x:g}" for x in xs])

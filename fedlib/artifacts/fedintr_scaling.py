@@ -1,9 +1,8 @@
-"""Notebook 06: FedIntR Table IV / Fig. 4 (many clients) and Fig. 5 (local epochs) as tables, figures and verdicts.
+"""Notebook 06: FedIntR Table IV / Fig. 4 (many clients) and Fig. 5 (local epochs) as tables and figures; their
+verdicts are in :mod:`fedlib.artifacts.fedintr_scaling_claims`.
 
 Runs come as ``{FedIntRRunId: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedintr_scaling_plan`); :func:`values_frame` reads each run's method, N, E and seed from its id.
-Every claim is decided by :func:`fedlib.verdicts.decide` over seeds (chance: :func:`fedlib.data.chance` of the runs' dataset); a claim whose runs
-are not stored yet is pending, and one whose artifact a scale leaves out is not testable there, with the reason.
 The figures draw our runs with the shared kinds of :mod:`fedlib.plots` (means over seeds, 95 % t intervals) and the
 paper's numbers only in a panel of their own: Table IV's CIFAR-10 accuracies beside Fig. 4, Table I's accuracy of
 each method for the dataset (its default E = 10, 100 rounds) beside Fig. 5; :func:`describe_fig4` and
@@ -12,7 +11,6 @@ each method for the dataset (its default E = 10, 100 rounds) beside Fig. 5; :fun
 
 from __future__ import annotations
 
-import statistics
 import textwrap
 from typing import Any, Callable, Mapping
 
@@ -21,18 +19,18 @@ import numpy as np
 import pandas as pd
 
 from ..data import chance
-from ..grid import Diverged, Run, cell, is_off, offs, spoilt
+from ..grid import Diverged, Run, cell, is_off
 from ..plans import FedIntRRunId
 from ..results import Pending, Record
 from ..plots import mean_curves, paper_panel, sweep, t_interval
 from ..style import dataset_name, method_style
-from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
+from ..verdicts import off_plateau
 from .fedintr import PAPER_T1, round_ticks
 from .fedintr_figures import fmt
 
 __all__ = ["PAPER_T4", "PAPER_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves", "mean_table",
            "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_equal", "fig5_figure",
-           "fig5_points", "fig5_off", "describe_fig5", "setup_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
+           "fig5_points", "fig5_off", "describe_fig5", "setup_table", "T4_SOURCE", "FIG5_SOURCE", "INTR"]
 
 T4_SOURCE = "FedIntR §IV-D, Table IV"
 FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
@@ -297,153 +295,3 @@ def setup_table(records: Mapping[str, Runs]) -> pd.DataFrame:
                              "s / round": round(r.frame()["time_s"].mean(), 2) if isinstance(r, Record)
                              else "pending" if isinstance(r, Pending) else "diverged", "record": r.key}
                          for rs in records.values() for rid, r in rs.items()}).T
-
-
-def _side(df: pd.DataFrame) -> tuple[dict[int, float], bool, list[str]]:
-    return dict(zip(df["seed"].astype(int), df["acc"])), bool(df["pending"].any()) or df.empty, \
-        list(df.loc[df["diverged"], "name"])
-
-
-def _compare(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str], kind: str,
-             paper: str = "") -> Verdict:
-    (av, ap, ad), (bv, bp, bd) = _side(a), _side(b)
-    if (ap or bp) and (a.empty or b.empty or not spoilt(pd.concat([a, b]))):
-        return pending(claim, source)
-    if ap or bp:  # a finished run spoils it: decided on what finished
-        a, b = a[~a["pending"]], b[~b["pending"]]
-        (av, _, ad), (bv, _, bd) = _side(a), _side(b)
-    both = pd.concat([a, b])
-    return decide(claim, source, av, bv, kind=kind, names=names, chance=float(both["chance"].max()), diverged=ad + bd,
-                  paper=paper, off=offs(both.drop_duplicates("name")))
-
-
-def _runner_up(df: pd.DataFrame, exclude: str) -> str | None:
-    """The method other than ``exclude`` with the highest mean (None while some run is pending)."""
-    others = df[df["method"] != exclude]
-    if others.empty or others["pending"].any():
-        return None
-    return others.groupby("method", sort=False)["acc"].mean().idxmax()
-
-
-def _paper_t4(n: int, i: int) -> tuple[float, float, str]:
-    row = {m: v[i] for m, v in PAPER_T4[n].items()}
-    med = statistics.median(v for m, v in row.items() if m != "FedAvg")
-    second = max((m for m in row if m != INTR), key=row.get)
-    return row["FedAvg"] - med, row[INTR] - row[second], second
-
-
-def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> list[Verdict]:
-    """Table IV's two claims for each N: FedAvg beats the majority of the regularized methods at the first two
-    reported rounds, and FedIntR (μ = 10) beats every other method at the last one. ``df``: :func:`values_frame` with
-    ``what`` = ``"T=<round>"``; ``left_out``: why this scale does not run Table IV (every claim not testable)."""
-    out = []
-    Ts = {n: PAPER_T4_AT[n] for n in PAPER_T4} if df is None or df.empty else \
-        {int(n): tuple(int(w[2:]) for w in dict.fromkeys(g["what"])) for n, g in df.groupby("N", sort=False)}
-    for n, ts in Ts.items():
-        pn = n if n in PAPER_T4 else max(PAPER_T4)
-        for i, T in enumerate(ts[:2]):
-            claim = f"FedAvg beats the majority of the other methods early in training (N = {n}, T = {T})"
-            src = f"{T4_SOURCE}: 'vanilla FedAvg outperforms the majority of other approaches in the early training " \
-                  f"rounds (i.e., T = 100 and T = 200)'"
-            eff = _paper_t4(pn, i)[0]
-            paper = f"FedAvg − median of the others: {eff:+.2f} at N = {pn}, T = {PAPER_T4_AT[pn][i]}"
-            if left_out:
-                out.append(not_testable(claim, src, left_out, paper))
-                continue
-            at = df[(df["N"] == n) & (df["what"] == f"T={T}")]
-            if at["pending"].any():
-                out.append(pending(claim, src))
-                continue
-            wide = at.pivot(index="seed", columns="method", values="acc")
-            others = [m for m in wide.columns if m != "FedAvg"]
-            d = {int(s): float(wide.loc[s, "FedAvg"] - wide.loc[s, others].median()) for s in wide.index}
-            out.append(decide(claim, src, d, kind="greater", names=("FedAvg − median of the others", ""),
-                              chance=float(at["chance"].max()), runs=list(at["acc"]),
-                              diverged=list(at.loc[at["diverged"], "name"]), paper=paper))
-        T = ts[-1]
-        _, eff, second = _paper_t4(pn, len(PAPER_T4_AT[pn]) - 1)
-        claim = f"FedIntR (μ = 10) beats every other method after enough rounds (N = {n}, T = {T})"
-        src = f"{T4_SOURCE}: 'with a sufficient number of training rounds, FedIntR with μ = 10 can significantly " \
-              f"outperform all other approaches'"
-        paper = f"{eff:+.2f} over the second best, {second}, at N = {pn}, T = {PAPER_T4_AT[pn][-1]}"
-        if left_out:
-            out.append(not_testable(claim, src, left_out, paper))
-            continue
-        at = df[(df["N"] == n) & (df["what"] == f"T={T}")]
-        other = _runner_up(at, INTR)
-        out.append(pending(claim, src) if other is None else
-                   _compare(claim, src, at[at["method"] == INTR], at[at["method"] == other], (INTR, other),
-                            "greater", paper))
-    return out
-
-
-def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal: pd.DataFrame | None = None,
-                  rounds: Mapping[int, int] | None = None) -> list[Verdict]:
-    """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
-    ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5.
-    ``df``: :func:`values_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale leaves out the E
-    beyond ``default_e`` it does not run: with none run those claims are not testable, else decided on those run and
-    the note says which. ``rounds`` (``{E: rounds}``) and ``equal`` (:func:`fig5_frame`
-    at the default E's rounds): where E = 1 runs longer than the default E (to its plateau), "E = 1 is poor" is
-    decided twice: at the end of each run, and in the same rounds, as the paper runs every E."""
-    out = []
-    Es = sorted(set(df["E"]))
-    methods = list(dict.fromkeys(df["method"]))
-    above = [e for e in Es if e > default_e]
-    partly = (f"of the E above {default_e}, decided on E = {', '.join(f'{e:g}' for e in above)} alone; not run at "
-              f"this scale: {budget_note}") if above and budget_note else ""
-    r1, rd = (rounds or {}).get(1), (rounds or {}).get(default_e)
-    both = equal is not None and r1 is not None and rd is not None and r1 > rd
-    src = f"{FIG5_SOURCE}: 'setting E = 1 results in poor accuracy for all approaches'"
-    for m in methods:
-        d = df[df["method"] == m]
-        claim = f"E = 1 gives {m} a lower accuracy than E = {default_e}" + (
-            f", each run to its plateau ({r1} and {rd} rounds)" if both else "")
-        out.append(_compare(claim, src, d[d["E"] == 1], d[d["E"] == default_e], ("E=1", f"E={default_e}"), "less"))
-        if both:
-            e1 = equal[(equal["method"] == m) & (equal["E"] == 1)]
-            out.append(_compare(f"E = 1 gives {m} a lower accuracy than E = {default_e} in the same {rd} rounds "
-                                f"(the paper's setup: the same rounds for every E)", src, e1, d[d["E"] == default_e],
-                                (f"E=1 at round {rd}", f"E={default_e}"), "less"))
-    for m in methods:
-        d = df[df["method"] == m]
-        claim = f"{m} is best at the default E = {default_e} (the paper's 10)"
-        src = f"{FIG5_SOURCE}: 'setting E = 10 enables them to achieve their best performance'"
-        rest = [e for e in Es if e not in (1, default_e)]
-        if not rest:
-            out.append(not_testable(claim, src, budget_note or "no E besides 1 and the default was run"))
-            continue
-        if d["pending"].any():
-            out.append(pending(claim, src))
-            continue
-        best = d[d["E"].isin(rest)].groupby("E")["acc"].mean().idxmax()
-        out.append(_compare(claim, src, d[d["E"] == default_e], d[d["E"] == best], (f"E={default_e}", f"E={best}"),
-                            "greater").noted(partly))
-    for m in methods:
-        d = df[df["method"] == m]
-        claim = f"E ≥ 20 lowers {m}'s accuracy below E = {default_e}"
-        src = f"{FIG5_SOURCE}: 'using a larger number of local epochs (i.e., 20 or 40) can decrease the performance " \
-              f"for all approaches'"
-        if not above:
-            out.append(not_testable(claim, src, budget_note or f"no E above {default_e} was run"))
-            continue
-        if d["pending"].any():
-            out.append(pending(claim, src))
-            continue
-        best = d[d["E"].isin(above)].groupby("E")["acc"].mean().idxmax()  # the better of the large E's
-        out.append(_compare(claim, src, d[d["E"] == best], d[d["E"] == default_e], (f"E={best}", f"E={default_e}"),
-                            "less").noted(partly))
-    intr = next((m for m in methods if m.startswith("FedIntR")), None)  # at Table I's μ for the dataset
-    if intr is None:
-        out.append(not_testable("FedIntR beats the other methods at every E but 5",
-                                f"{FIG5_SOURCE}: 'FedIntR achieves the best performance in most settings except E = 5'",
-                                budget_note or "FedIntR was not run at this scale"))
-    for e in [e for e in Es if e != 5] if intr else []:
-        at = df[df["E"] == e]
-        claim = f"{intr} beats {', '.join(m for m in methods if m != intr)} at E = {e}"
-        src = f"{FIG5_SOURCE}: 'FedIntR achieves the best performance in most settings except E = 5'"
-        other = _runner_up(at, intr)
-        out.append(pending(claim, src) if other is None else
-                   _compare(claim, src, at[at["method"] == intr], at[at["method"] == other], (intr, other),
-                            "greater"))
-    return out
