@@ -10,6 +10,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from fedlib.artifacts import fedshibu as art  # noqa: E402
+from fedlib.artifacts import fedshibu_claims as fc  # noqa: E402
 from fedlib.artifacts import fedshibu_figures as ff  # noqa: E402
 from fedlib.artifacts.fedshibu import PAPER_ORDER, PAPER_T1  # noqa: E402
 from fedlib.artifacts.fedshibu_figures import plot_shards  # noqa: E402
@@ -212,7 +213,7 @@ def test_verdicts_invariants_and_personal_table_with_pending_runs():
                "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg", flat=10)}
     frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
     frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
-    vs = {v.claim: v.verdict for v in art.verdicts(frames, records, "quick")}
+    vs = {v.claim: v.verdict for v in fc.verdicts(frames, records, "quick")}
     stored = "FedAvg+CRSM ends more accurate than local-only training (the identity CRSM) at s = 5"
     assert vs.pop(stored) not in ("pending", "not testable at this scale")  # both sides stored: decided
     assert vs and set(vs.values()) == {"pending", "not testable at this scale"}
@@ -282,7 +283,7 @@ def _curves(curves, seeds=(0, 1, 2)):
 
 
 def _faster(runs):
-    return next(v for v in art.fig5_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
+    return next(v for v in fc.fig5_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
 
 
 def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_first_evaluation():
