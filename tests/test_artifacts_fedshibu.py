@@ -325,3 +325,44 @@ def test_chance_is_the_clients_majority_class_for_a_model_per_client_and_one_cla
     assert 45 <= art.personal_chance(babu) <= 100 and art.personal_chance(avg) <= 100 / 10 * 1.6
     assert art.personal_chance(base.replace(strategy="fedshibu", strategy_kw={"sim": "identity"})) == \
         art.personal_chance(babu)
+
+
+def _uniform(runs, method):
+    """``runs`` with ``method``'s CRSM all ones (uniform weights) in every round."""
+    out = dict(runs)
+    for rid, r in runs.items():
+        if rid.method == method:
+            hist = [{**e, "crsm": np.ones((10, 10)).tolist()} for e in r.history]
+            out[rid] = Record(key=r.key, config=r.config, history=hist, provenance={}, partition_hash="",
+                              final_params_hash="")
+    return out
+
+
+def test_fig5_rows_read_the_crsm_of_the_records_and_are_not_testable_where_it_is_uniform():
+    """personal_frame reads each run's CRSM over its second half; Fig. 5's rows are decided where FedAvg+CRSM's
+    CRSM weighs clients unequally and not testable, naming the measured weights, where it is uniform."""
+    runs = _runs(["FedAvg", "FedAvg+CRSM", "Local only"], seeds=(0, 1, 2), flat=10)
+    frame = art.personal_frame(runs)
+    crsm = frame[frame["method"] == "FedAvg+CRSM"]
+    assert (crsm["crsm deviation"] > 1).all() and (crsm["clients"] == 10).all()
+    decided = fc.fig5_verdicts(frame, runs)
+    assert all(v.verdict != "not testable at this scale" for v in decided[:2])
+    flat = _uniform(runs, "FedAvg+CRSM")
+    frame = art.personal_frame(flat)
+    assert (frame.loc[frame["method"] == "FedAvg+CRSM", "crsm deviation"] == 0).all()
+    vs = fc.fig5_verdicts(frame, flat)
+    assert all(v.verdict == "not testable at this scale" and v.finding == fc.UNIFORM for v in vs)
+    assert "uniform in all 3 FedAvg+CRSM runs" in vs[0].why and "self-weight 0.1000-0.1000" in vs[0].why
+
+
+def test_each_row_names_what_its_artifacts_runs_change_of_the_papers_setup():
+    records = {"table1": {}, "fig1": _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"],
+                                           flat=10),
+               "fig3": _runs(["own samples (§4.3)"]), "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], flat=10)}
+    frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
+    frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
+    paper = {a: BASE.replace(num_clients=100, rounds=500, model="resnet18") for a in records}
+    vs = fc.verdicts(frames, records, "quick", paper=paper)
+    fig5 = next(v for v in vs if v.claim.startswith("FedAvg+CRSM ends more accurate than FedAvg"))
+    assert fig5.data.startswith("Fashion-MNIST, FedIntR CNN, 10 clients, 10 rounds; the paper: CIFAR-10, ResNet-18, "
+                                "100 clients, 500 rounds")
