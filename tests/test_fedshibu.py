@@ -142,7 +142,8 @@ def test_history_records_self_weight_and_off_diagonal_every_round(tiny_data):
 
 def test_table1_verdicts_judge_fedshibu_against_both_controls_and_chance():
     """FedSHIBU above FedBABU but level with the identity control: reproduced against the uniform CRSM, not
-    against the identity one; a level whose runs sit within 2 points of their chance (50 % for two classes) is not testable."""
+    against the identity one; a level whose runs sit within 2 points of their chance (50 % for two classes) is not
+    testable."""
     from fedlib.artifacts.fedshibu_claims import table1_verdicts
 
     acc = {("FedSHIBU (CKA linear)", 2): 90.0, ("FedBABU", 2): 80.0, ("identity CRSM (local bodies)", 2): 90.0,

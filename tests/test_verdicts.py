@@ -282,8 +282,9 @@ def test_a_claims_label_names_the_setup_a_scale_shrinks():
     paper = Config(dataset="fmnist", model="intr_cnn", num_clients=10, rounds=100, local_epochs=10, batch_size=512)
     quick = [paper.replace(n_train=12000, rounds=r, local_epochs=6, batch_size=64) for r in (40, 80)]
     text = setup_label("FedIntR Table I", "fmnist", quick, paper)
-    assert text == ("Fashion-MNIST, FedIntR CNN as the paper's, 12,000 training images, 40-80 rounds, 6 local epoch(s), "
-                    "batch 64; the paper: all training images, 100 rounds, 10 local epoch(s), batch 512")
+    assert text == ("Fashion-MNIST, FedIntR CNN as the paper's, 12,000 training images, 40-80 rounds, "
+                    "6 local epoch(s), batch 64; the paper: all training images, 100 rounds, 10 local epoch(s), "
+                    "batch 512")
     assert setup_label("FedIntR Table I", "fmnist", [paper], paper) == ""
     other = setup_label("FedSHIBU Fig. 5", "fmnist", [paper.replace(num_clients=10)], paper.replace(
         model="resnet18", num_clients=100))

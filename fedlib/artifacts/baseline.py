@@ -155,7 +155,8 @@ def _status(r: Any) -> str:
 
 def per_run_frame(records: Runs, last: int) -> pd.DataFrame:
     """One row per run (its id's method and seed, its name): the final accuracy as FedIntR reports it (the median of
-    the ``last`` rounds, %; ``last`` kept), the best round, seconds per round, executor and device; NaN when pending or diverged."""
+    the ``last`` rounds, %; ``last`` kept), the best round, seconds per round, executor and device; NaN when pending
+    or diverged."""
     rows = []
     for rid, r in records.items():
         status, done = _status(r), isinstance(r, Record)

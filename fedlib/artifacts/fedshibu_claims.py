@@ -255,7 +255,8 @@ def fig3_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
         if rounds and max(rounds) < 150:
             out.append(not_testable(claim, src, f"the paper describes the groups forming over rounds 150-300; this "
                                                 f"scale runs {max(rounds)}, and on s = 5 shards neither reading of "
-                                                f"D̂_i follows label overlap at this scale (benchmarks/crsm_groups.json)"))
+                                                f"D̂_i follows label overlap at this scale "
+                                                f"(benchmarks/crsm_groups.json)"))
             continue
         first, last = {}, {}
         for name, seed in zip(f["name"], f["seed"]):
