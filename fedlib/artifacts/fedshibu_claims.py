@@ -47,7 +47,7 @@ def crsm_precondition(rows: pd.DataFrame, method: str, mechanism: str) -> tuple[
     if got.empty or got["crsm deviation"].isna().all():
         return "", ""
     uni = got[got["crsm deviation"] <= UNIFORM_SHARE]
-    n = int(got["clients"].iloc[0])
+    n = int(got["clients"].iloc[0]) if "clients" in got else "N"
 
     def weights(g: pd.DataFrame) -> str:
         return (f"every weight within {100 * g['crsm deviation'].max():.1f} % of 1/{n}, self-weight "
@@ -135,11 +135,11 @@ def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10", ru
                        f"kernel: fedlib.plans.fedshibu)")
                 lin = crsm_precondition(_pick(frame, LINEAR, s), LINEAR, babu)
                 out.append(replace(not_testable(claim, src, "; ".join(filter(None, (why, *lin))),
-                                                f"{column}: {d:+.2f}"), paper_d=d))
+                                                f"{dataset_name(column)}: {d:+.2f}"), paper_d=d))
                 continue
             out.append(_precondition(_judge(claim, src, _pick(frame, m, s), _pick(frame, BABU, s),
-                                            ("FedSHIBU", "FedBABU"), paper=f"{column}: {d:+.2f}", paper_d=d),
-                                     _pick(frame, m, s), m, babu))
+                                            ("FedSHIBU", "FedBABU"), paper=f"{dataset_name(column)}: {d:+.2f}",
+                                            paper_d=d), _pick(frame, m, s), m, babu))
         out.append(replace(_precondition(_judge(
             f"FedSHIBU (linear CKA) beats keeping each client's own body (the identity CRSM) at s = {s}",
             "the identity-CRSM control of FedSHIBU §1, 'similarity-based aggregation improves the performance of "
@@ -159,7 +159,7 @@ def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10", ru
     d = _col(paper, 100, LINEAR) - _col(paper, 100, BABU)
     if 100 in levels:  # its premise is the uniform CRSM: the weights measured are the sentence's first half
         v = _judge(claim, src, _pick(frame, LINEAR, 100), _pick(frame, BABU, 100), ("FedSHIBU", "FedBABU"),
-                   kind="within", paper=f"{column}: {d:+.2f}", paper_d=d)
+                   kind="within", paper=f"{dataset_name(column)}: {d:+.2f}", paper_d=d)
         why, note = crsm_precondition(_pick(frame, LINEAR, 100), LINEAR, "all clients weighed equally, as it says")
         out.append(replace(v.noted(why or note), finding=UNIFORM if why else "") if v.verdict != "pending" else v)
     else:
@@ -197,7 +197,8 @@ def _gap_verdict(frame: pd.DataFrame, paper: Mapping[int, Sequence[float]], colu
     g_lo, g_hi = _gap(frame, lo), _gap(frame, hi)
     v = _judge(claim, src, both, None, ("gap difference", ""), a_vals={k: v - g_hi[k] for k, v in g_lo.items()
                                                                          if k in g_hi},
-               paper=f"{column}: {gaps[0]:+.2f} at s = {lo}, {gaps[1]:+.2f} at s = {hi}", paper_d=gaps[0] - gaps[1])
+               paper=f"{dataset_name(column)}: {gaps[0]:+.2f} at s = {lo}, {gaps[1]:+.2f} at s = {hi}",
+               paper_d=gaps[0] - gaps[1])
     return _precondition(v, both, LINEAR, babu)
 
 
