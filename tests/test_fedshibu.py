@@ -185,8 +185,9 @@ def test_a_uniform_crsm_makes_its_rows_not_testable_and_a_grouping_one_leaves_th
     effect and its size reading); the finding names the uniform CRSM."""
     from fedlib.artifacts.fedshibu_claims import UNIFORM, table1_verdicts
 
-    acc = {(LIN, 2): 80.5, (BABU, 2): 80.0, (LIN, 5): 90.0, (BABU, 5): 80.0}
-    v = {x.claim: x for x in table1_verdicts(_table1_frame({(LIN, 2): 1.5, (LIN, 5): 0.03}, acc), "quick")}
+    acc = {(LIN, 2): 80.5, (BABU, 2): 80.0, (LIN, 5): 90.0, (BABU, 5): 80.0, (LIN, 100): 90.0, (BABU, 100): 90.1}
+    dev = {(LIN, 2): 1.5, (LIN, 5): 0.03, (LIN, 100): 0.01}
+    v = {x.claim: x for x in table1_verdicts(_table1_frame(dev, acc), "quick")}
     two = v["FedSHIBU (linear CKA) beats FedBABU (the uniform CRSM) at s = 2"]
     assert two.verdict in ("reproduced", "inconclusive") and two.paper_d == pytest.approx(94.04 - 68.43)
     assert two.size() == "smaller than the paper's" and two.finding == ""
@@ -197,10 +198,13 @@ def test_a_uniform_crsm_makes_its_rows_not_testable_and_a_grouping_one_leaves_th
     assert five.interval != five.interval or np.isnan(five.interval[0])  # no interval on a row it cannot test
     identity = "FedSHIBU (linear CKA) beats keeping each client's own body (the identity CRSM) at s = 5"
     assert v[identity].verdict == "not testable at this scale" and v[identity].control
-    gap = v["The FedSHIBU − FedBABU gap is larger at s = 2 than at s = 5"]
+    gap = v["The FedSHIBU − FedBABU gap is larger at s = 2 than at s = 100"]
     assert gap.verdict != "not testable at this scale"  # one level's CRSM groups: the gap is tested
-    assert gap.paper_d == pytest.approx((94.04 - 68.43) - (89.26 - 86.93))
-    some = _table1_frame({(LIN, 2): 0.02}, acc).assign(**{"crsm deviation": lambda f: np.where(
+    assert gap.paper_d == pytest.approx((94.04 - 68.43) - (90.93 - 90.87))
+    equal = v["FedSHIBU equals FedBABU (comparable) when the data are homogeneous (s = 100)"]
+    assert equal.verdict == "not testable at this scale" and "weighed equally, as the sentence says" in equal.why
+    assert "within 1.0 % of 1/10" in equal.why and equal.kind == "within"
+    some = _table1_frame({(LIN, 2): 0.02, (LIN, 100): 0.01}, acc).assign(**{"crsm deviation": lambda f: np.where(
         (f["method"] == LIN) & (f["seed"] == 2), 1.5, f["crsm deviation"])})
     two = {x.claim: x for x in table1_verdicts(some, "quick")}[two.claim]
     assert two.verdict != "not testable at this scale" and "uniform in 2 of 3" in two.why and "seed 2" in two.why
