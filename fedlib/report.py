@@ -29,7 +29,7 @@ import math
 import re
 from pathlib import Path
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -207,6 +207,34 @@ def label_rows(verdicts: Any, cfg: Any, paper: Any, notes: Mapping[str, str] | N
     return out
 
 
+# The parts of a run's setup a scale may shrink, as a claim's "decided on" names them where they differ
+SETUP_FIELDS = (("num_clients", "{} clients"), ("n_train", "{} training images"), ("rounds", "{} rounds"),
+                ("local_epochs", "{} local epoch(s)"), ("batch_size", "batch {}"))
+
+
+def _span(values: Any) -> str:
+    vs = sorted(set(values), key=lambda v: (v is None, v or 0))
+    text = lambda v: "all" if v is None else f"{v:,}"  # noqa: E731
+    return text(vs[0]) if len(vs) == 1 else f"{text(vs[0])}-{text(vs[-1])}"
+
+
+def setup_label(source: str, dataset: str, ours: Sequence[Any], paper: Any) -> str:
+    """What a claim citing ``source`` was decided on where it differs from the paper's setup: the data and model
+    (:func:`decided_on`) and each of :data:`SETUP_FIELDS` whose values in ``ours`` (the Configs of the runs it reads)
+    differ from ``paper`` (the paper-scale plan's Config of the same artifact). "" when nothing differs."""
+    if not ours:
+        return decided_on(source, dataset, "")
+    diff = [(fmt, _span(getattr(c, f) for c in ours), _span([getattr(paper, f)])) for f, fmt in SETUP_FIELDS
+            if {getattr(c, f) for c in ours} != {getattr(paper, f)}]
+    head = decided_on(source, dataset, ours[0].model)
+    if not diff:
+        return head
+    o, t = (", ".join(fmt.format(x[k]) for fmt, *x in diff) for k in (0, 1))
+    if head:
+        mine, theirs = head.split("; the paper: ")
+        return f"{mine}, {o}; the paper: {theirs}, {t}"
+    model = MODEL_NAMES.get(ours[0].model, ours[0].model)
+    return f"{dataset_name(dataset)}, {model} as the paper's, {o}; the paper: {t}"
 VERDICT_COLOURS = {"reproduced": "#d9f2d9", "contradicted": "#f8d7d7", "inconclusive": "#fff3cd",
                    "not testable at this scale": "#e9ecef", "pending": "#e7f0fb"}
 

@@ -10,6 +10,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from fedlib.artifacts import fedshibu as art  # noqa: E402
+from fedlib.artifacts import fedshibu_claims as fc  # noqa: E402
 from fedlib.artifacts import fedshibu_figures as ff  # noqa: E402
 from fedlib.artifacts.fedshibu import PAPER_ORDER, PAPER_T1  # noqa: E402
 from fedlib.artifacts.fedshibu_figures import plot_shards  # noqa: E402
@@ -212,7 +213,7 @@ def test_verdicts_invariants_and_personal_table_with_pending_runs():
                "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg", flat=10)}
     frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
     frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
-    vs = {v.claim: v.verdict for v in art.verdicts(frames, records, "quick")}
+    vs = {v.claim: v.verdict for v in fc.verdicts(frames, records, "quick")}
     stored = "FedAvg+CRSM ends more accurate than local-only training (the identity CRSM) at s = 5"
     assert vs.pop(stored) not in ("pending", "not testable at this scale")  # both sides stored: decided
     assert vs and set(vs.values()) == {"pending", "not testable at this scale"}
@@ -282,7 +283,7 @@ def _curves(curves, seeds=(0, 1, 2)):
 
 
 def _faster(runs):
-    return next(v for v in art.fig5_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
+    return next(v for v in fc.fig5_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
 
 
 def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_first_evaluation():
@@ -324,3 +325,44 @@ def test_chance_is_the_clients_majority_class_for_a_model_per_client_and_one_cla
     assert 45 <= art.personal_chance(babu) <= 100 and art.personal_chance(avg) <= 100 / 10 * 1.6
     assert art.personal_chance(base.replace(strategy="fedshibu", strategy_kw={"sim": "identity"})) == \
         art.personal_chance(babu)
+
+
+def _uniform(runs, method):
+    """``runs`` with ``method``'s CRSM all ones (uniform weights) in every round."""
+    out = dict(runs)
+    for rid, r in runs.items():
+        if rid.method == method:
+            hist = [{**e, "crsm": np.ones((10, 10)).tolist()} for e in r.history]
+            out[rid] = Record(key=r.key, config=r.config, history=hist, provenance={}, partition_hash="",
+                              final_params_hash="")
+    return out
+
+
+def test_fig5_rows_read_the_crsm_of_the_records_and_are_not_testable_where_it_is_uniform():
+    """personal_frame reads each run's CRSM over its second half; Fig. 5's rows are decided where FedAvg+CRSM's
+    CRSM weighs clients unequally and not testable, naming the measured weights, where it is uniform."""
+    runs = _runs(["FedAvg", "FedAvg+CRSM", "Local only"], seeds=(0, 1, 2), flat=10)
+    frame = art.personal_frame(runs)
+    crsm = frame[frame["method"] == "FedAvg+CRSM"]
+    assert (crsm["crsm deviation"] > 1).all() and (crsm["clients"] == 10).all()
+    decided = fc.fig5_verdicts(frame, runs)
+    assert all(v.verdict != "not testable at this scale" for v in decided[:2])
+    flat = _uniform(runs, "FedAvg+CRSM")
+    frame = art.personal_frame(flat)
+    assert (frame.loc[frame["method"] == "FedAvg+CRSM", "crsm deviation"] == 0).all()
+    vs = fc.fig5_verdicts(frame, flat)
+    assert all(v.verdict == "not testable at this scale" and v.finding == fc.UNIFORM for v in vs)
+    assert "uniform in all 3 FedAvg+CRSM runs" in vs[0].why and "self-weight 0.1000-0.1000" in vs[0].why
+
+
+def test_each_row_names_what_its_artifacts_runs_change_of_the_papers_setup():
+    records = {"table1": {}, "fig1": _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"],
+                                           flat=10),
+               "fig3": _runs(["own samples (§4.3)"]), "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], flat=10)}
+    frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
+    frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
+    paper = {a: BASE.replace(num_clients=100, rounds=500, model="resnet18") for a in records}
+    vs = fc.verdicts(frames, records, "quick", paper=paper)
+    fig5 = next(v for v in vs if v.claim.startswith("FedAvg+CRSM ends more accurate than FedAvg"))
+    assert fig5.data.startswith("Fashion-MNIST, FedIntR CNN, 10 clients, 10 rounds; the paper: CIFAR-10, ResNet-18, "
+                                "100 clients, 500 rounds")

@@ -271,3 +271,21 @@ def test_claims_name_what_they_were_decided_on_where_it_differs_from_the_paper()
 def statistics_stdev(xs):
     import statistics
     return statistics.stdev(xs)
+
+
+def test_a_claims_label_names_the_setup_a_scale_shrinks():
+    """setup_label: the data and model (decided_on) and each of clients, training images, rounds, local epochs and
+    batch where the runs differ from the paper-scale Config; "" when nothing differs."""
+    from fedlib.config import Config
+    from fedlib.report import setup_label
+
+    paper = Config(dataset="fmnist", model="intr_cnn", num_clients=10, rounds=100, local_epochs=10, batch_size=512)
+    quick = [paper.replace(n_train=12000, rounds=r, local_epochs=6, batch_size=64) for r in (40, 80)]
+    text = setup_label("FedIntR Table I", "fmnist", quick, paper)
+    assert text == ("Fashion-MNIST, FedIntR CNN as the paper's, 12,000 training images, 40-80 rounds, "
+                    "6 local epoch(s), batch 64; the paper: all training images, 100 rounds, 10 local epoch(s), "
+                    "batch 512")
+    assert setup_label("FedIntR Table I", "fmnist", [paper], paper) == ""
+    other = setup_label("FedSHIBU Fig. 5", "fmnist", [paper.replace(num_clients=10)], paper.replace(
+        model="resnet18", num_clients=100))
+    assert other.startswith("Fashion-MNIST, FedIntR CNN, 10 clients; the paper: CIFAR-10, ResNet-18, 100 clients")

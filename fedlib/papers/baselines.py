@@ -7,16 +7,19 @@ from typing import Any, Mapping
 from ..artifacts.baseline import baseline_verdicts, per_run_frame
 from ..plans import baseline_plan
 from ..plans.fedintr import FEDINTR_LAST
+from ..report import setup_label
 from ..verdicts import Verdict
 from .paper import Notebook, Paper
 
 
 def baseline_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dataset: str = "fmnist",
                     **params: Any) -> list[Verdict]:
-    """FedIntR Table I's FedAvg and FedProx rows and FedCKA's centralized bound, at FedIntR's statistic (the
-    median of the last rounds)."""
-    flat = {rid: r for rs in records.values() for rid, r in rs.items()}
-    return baseline_verdicts(per_run_frame(flat, last=FEDINTR_LAST[scale]), scale, dataset)
+    """FedIntR Table I's FedAvg and FedProx rows at FedIntR's statistic (the median of the last rounds), labelled
+    with what this scale's runs change of the paper's setup (the paper-scale plan's)."""
+    table1 = records.get("table1", {})
+    paper = next(iter(baseline_plan("paper", dataset=dataset)["table1"].values()))
+    data = setup_label("FedIntR Table I", dataset, [r.cfg for r in table1.values()], paper)
+    return baseline_verdicts(per_run_frame(table1, last=FEDINTR_LAST[scale]), scale, dataset, data)
 
 
 PAPER = Paper(
