@@ -293,3 +293,18 @@ def test_a_record_this_version_cannot_read_is_moved_aside_never_overwritten(tmp_
     kept = tmp_path / "failed" / f"{rec.key}.unreadable-record.json"
     assert json.loads(kept.read_text()) == newer and any("Moved it to" in str(w.message) for w in caught)
     assert "field_of_a_newer_version" not in json.loads(path.read_text())
+
+
+def test_a_record_copied_under_another_seed_is_an_error_naming_both_files(tmp_path):
+    from fedlib.grid import DuplicateSeedError, fetch_runs
+
+    store = Store(tmp_path)
+    s1, s2, s3 = (mini(seed=s) for s in (1, 2, 3))
+    for cfg, h in ((s1, "f1"), (s2, "f1"), (s3, "f3")):
+        rec = _record(cfg)
+        rec.final_params_hash = h
+        store.put(rec)
+    with pytest.raises(DuplicateSeedError) as e:
+        fetch_runs({"s1": s1, "s2": s2, "s3": s3}, store=store, train=False)
+    assert str(store.record_path(s1.key())) in str(e.value) and str(store.record_path(s2.key())) in str(e.value)
+    assert len(fetch_runs({"s1": s1, "s3": s3}, store=store, train=False)) == 2  # distinct runs are fine
