@@ -19,6 +19,7 @@ import pandas as pd
 from .config import Config
 from .costs import check_runs, no_check
 from .data import chance
+from .errors import OneLineError
 from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 from .verdicts import off_plateau
@@ -93,7 +94,7 @@ def fetch_runs(runs: Mapping[K, Config], *, store: Store, train: bool = True,
     return out
 
 
-class DuplicateSeedError(ValueError):
+class DuplicateSeedError(OneLineError, ValueError):
     """Two records of different seeds that ended with the same weights: one is a copy of the other's run."""
 
 

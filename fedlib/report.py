@@ -34,6 +34,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
+from .errors import OneLineError
 from .plots import provenance_line, save_figure
 from .presets import preset
 from .provenance import code_commit, runs_provenance, unique_runs
@@ -106,7 +107,12 @@ def check_params(*, _history: list[str] | None = None, **params: Any) -> None:
         bad.append(f"{', '.join(stray)}: not a parameter of this notebook (papermill ran it with the default "
                    f"instead); its parameters are {', '.join(params)}.")
     if bad:
-        raise ValueError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - " + "\n  - ".join(bad))
+        raise NotebookParameterError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - "
+                                     + "\n  - ".join(bad))
+
+
+class NotebookParameterError(OneLineError, ValueError):
+    """A notebook parameter (papermill ``-p``) that is not valid: the message names each and the valid values."""
 
 
 def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%",
