@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 import threading
@@ -49,6 +48,7 @@ from .ledger import runs_section, seeds_section
 from .plots import FIGURES
 from .progress import ROUND_LOG_ENV
 from .provenance import code_commit, worker_seconds
+from .claims_page import PAPERS, VERDICT_COLUMNS, _cell, claim_figures, claims_overview, findings  # noqa: F401
 from .report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
 from . import results
 from .results import Store
@@ -161,14 +161,6 @@ def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) 
                   jobs=jobs, progress=True, log=lambda s: print(s.replace("[campaign]", "[reproduce]"), flush=True))
 
 
-VERDICT_COLUMNS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale", "pending")
-
-
-def _cell(v: object) -> str:
-    """A markdown table cell: pipes escaped, newlines flattened."""
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
 def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
     return ["| " + " | ".join(map(_cell, cols)) + " |", "|" + "---|" * len(cols),
             *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
@@ -236,52 +228,6 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
                 cols = list(table[0])
                 details += _md_table(cols, [[t[c] for c in cols] for t in table])
     return "\n".join(lines + ["## Claims and tables", *details, ""])
-
-
-PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
-_ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8}
-
-
-def claim_figures(source: str, figures: list[str]) -> list[str]:
-    """The figures (of the notebook that decided a claim) drawn for the tables and figures its ``source`` cites:
-    "Table I" matches ``*_table1_*``, "Fig. 5" ``*_fig5_*``."""
-    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}{_ROMAN.get(num, num).__str__().replace('.', '')}"
-              for kind, num in re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)}
-    return [f for f in figures if any(re.search(rf"(^|_){t}(_|$)", f) for t in tokens)]
-
-
-def claims_overview(rows: list[dict], scale: str) -> str:
-    """Every paper's claims in one scannable page (valid markdown), grouped by paper, then by notebook: the verdict,
-    the claim, where the paper makes it, what it was decided on, the effect with its 95 % interval, and a link to the
-    notebook that shows it and to the figures drawn for the table or figure it cites. The project's controls are not
-    among them."""
-    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in PAPERS}
-    figures = {r["notebook"]: list(r.get("figures") or []) for r in rows}
-    for r in rows:
-        for c in r.get("claims", []):
-            paper = next((p for p in PAPERS if c.get("source", "").startswith(p) or f" {p} " in
-                          f" {c.get('source', '')} "), "FedER" if "thesis" in c.get("source", "") else "other")
-            by_paper.setdefault(paper, []).append((r["notebook"], c))
-    lines = [f"# The papers' claims at scale `{scale}`", "",
-             f"_Every claim of every paper, decided by `fedlib.verdicts` (95 % t interval over seeds against the claim's "
-             f"region); scale `{scale}` is {'the papers' if scale == 'paper' else 'not the papers'}' setup. Each row "
-             f"links to the notebook that shows it; `results/summary-{scale}.md` has every number._", ""]
-    for paper, claims in by_paper.items():
-        if not claims:
-            continue
-        n = {v: sum(c.get("status") == v for _, c in claims) for v in VERDICT_COLUMNS}
-        lines += [f"## {paper}", "", ", ".join(f"{k}: {v}" for k, v in n.items() if v), "",
-                  "| verdict | claim | source | decided on | d [95 % interval] | notebook | figure |",
-                  "|---|---|---|---|---|---|---|"]
-        for nb, c in claims:
-            cells = claim_cells(c)
-            figs = claim_figures(c.get("source", ""), figures.get(nb, []))
-            lines.append("| " + " | ".join(_cell(x) for x in (
-                cells["verdict"], cells["claim"], cells["source"], cells["decided on"], cells["d [95 % interval]"],
-                f"[{nb}](../notebooks/{nb}.ipynb)")) + " | "
-                + (", ".join(f"[{f}](../figures/{scale}/{f}.png)" for f in figs) or "—") + " |")
-        lines.append("")
-    return "\n".join(lines)
 
 
 def stale_figures(rows: list[dict], folder: Path) -> list[str]:
@@ -357,6 +303,10 @@ def _main(argv: list[str] | None = None) -> int:
         os.environ[ALLOW_LONG_ENV] = "1"  # the kernels inherit it
 
     nbs = notebooks(args.only)
+    if not args.train and not field_problem("device", args.device) and (why := device_problem(args.device)):
+        print(f"[reproduce] --device {args.device}: {why}; --no-train trains nothing, so the notebooks render the "
+              f"stored records on the CPU.", flush=True)
+        args.device = "cpu"
     if args.jobs is not None and args.jobs < 1:
         ap.error(f"--jobs {args.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
     if bad := parameter_problems(nbs, args):
@@ -425,7 +375,9 @@ def _report(nbs: list[Path], rows: list[dict], args: argparse.Namespace) -> int:
     atomic_write_text(path, text)
     atomic_write_text(results.DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
                       claims_overview(rows, args.scale))
-    print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
+    print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + "\n\nFindings by paper (the papers' claims; "
+          "the project's controls apart):\n" + "\n".join(findings(rows, args.scale))
+          + f"\n\nClaims, numbers and tables: {path}")
     if whole and not args.collect and (old := stale_figures(rows, FIGURES / args.scale)):
         print(f"[reproduce] figures/{args.scale}/ holds {len(old)} figure(s) no notebook drew from the current records "
               f"and plans (an earlier plan's, or runs no longer planned): {', '.join(old)}; remove them "

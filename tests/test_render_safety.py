@@ -141,3 +141,24 @@ def test_two_renders_at_once_have_their_own_kernel_sockets(tmp_path):
     [t.start() for t in threads]
     [t.join(timeout=120) for t in threads]
     assert errors == [] and sorted(p.name for p in tmp_path.iterdir()) == ["a.ipynb", "out0.ipynb", "out1.ipynb"]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_rendering_with_no_train_on_a_cpu_works_whatever_device_was_asked_for(batch, monkeypatch, capsys):
+    rp, _ = batch
+    devices = []
+    monkeypatch.setattr(rp, "execute", lambda nb, scale, device, *a, **k: (devices.append(device), ("ok", 0.0))[1])
+    assert rp.main(["--only", "00", "--scale", "paper", "--device", "cuda", "--no-train"]) == 0
+    assert devices == ["cpu"] and "--no-train trains nothing" in capsys.readouterr().out
+
+
+def test_a_fedlib_error_in_a_notebook_is_one_line_under_papermill(tmp_path):
+    import nbformat
+    import papermill as pm
+
+    code = "from fedlib.config import Config\nConfig(rounds=-1).validate()"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), tmp_path / "a.ipynb")
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(tmp_path / "a.ipynb"), str(tmp_path / "out.ipynb"), cwd=str(tmp_path),
+                            kernel_name="python3", progress_bar=False)
+    assert e.value.ename == "ConfigError" and len(e.value.traceback) == 1 and "rounds" in e.value.traceback[0]

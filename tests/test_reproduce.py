@@ -240,6 +240,13 @@ def test_claims_overview_groups_every_claim_by_paper_with_a_link_to_its_notebook
     assert text.index("## FedCKA") < text.index("## FedIntR") and "## FedER" not in text
     assert "[05_fedintr_benchmarks](../notebooks/05_fedintr_benchmarks.ipynb)" in text
     assert "+1.00 [+0.50, +1.50]" in text and "the paper: CIFAR-10" in text and "| ours |" not in text
+    lines = rp.findings(rows + [{"notebook": "06_fedintr_scaling", "claims": [
+        {"claim": "x", "source": "FedIntR Fig. 5", "status": "not testable at this scale"}]}], "quick")
+    assert lines == ["FedCKA: 1 claims — 1 pending",
+                     "  read: results/claims-quick.md#fedcka; notebooks/03_fedcka_heterogeneity",
+                     "FedIntR: 2 claims — 1 reproduced, 1 not testable at this scale",
+                     "  read: results/claims-quick.md#fedintr; notebooks/05_fedintr_benchmarks, "
+                     "notebooks/06_fedintr_scaling"]
 
 
 def test_a_claim_links_the_figures_drawn_for_the_table_or_figure_it_cites():
