@@ -3,6 +3,8 @@ overrides named before training; per-round scalars to TensorBoard, read back."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fedlib.cli import main, parse_overrides
@@ -103,3 +105,24 @@ def test_ctrl_c_saves_says_how_to_resume_and_the_resumed_run_ends_as_an_uninterr
     rec = {s: json.loads(next((tmp_path / s / "records").glob("*.json")).read_text()) for s in "ab"}
     assert rec["a"]["final_params_hash"] == rec["b"]["final_params_hash"]
     assert rec["a"]["provenance"]["resumed_from_round"] >= 1
+
+
+def test_help_is_plain_text_and_lists_every_entry_point(capsys):
+    import re
+
+    from fedlib.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert not re.search(r"``|:(func|mod|class|data|meth):", text)
+    root = Path(__file__).resolve().parent.parent
+    targets = re.search(r"^\.PHONY:(.*)$", (root / "Makefile").read_text(), re.M).group(1).split()
+    mains = {".".join(p.relative_to(root).with_suffix("").parts[:-1]) for p in root.glob("fedlib/**/__main__.py")}
+    mains |= {".".join(p.relative_to(root).with_suffix("").parts) for p in root.glob("fedlib/*.py")
+              if '__name__ == "__main__"' in p.read_text() and p.stem != "cli"}
+    missing = [f"make {t}" for t in targets if t != "setup" and f"make {t}" not in text]
+    missing += [f"python -m {m}" for m in sorted(mains) if f"python -m {m} " not in text]
+    missing += [f"scripts/{p.name}" for p in (root / "scripts").iterdir()
+                if p.name not in ("setup.sh", "offline-bundle.sh") and f"scripts/{p.name}" not in text]
+    assert not missing, f"--help does not name: {missing}"
