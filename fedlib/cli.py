@@ -2,7 +2,7 @@
 
     python -m fedlib run fedintr --scale quick strategy=fedprox 'strategy_kw={"mu": 0.01}' seed=1
     python -m fedlib run fedcka --scale smoke rounds=3 --tensorboard runs/
-    python -m fedlib show 14dc5b66                 # a key or a unique prefix of one
+    python -m fedlib show 1a7a9801                 # a key or a unique prefix of one
 
 ``run`` starts from a paper's preset (:func:`fedlib.presets.preset`) at ``--scale``, applies ``key=value``
 overrides (values read as JSON, then as Python literals, else as a string: ``lr=1e-3``, ``augment=none``,

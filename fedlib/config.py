@@ -6,9 +6,8 @@ it runs (device, executor, checkpointing) are not, and are recorded as provenanc
 
 :meth:`Config.validate` checks every field (types too: an ``int`` field takes no float, bool or string) and
 raises one :class:`ConfigError` naming each bad field, its value and the fix; :meth:`Config.from_dict`,
-:meth:`Config.replace` and :func:`preset` reject unknown keys instead of dropping them (docs/bad-inputs.md).
-
-The per-paper presets (:func:`fedlib.presets.preset`) are re-exported here for convenience.
+:meth:`Config.replace` and :func:`preset` reject unknown keys instead of dropping them (docs/bad-inputs.md). The
+per-paper presets are in :func:`fedlib.presets.preset`.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class Record:
         return h.set_index("round")[name].dropna() if name in h else pd.Series(dtype=float)
 
     def final(self, name: str = "test_acc", last: int = 1) -> float:
-        """Median of the last ``last`` evaluated values of ``name`` (FedIntR reports the median of the last 10)."""
+        """Median of the last ``last`` evaluated values of ``name``, as stored: an accuracy is a fraction (0.89)."""
         s = self.metric(name)
         return float(s.iloc[-last:].median()) if len(s) else float("nan")
 
