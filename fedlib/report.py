@@ -325,14 +325,18 @@ class Report:
     def claims_table(self, controls: bool | None = None) -> Any:
         """The papers' claims as one styled table for a notebook's last cell (the verdict cell coloured, long text
         wrapped, the index hidden: a pandas ``Styler``), followed by the project's controls when there are any
-        (``controls=None``); ``controls=True``: the controls alone, ``False``: the claims alone."""
+        (``controls=None``; a notebook with controls only shows them alone, captioned so); ``controls=True``: the
+        controls alone, ``False``: the claims alone."""
         if controls is None:
-            return _Tables([self._styled(False)] + ([self._styled(True)] if self.controls else []))
+            return _Tables(([self._styled(False)] if self.claims or not self.controls else [])
+                           + ([self._styled(True)] if self.controls else []))
         return _Tables([self._styled(controls)])
 
     def _styled(self, controls: bool) -> Any:
         rows = self.controls if controls else self.claims
         what = "our controls (not claims of the papers)" if controls else "the papers' claims"
+        if controls and not self.claims:
+            what = "no claim of the papers here; our controls (not claims of the papers)"
         df = pd.DataFrame([claim_cells(c) for c in rows], columns=list(CLAIM_COLUMNS))
         uuid = f"{self.notebook}-{'controls' if controls else 'claims'}"  # pandas' default is random: not reproducible
         return (df.style.set_uuid(uuid).hide(axis="index").map(_verdict_css, subset=["verdict"])

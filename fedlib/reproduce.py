@@ -312,10 +312,11 @@ def _main(argv: list[str] | None = None) -> int:
     if bad := parameter_problems(nbs, args):
         ap.error("nothing was run:\n  - " + "\n  - ".join(bad))
     root = results.DEFAULT_ROOT
-    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOKS / "executed"]):
+    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOKS / "executed", FIGURES / args.scale]):
         if (why := writable_problem(d)) is not None:
-            ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set FEDLIB_RESULTS to a "
-                     f"writable results folder.")
+            env = "FEDLIB_FIGURES" if d.is_relative_to(FIGURES) else "FEDLIB_RESULTS"
+            ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set {env} to a "
+                     f"writable folder.")
     if args.write_back and (bad := notebook_problems(nbs)):
         ap.error(f"--write-back: {'; '.join(bad)}; nothing was run. Make them writable (chmod u+w), or leave out "
                  f"--write-back.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import nbformat
 import pytest
@@ -191,6 +192,10 @@ def test_claims_table_shows_each_verdict_with_its_numbers_and_colour():
     # a committed notebook's output is compared with a fresh render: no random table id, no memory address
     assert html == r.claims_table()._repr_html_() and " at 0x" not in repr(r.claims_table())
     assert "A beats B" in repr(r.claims_table())
+    only = Report("01", scale="quick", dataset="fmnist")
+    only.verdict(replace(not_testable("ours", "control", "x"), control=True))
+    html = only.claims_table()._repr_html_()
+    assert html.count("<table") == 1 and "no claim of the papers here; our controls" in html
 
 
 def test_write_back_copies_outputs_by_position_without_the_injected_cell_or_stderr(tmp_path):
