@@ -49,7 +49,8 @@ def findings(rows: list[dict], scale: str) -> list[str]:
         n = {v: sum(c.get("status") == v for _, c in claims) for v in VERDICT_COLUMNS}
         nbs = sorted({nb for nb, _ in claims})
         out += [f"{paper}: {len(claims)} claims — " + ", ".join(f"{v} {k}" for k, v in n.items() if v),
-                f"  read: results/claims-{scale}.md#{paper.lower()}; notebooks/{', notebooks/'.join(nbs)}"]
+                f"  read: results/claims-{scale}.md#{paper.lower()}; "
+                + ", ".join(f"notebooks/{nb}.ipynb" for nb in nbs)]
     return out or [f"no claims decided in this batch (results/claims-{scale}.md lists them)"]
 
 

@@ -248,10 +248,10 @@ def test_claims_overview_groups_every_claim_by_paper_with_a_link_to_its_notebook
     lines = rp.findings(rows + [{"notebook": "06_fedintr_scaling", "claims": [
         {"claim": "x", "source": "FedIntR Fig. 5", "status": "not testable at this scale"}]}], "quick")
     assert lines == ["FedCKA: 1 claims — 1 pending",
-                     "  read: results/claims-quick.md#fedcka; notebooks/03_fedcka_heterogeneity",
+                     "  read: results/claims-quick.md#fedcka; notebooks/03_fedcka_heterogeneity.ipynb",
                      "FedIntR: 2 claims — 1 reproduced, 1 not testable at this scale",
-                     "  read: results/claims-quick.md#fedintr; notebooks/05_fedintr_benchmarks, "
-                     "notebooks/06_fedintr_scaling"]
+                     "  read: results/claims-quick.md#fedintr; notebooks/05_fedintr_benchmarks.ipynb, "
+                     "notebooks/06_fedintr_scaling.ipynb"]
 
 
 def test_a_claim_links_the_figures_drawn_for_the_table_or_figure_it_cites():
