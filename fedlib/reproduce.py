@@ -356,7 +356,8 @@ def _batch(nbs: list[Path], args: argparse.Namespace) -> list[dict]:
         secs += pre if args.train else 0.0
         if args.write_back and status == "ok":
             try:
-                write_back(NOTEBOOKS / "executed" / args.scale / nb.name, nb)
+                if kept := write_back(NOTEBOOKS / "executed" / args.scale / nb.name, nb):
+                    print(f"[reproduce] {nb.name} had uncommitted changes: its copy before the write-back is {kept}")
             except (ValueError, OSError) as e:
                 status = f"FAILED (write-back: {e})"
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}

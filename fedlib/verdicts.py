@@ -249,6 +249,9 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
     if not (isinstance(min_seeds, int) and min_seeds >= 2):
         raise ValueError(f"decide: min_seeds={min_seeds!r} must be a whole number >= 2 (a t interval needs two "
                          f"seeds a side).")
+    if b is not None and (len(names) != 2 or names[0] == names[1]):
+        raise ValueError(f"decide: names={names!r} must be two different names, one per side (e.g. ('FedIntR', "
+                         f"'FedAvg')).")
     if chance is not None and (isinstance(chance, bool) or not isinstance(chance, (int, float))
                                or not 0 <= chance <= 100):
         raise ValueError(f"decide: chance={chance!r} must be an accuracy in points from 0 to 100 (e.g. 10 for ten "

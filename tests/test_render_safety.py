@@ -162,3 +162,27 @@ def test_a_fedlib_error_in_a_notebook_is_one_line_under_papermill(tmp_path):
         pm.execute_notebook(str(tmp_path / "a.ipynb"), str(tmp_path / "out.ipynb"), cwd=str(tmp_path),
                             kernel_name="python3", progress_bar=False)
     assert e.value.ename == "ConfigError" and len(e.value.traceback) == 1 and "rounds" in e.value.traceback[0]
+
+
+def test_write_back_over_an_uncommitted_notebook_edit_keeps_a_copy_and_says_where(repo):
+    from fedlib.writeback import write_back
+
+    cell = {"cell_type": "code", "source": "x = 1", "outputs": [], "metadata": {}, "execution_count": None}
+    nb = repo / "notebooks" / "01_demo.ipynb"
+    nb.write_text(json.dumps({"cells": [cell]}))
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a code cell")
+    assert write_back(_ran(repo, "1"), nb) is None  # committed: nothing to keep
+    _git(repo, "checkout", "--", ".")
+    mine = json.dumps({"cells": [{**cell, "outputs": [{"output_type": "stream", "name": "stdout", "text": ["mine"]}]}]})
+    nb.write_text(mine)  # a JupyterLab user ran it and saved
+    kept = write_back(_ran(repo, "2"), nb)
+    assert kept is not None and kept.read_text() == mine and ".render-backup" in str(kept)
+    assert json.loads(nb.read_text())["cells"][0]["outputs"][0]["text"] == ["2"]
+
+
+def _ran(repo: Path, out: str) -> Path:
+    ran = repo.parent / f"ran{out}.ipynb"
+    ran.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1", "execution_count": 1, "metadata": {},
+                                          "outputs": [{"output_type": "stream", "name": "stdout", "text": [out]}]}]}))
+    return ran

@@ -216,7 +216,8 @@ def test_decide_ratio_refuses_a_threshold_that_is_not_a_positive_number(bad):
         decide_ratio("x", "T", [1.2, 1.3, 1.25, 1.4, 1.3], threshold=bad)
 
 
-@pytest.mark.parametrize("kw", [{"margin": -1.0}, {"margin": math.inf}, {"chance": math.nan}, {"chance": -3}])
+@pytest.mark.parametrize("kw", [{"margin": -1.0}, {"margin": math.inf}, {"chance": math.nan}, {"chance": -3},
+                                {"names": ("A", "A")}])
 def test_decide_refuses_negative_or_non_finite_margins_and_chance(kw):
     with pytest.raises(ValueError, match=next(iter(kw))):
         decide("x", "T", [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], **kw)
