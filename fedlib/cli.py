@@ -19,6 +19,7 @@ import ast
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "run":
         a.overrides = list(a.overrides) + rest
     try:
-        return _run(a) if a.cmd == "run" else _show(a)
+        with warnings.catch_warnings():  # a warning is one line, without the source line that raised it
+            if not a.debug:
+                warnings.showwarning = lambda msg, cat, *_, **__: print(  # noqa: E731
+                    f"fedlib {a.cmd}: {cat.__name__}: {msg}", file=sys.stderr)
+            return _run(a) if a.cmd == "run" else _show(a)
     except Exception as e:  # noqa: BLE001 — one line for the user; --debug shows where
         if a.debug:
             raise

@@ -126,3 +126,17 @@ def test_help_is_plain_text_and_lists_every_entry_point(capsys):
     missing += [f"scripts/{p.name}" for p in (root / "scripts").iterdir()
                 if p.name not in ("setup.sh", "offline-bundle.sh") and f"scripts/{p.name}" not in text]
     assert not missing, f"--help does not name: {missing}"
+
+
+def test_a_warning_during_run_is_one_line(tmp_path, monkeypatch, capsys):
+    import warnings
+    from types import SimpleNamespace
+
+    def warned(*_a, **_k):
+        warnings.warn("The last run of this config failed in round 2", RuntimeWarning, stacklevel=2)
+        return SimpleNamespace(key="k", history=[{"round": 1, "test_acc": 0.5}])
+
+    monkeypatch.setattr("fedlib.cli.run", warned)
+    assert main(["run", "fedintr", "--scale", "smoke", "rounds=1", "--store", str(tmp_path)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fedlib run: RuntimeWarning: The last run of this config failed in round 2"]
