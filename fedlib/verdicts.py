@@ -22,6 +22,7 @@ min–max spread of the repeats as the interval. ``pending`` is not a verdict: t
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
@@ -174,7 +175,7 @@ def _region(kind: str, margin: float) -> tuple[float, float, str]:
     ending on it is outside."""
     if kind not in REGIONS:
         raise ValueError(f"decide: kind={kind!r}; valid kinds: {', '.join(REGIONS)}.")
-    if isinstance(margin, bool) or not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
+    if isinstance(margin, bool) or not (isinstance(margin, numbers.Real) and math.isfinite(margin) and margin >= 0):
         raise ValueError(f"decide: margin={margin!r} must be a finite number >= 0 (points or ratio units).")
     m = float(margin)
     return {"greater": (math.nextafter(m, math.inf), math.inf, f"d > {m:g}"),
@@ -252,7 +253,7 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
     if b is not None and (len(names) != 2 or names[0] == names[1]):
         raise ValueError(f"decide: names={names!r} must be two different names, one per side (e.g. ('FedIntR', "
                          f"'FedAvg')).")
-    if chance is not None and (isinstance(chance, bool) or not isinstance(chance, (int, float))
+    if chance is not None and (isinstance(chance, bool) or not isinstance(chance, numbers.Real)
                                or not 0 <= chance <= 100):
         raise ValueError(f"decide: chance={chance!r} must be an accuracy in points from 0 to 100 (e.g. 10 for ten "
                          f"classes), or None.")
@@ -291,7 +292,7 @@ def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str 
     Reproduced or contradicted only when the whole min–max spread of the repeats is on one side."""
     if kind not in ("greater", "less"):
         raise ValueError(f"decide_ratio: kind={kind!r}; valid kinds: 'greater', 'less'.")
-    if isinstance(threshold, bool) or not (isinstance(threshold, (int, float)) and math.isfinite(threshold)
+    if isinstance(threshold, bool) or not (isinstance(threshold, numbers.Real) and math.isfinite(threshold)
                                            and threshold > 0):
         raise ValueError(f"decide_ratio: threshold={threshold!r} must be a finite number > 0 (a ratio, e.g. 1.0).")
     if any(not (math.isfinite(float(r)) and float(r) > 0) for r in ratios):
