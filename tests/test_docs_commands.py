@@ -98,3 +98,10 @@ def test_the_readme_counts_the_paper_claims_as_the_claims_page_does():
     assert "every paper claim still pending" not in text or counts["not testable at this scale"] == 0
     for m in re.finditer(r"(\d+) pending, (\d+) not testable at this scale", text):
         assert (int(m[1]), int(m[2])) == (counts["pending"], counts["not testable at this scale"])
+
+
+def test_every_test_the_docs_cite_exists():
+    cited = {(f, t) for text in DOCS.values() for f, t in re.findall(r"`(test_\w+\.py)::(test_\w+)", text)}
+    missing = [f"{f}::{t}" for f, t in sorted(cited)
+               if not (ROOT / "tests" / f).exists() or f"def {t}(" not in (ROOT / "tests" / f).read_text()]
+    assert cited and not missing, missing
