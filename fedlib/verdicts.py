@@ -119,11 +119,13 @@ def plateau_rise(acc: Mapping[int, float], rounds: int) -> float | None:
 
 def incomplete(record: Any) -> str | None:
     """``"incomplete record: round N missing"`` when ``record``'s history lacks a round of ``1..cfg.rounds`` (the
-    first missing one, in the middle or at the end), or holds one twice; None for a whole record."""
-    rounds = [int(h["round"]) for h in record.history if "round" in h]
+    first missing one, in the middle or at the end), holds one twice or one beyond them; None for a whole record."""
+    rounds, n = [int(h["round"]) for h in record.history if "round" in h], int(record.cfg.rounds)
     if len(rounds) != len(set(rounds)):
         return f"incomplete record: round {next(r for r in rounds if rounds.count(r) > 1)} appears twice"
-    gone = sorted(set(range(1, int(record.cfg.rounds) + 1)) - set(rounds))
+    if extra := sorted(r for r in rounds if not 1 <= r <= n):
+        return f"incomplete record: round {extra[0]} is not one of its {n} rounds"
+    gone = sorted(set(range(1, n + 1)) - set(rounds))
     return f"incomplete record: round {gone[0]} missing" + (f" ({len(gone)} in all)" if len(gone) > 1 else "") \
         if gone else None
 

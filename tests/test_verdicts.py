@@ -264,3 +264,16 @@ def test_claims_name_what_they_were_decided_on_where_it_differs_from_the_paper()
     assert [c["claim"] for c in r.claims] == ["FedCKA beats FedAvg"] and len(r.controls) == 1
     assert r.claims[0]["data"] == "Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"
     assert r.claims_frame()["decided on"].tolist() == ["Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"]
+
+
+def test_a_record_with_a_round_twice_or_beyond_its_rounds_is_incomplete():
+    from types import SimpleNamespace
+
+    from fedlib.verdicts import incomplete
+
+    rec = lambda rounds: SimpleNamespace(cfg=SimpleNamespace(rounds=3),  # noqa: E731
+                                         history=[{"round": r, "test_acc": 0.5} for r in rounds])
+    assert incomplete(rec([1, 2, 3])) is None
+    assert incomplete(rec([1, 2, 2, 3])) == "incomplete record: round 2 appears twice"
+    assert incomplete(rec([1, 2, 3, 4])) == "incomplete record: round 4 is not one of its 3 rounds"
+    assert incomplete(rec([1])) == "incomplete record: round 2 missing (2 in all)"

@@ -89,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {nb.name}: datasets {', '.join(nb.datasets)}; priorities {dict(nb.priorities) or '-'}")
         return 0
     if a.store and not Path(a.store).is_dir():
-        ap.error(f"--store {a.store}: no such folder; give a results folder (one that holds records/; the default "
-                 f"at scale {a.scale}: {Store.for_scale(a.scale).root}).")
+        what = "not a folder" if Path(a.store).exists() else "no such folder"
+        ap.error(f"--store {a.store}: {what}; give a results folder (one that holds records/; the default at scale "
+                 f"{a.scale}: {Store.for_scale(a.scale).root}).")
     try:
         report = judge(a.notebook, a.scale, dataset=a.dataset, store=Store(a.store) if a.store else None)
     except ValueError as e:
