@@ -19,12 +19,13 @@ import pandas as pd
 from .config import Config
 from .costs import check_runs, no_check
 from .data import chance
+from .errors import OneLineError
 from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 from .verdicts import off_plateau
 
 __all__ = ["method_name", "runs_frame", "offs", "seed_summary", "cell", "summary_cell", "seed_values",
-           "PENDING", "DIVERGED", "Diverged", "fetch_runs"]
+           "PENDING", "DIVERGED", "Diverged", "fetch_runs", "DuplicateSeedError", "check_distinct_seeds"]
 
 PENDING = "pending"
 DIVERGED = "diverged"
@@ -88,7 +89,27 @@ def fetch_runs(runs: Mapping[K, Config], *, store: Store, train: bool = True,
                 raise
             print(f"{name}: diverged in round {d.failed_round} ({d.message})")
             out[name] = d
+    check_distinct_seeds([r for r in out.values() if isinstance(r, Record)], store)
     return out
+
+
+class DuplicateSeedError(OneLineError, ValueError):
+    """Two records of different seeds that ended with the same weights: one is a copy of the other's run."""
+
+
+def check_distinct_seeds(records: Sequence[Record], store: Store) -> None:
+    """Raise :class:`DuplicateSeedError` naming both files when two of ``records`` have different seeds but the
+    same final weights hash (a record copied under another seed would count one run twice in an interval)."""
+    seen: dict[str, Record] = {}
+    for r in records:
+        if not r.final_params_hash:
+            continue
+        first = seen.setdefault(r.final_params_hash, r)
+        if first.cfg.seed != r.cfg.seed:
+            raise DuplicateSeedError(
+                f"{store.record_path(first.key)} (seed {first.cfg.seed}) and {store.record_path(r.key)} (seed "
+                f"{r.cfg.seed}) end with the same weights ({r.final_params_hash}): one is a copy of the other's run. "
+                f"Delete the copied one (git checkout restores a committed record); it is then trained or pending.")
 _LABEL = {"fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD", "moon": "MOON", "fedcka": "FedCKA",
           "centralized": "centralized", "fedintr": "FedIntR"}
 

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
+from .errors import OneLineError
 from .plots import provenance_line, save_figure
 from .presets import preset
 from .provenance import code_commit, runs_provenance, unique_runs
@@ -106,7 +107,12 @@ def check_params(*, _history: list[str] | None = None, **params: Any) -> None:
         bad.append(f"{', '.join(stray)}: not a parameter of this notebook (papermill ran it with the default "
                    f"instead); its parameters are {', '.join(params)}.")
     if bad:
-        raise ValueError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - " + "\n  - ".join(bad))
+        raise NotebookParameterError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - "
+                                     + "\n  - ".join(bad))
+
+
+class NotebookParameterError(OneLineError, ValueError):
+    """A notebook parameter (papermill ``-p``) that is not valid: the message names each and the valid values."""
 
 
 def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%",
@@ -398,14 +404,18 @@ class Report:
     def claims_table(self, controls: bool | None = None) -> Any:
         """The papers' claims as one styled table for a notebook's last cell (the verdict cell coloured, long text
         wrapped, the index hidden: a pandas ``Styler``), followed by the project's controls when there are any
-        (``controls=None``); ``controls=True``: the controls alone, ``False``: the claims alone."""
+        (``controls=None``; a notebook with controls only shows them alone, captioned so); ``controls=True``: the
+        controls alone, ``False``: the claims alone."""
         if controls is None:
-            return Tables([self._styled(False)] + ([self._styled(True)] if self.controls else []))
+            return Tables(([self._styled(False)] if self.claims or not self.controls else [])
+                          + ([self._styled(True)] if self.controls else []))
         return Tables([self._styled(controls)])
 
     def _styled(self, controls: bool) -> Any:
         rows = self.controls if controls else self.claims
         what = "our controls (not claims of the papers)" if controls else "the papers' claims"
+        if controls and not self.claims:
+            what = "no claim of the papers here; our controls (not claims of the papers)"
         df = pd.DataFrame([claim_cells(c) for c in rows], columns=list(CLAIM_COLUMNS))
         uuid = f"{self.notebook}-{'controls' if controls else 'claims'}"  # pandas' default is random: not reproducible
         return (df.style.set_uuid(uuid).hide(axis="index").map(_verdict_css, subset=["verdict"])

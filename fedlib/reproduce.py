@@ -22,7 +22,8 @@ printed before it starts, and on a CPU a notebook estimated longer than an hour 
 
 Before anything runs, ``--device`` and ``--dataset`` are checked (a CUDA device on a machine without one is named
 with the fix), every parameter passed is checked against each notebook's ``parameters`` cell, and the results
-folder must be writable. The committed ``results/summary-<scale>.md`` is replaced only by a batch that covers every
+folder must be writable (with ``--write-back``, every notebook too). One batch runs at a time in a tree (a second
+refuses, naming the first's process); each kernel has its own sockets (:mod:`fedlib.ipc_kernel`). The committed ``results/summary-<scale>.md`` is replaced only by a batch that covers every
 notebook without a failure (and only when its text changed); any other batch writes
 ``results/summary-<scale>.partial.md`` (not committed) and leaves the committed summary as it was.
 """
@@ -32,29 +33,29 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from .atomic import atomic_write_text, writable_problem
 from .campaign import collect, run_local
 from .config import device_problem, field_problem
-from .findings import VERDICT_COLUMNS, claim_figures, claims_overview  # noqa: F401  (the claims page)
 from .findings import load as load_claims, readme_block, write_readme
-from .findings import md_cell as _cell
 from .papers import PLANS
 from .costs import ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError, check_long, fmt_s
 from .ledger import runs_section, seeds_section
 from .plots import FIGURES
 from .progress import ROUND_LOG_ENV
 from .provenance import code_commit, worker_seconds
+from .claims_page import PAPERS, VERDICT_COLUMNS, _cell, claim_figures, claims_overview, findings  # noqa: F401
 from .report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
 from . import results
 from .results import Store
 from .workers import default_jobs, worker_threads
+from .writeback import BatchRunningError, batch_lock, merged_streams, notebook_problems, write_back  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -91,34 +92,6 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
         status = f"FAILED ({name}: {' '.join(str(getattr(e, 'evalue', e)).split())[:400]})"
     return status, time.perf_counter() - t0
 
-def write_back(executed: Path, source: Path) -> None:
-    """Put ``executed``'s outputs into the notebook ``source`` (the committed one), so that a reader sees its tables,
-    figures and claims without running it: papermill's injected-parameters cell is dropped (the parameters cell
-    keeps its defaults), papermill's cell metadata and stderr streams (warnings naming local paths) are left out,
-    and every code cell's outputs and execution count are copied by position."""
-    ran, nb = json.loads(executed.read_text()), json.loads(source.read_text())
-    cells = [c for c in ran["cells"] if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
-    text = lambda c: "".join(c["source"]) if isinstance(c["source"], list) else c["source"]  # noqa: E731
-    if [text(c) for c in cells] != [text(c) for c in nb["cells"]]:
-        raise ValueError(f"{executed} was not executed from the current {source}: render it again.")
-    for mine, out in zip(nb["cells"], cells):
-        if mine["cell_type"] == "code":
-            mine["outputs"] = merged_streams([o for o in out.get("outputs", []) if o.get("name") != "stderr"])
-            mine["execution_count"] = out.get("execution_count")
-    source.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-
-def merged_streams(outputs: list[dict]) -> list[dict]:
-    """``outputs`` with each run of consecutive stream outputs of one name as one (how a kernel splits a cell's
-    prints into messages depends on timing: merged, the same prints give the same bytes)."""
-    out: list[dict] = []
-    for o in outputs:
-        last = out[-1] if out else {}
-        if o.get("output_type") == "stream" and last.get("output_type") == "stream" and last["name"] == o["name"]:
-            joined = "".join(last["text"]) + "".join(o["text"])
-            out[-1] = {**last, "text": joined.splitlines(keepends=True)}
-        else:
-            out.append(o)
-    return out
 
 def _echo_rounds(path: Path, stop: threading.Event) -> None:
     """Print the lines the kernel appends to ``path`` until ``stop`` is set (then the rest)."""
@@ -185,6 +158,7 @@ def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) 
         run_local(items, Store.for_scale(scale), float("inf"), CostTable(None if scale == "smoke" else DEFAULT_COSTS),
                   jobs=jobs, progress=True, log=lambda s: print(s.replace("[campaign]", "[reproduce]"), flush=True))
 
+
 def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
     return ["| " + " | ".join(map(_cell, cols)) + " |", "|" + "---|" * len(cols),
             *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
@@ -250,6 +224,7 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
                 cols = list(table[0])
                 details += _md_table(cols, [[t[c] for c in cols] for t in table])
     return "\n".join(lines + ["## Claims and tables", *details, ""])
+
 
 def stale_figures(rows: list[dict], folder: Path) -> list[str]:
     """The figures in ``folder`` that no notebook of a whole batch drew (each notebook's summary lists its figures)."""
@@ -320,15 +295,33 @@ def _main(argv: list[str] | None = None) -> int:
         os.environ[ALLOW_LONG_ENV] = "1"  # the kernels inherit it
 
     nbs = notebooks(args.only)
+    if not args.train and not field_problem("device", args.device) and (why := device_problem(args.device)):
+        print(f"[reproduce] --device {args.device}: {why}; --no-train trains nothing, so the notebooks render the "
+              f"stored records on the CPU.", flush=True)
+        args.device = "cpu"
     if args.jobs is not None and args.jobs < 1:
         ap.error(f"--jobs {args.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
     if bad := parameter_problems(nbs, args):
         ap.error("nothing was run:\n  - " + "\n  - ".join(bad))
     root = results.DEFAULT_ROOT
-    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOKS / "executed"]):
+    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOKS / "executed", FIGURES / args.scale]):
         if (why := writable_problem(d)) is not None:
-            ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set FEDLIB_RESULTS to a "
-                     f"writable results folder.")
+            env = "FEDLIB_FIGURES" if d.is_relative_to(FIGURES) else "FEDLIB_RESULTS"
+            ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set {env} to a "
+                     f"writable folder.")
+    if args.write_back and (bad := notebook_problems(nbs)):
+        ap.error(f"--write-back: {'; '.join(bad)}; nothing was run. Make them writable (chmod u+w), or leave out "
+                 f"--write-back.")
+    try:
+        with nullcontext() if args.collect else batch_lock(NOTEBOOKS / "executed"):
+            return _report(nbs, _batch(nbs, args), args)
+    except BatchRunningError as e:
+        print(f"[reproduce] {e}", file=sys.stderr)
+        return 2
+
+
+def _batch(nbs: list[Path], args: argparse.Namespace) -> list[dict]:
+    """Execute (or, with ``--collect``, read the stored summary of) every notebook of the batch: one row each."""
     rows = []
     for nb in nbs:
         summary = results.DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
@@ -354,11 +347,20 @@ def _main(argv: list[str] | None = None) -> int:
                                       NOTEBOOKS / "executed" / args.scale, train=args.train)
         secs += pre if args.train else 0.0
         if args.write_back and status == "ok":
-            write_back(NOTEBOOKS / "executed" / args.scale / nb.name, nb)
+            try:
+                if kept := write_back(NOTEBOOKS / "executed" / args.scale / nb.name, nb):
+                    print(f"[reproduce] {nb.name} had uncommitted changes: its copy before the write-back is {kept}")
+            except (ValueError, OSError) as e:
+                status = f"FAILED (write-back: {e})"
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
         info.pop("seconds", None)  # wall time is printed, not stored: an unchanged batch leaves the files unchanged
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
         print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
+    return rows
+
+
+def _report(nbs: list[Path], rows: list[dict], args: argparse.Namespace) -> int:
+    """Write the batch's summary and claims pages (the committed ones only for a whole batch) and print its end."""
     progress = campaign_progress(args.scale, "cuda" if args.scale == "paper" else args.device)  # paper: GPU-hours
     text = summarize(rows, args.scale, progress) + _ledger(args.scale, args.only)
     ok = args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows)
@@ -369,7 +371,9 @@ def _main(argv: list[str] | None = None) -> int:
                       claims_overview(rows, args.scale))
     if whole and args.scale == "quick" and results.DEFAULT_ROOT == ROOT / "results":  # the README's first screen
         write_readme(ROOT / "README.md", readme_block(load_claims(args.scale), args.scale))
-    print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
+    print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + "\n\nFindings by paper (the papers' claims; "
+          "the project's controls apart):\n" + "\n".join(findings(rows, args.scale))
+          + f"\n\nClaims, numbers and tables: {path}")
     if whole and not args.collect and (old := stale_figures(rows, FIGURES / args.scale)):
         print(f"[reproduce] figures/{args.scale}/ holds {len(old)} figure(s) no notebook drew from the current records "
               f"and plans (an earlier plan's, or runs no longer planned): {', '.join(old)}; remove them "

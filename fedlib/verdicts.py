@@ -5,7 +5,8 @@ region the paper puts it in: ``d > margin`` ("greater"), ``d >= -margin`` ("at_l
 ("within") or ``d < -margin`` ("less"). :func:`decide` estimates ``d`` from the seeds with a 95 % **t interval**
 (paired over seeds when both sides have the same seeds, Welch's otherwise) and returns one of four verdicts:
 
-* **reproduced** — the whole interval lies in the claim's region;
+* **reproduced** — the whole interval lies in the claim's region (a closed region, "at_least" or "within",
+  includes its edge: d = 0 exactly reproduces ``d >= 0``);
 * **contradicted** — the whole interval lies outside it;
 * **inconclusive** — the interval straddles the region's edge, or there are fewer than ``min_seeds`` seeds;
 * **not testable at this scale** — a run it needs diverged, sits within 2 points of chance accuracy or is off its
@@ -34,6 +35,8 @@ min–max spread of the repeats as the interval. ``pending`` is not a verdict: t
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
@@ -172,9 +175,25 @@ def plateau_rise(acc: Mapping[int, float], rounds: int) -> float | None:
     return slope * 0.2 * rounds
 
 
+def incomplete(record: Any) -> str | None:
+    """``"incomplete record: round N missing"`` when ``record``'s history lacks a round of ``1..cfg.rounds`` (the
+    first missing one, in the middle or at the end), holds one twice or one beyond them; None for a whole record."""
+    rounds, n = [int(h["round"]) for h in record.history if "round" in h], int(record.cfg.rounds)
+    if len(rounds) != len(set(rounds)):
+        return f"incomplete record: round {next(r for r in rounds if rounds.count(r) > 1)} appears twice"
+    if extra := sorted(r for r in rounds if not 1 <= r <= n):
+        return f"incomplete record: round {extra[0]} is not one of its {n} rounds"
+    gone = sorted(set(range(1, n + 1)) - set(rounds))
+    return f"incomplete record: round {gone[0]} missing" + (f" ({len(gone)} in all)" if len(gone) > 1 else "") \
+        if gone else None
+
+
 def off_plateau(record: Any, metric: str = "test_acc") -> str | None:
     """Why ``record`` (a :class:`fedlib.results.Record`) is not on its plateau (:func:`plateau_rise` of ``metric``,
-    in %, against :data:`PLATEAU_RISE`), or None when it is."""
+    in %, against :data:`PLATEAU_RISE`), or None when it is; an :func:`incomplete` record never is (its why says
+    so), so that no verdict uses it."""
+    if (gap := incomplete(record)) is not None:
+        return gap
     acc = {int(h["round"]): 100 * float(h[metric]) for h in record.history if h.get(metric) is not None}
     rise = plateau_rise(acc, int(record.cfg.rounds))
     if rise is None:
@@ -210,26 +229,49 @@ def learning_warnings(cfg: Any, history: list[dict[str, Any]], num_classes: int)
     return []
 
 
-def _region(kind: str, margin: float, unit: str = "points") -> tuple[float, float, str]:
-    """The claim's region on d, ``(lo, hi, text)``, its text naming the margin policy's rule."""
+def _region(kind: str, margin: float | None, unit: str = "points") -> tuple[float, float, str]:
+    """The claim's region as closed bounds ``[r_lo, r_hi]`` and its text naming the margin policy's rule:
+    "at_least" and "within" include their edge (d = 0 reproduces ``d >= 0``); the open edge of "greater" and "less"
+    is moved to the next float inward, so an interval ending on it is outside."""
     ref = 1.0 if unit == "ratio" else 0.0
     policy, rule = policy_margin(kind, unit)
-    if margin is None:
-        margin = policy
-    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin >= 0):
+    margin = policy if margin is None else margin
+    if isinstance(margin, bool) or not (isinstance(margin, numbers.Real) and math.isfinite(margin) and margin >= 0):
         raise ValueError(f"decide: margin={margin!r} must be a finite number >= 0 (points or ratio units).")
     if margin != policy:
         raise ValueError(f"decide: margin={margin:g} for a {kind!r} claim in {unit}; the margin policy gives "
                          f"{policy:g} ({rule}): leave margin unset.")
-    lo, hi, text = {"greater": (ref, math.inf, f"d > {ref:g}"), "less": (-math.inf, ref, f"d < {ref:g}"),
-                    "at_least": (-margin, math.inf, f"d >= {-margin:g}"),
-                    "within": (-margin, margin, f"|d| <= {margin:g}")}[kind]
+    m = float(margin)
+    lo, hi, text = {"greater": (math.nextafter(ref, math.inf), math.inf, f"d > {ref:g}"),
+                    "less": (-math.inf, math.nextafter(ref, -math.inf), f"d < {ref:g}"),
+                    "at_least": (-m, math.inf, f"d >= {-m:g}" if m else "d >= 0"),
+                    "within": (-m, m, f"|d| <= {m:g}")}[kind]
     return lo, hi, f"{text} ({rule})"
+
+
+def _seed(k: Any) -> int:
+    """A seed key as an int: 3, numpy's 3 and "3" are one seed (a str key would never pair with an int one)."""
+    if not isinstance(k, bool):
+        if isinstance(k, str) and k.strip().lstrip("-").isdigit():
+            return int(k)
+        if isinstance(k, float) and k.is_integer():
+            return int(k)
+        try:
+            return operator.index(k)
+        except TypeError:
+            pass
+    raise ValueError(f"decide: seed key {k!r} is not a whole number; key the values by seed, e.g. {{0: 85.1, "
+                     f"1: 84.9}}, or pass a list.")
 
 
 def _values(x: Values) -> tuple[dict[Any, float], bool]:
     if isinstance(x, Mapping):
-        return {k: float(v) for k, v in x.items()}, True
+        out: dict[int, float] = {}
+        for k, v in x.items():
+            if (s := _seed(k)) in out:
+                raise ValueError(f"decide: seed {s} is given twice ({list(x)}); give each seed once.")
+            out[s] = float(v)
+        return out, True
     return {i: float(v) for i, v in enumerate(x)}, False
 
 
@@ -295,10 +337,10 @@ def holm(ps: Sequence[float], level: float = (1 - CONFIDENCE) / 2) -> list[bool]
 
 
 def _place(lo: float, hi: float, r_lo: float, r_hi: float) -> str:
-    """Where the interval [lo, hi] lies relative to the claim's region (r_lo, r_hi)."""
-    if r_lo < lo and hi < r_hi:
+    """Where the interval [lo, hi] lies relative to the claim's closed region [r_lo, r_hi] (:func:`_region`)."""
+    if r_lo <= lo and hi <= r_hi:
         return "reproduced"
-    return "contradicted" if hi <= r_lo or lo >= r_hi else "inconclusive"
+    return "contradicted" if hi < r_lo or lo > r_hi else "inconclusive"
 
 
 def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind: str = "greater",
@@ -317,6 +359,13 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
     if not (isinstance(min_seeds, int) and min_seeds >= 2):
         raise ValueError(f"decide: min_seeds={min_seeds!r} must be a whole number >= 2 (a t interval needs two "
                          f"seeds a side).")
+    if b is not None and (len(names) != 2 or names[0] == names[1]):
+        raise ValueError(f"decide: names={names!r} must be two different names, one per side (e.g. ('FedIntR', "
+                         f"'FedAvg')).")
+    if chance is not None and (isinstance(chance, bool) or not isinstance(chance, numbers.Real)
+                               or not 0 <= chance <= 100):
+        raise ValueError(f"decide: chance={chance!r} must be an accuracy in points from 0 to 100 (e.g. 10 for ten "
+                         f"classes), or None.")
     r_lo, r_hi, text = _region(kind, margin, unit)
     av, amap = _values(a)
     bv, bmap = _values(b) if b is not None else (None, False)
@@ -361,8 +410,11 @@ def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str 
     Reproduced or contradicted only when the whole min–max spread of the repeats is on one side."""
     if kind not in ("greater", "less"):
         raise ValueError(f"decide_ratio: kind={kind!r}; valid kinds: 'greater', 'less'.")
-    if any(not math.isfinite(float(r)) for r in ratios):
-        raise ValueError(f"decide_ratio: every ratio must be finite, got {list(ratios)}.")
+    if isinstance(threshold, bool) or not (isinstance(threshold, numbers.Real) and math.isfinite(threshold)
+                                           and threshold > 0):
+        raise ValueError(f"decide_ratio: threshold={threshold!r} must be a finite number > 0 (a ratio, e.g. 1.0).")
+    if any(not (math.isfinite(float(r)) and float(r) > 0) for r in ratios):
+        raise ValueError(f"decide_ratio: every ratio must be finite and > 0, got {list(ratios)}.")
     if not (isinstance(min_repeats, int) and min_repeats >= 1):
         raise ValueError(f"decide_ratio: min_repeats={min_repeats!r} must be a whole number >= 1.")
     rs = sorted(float(r) for r in ratios)
@@ -373,9 +425,10 @@ def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str 
         return Verdict(**base, verdict=VERDICTS[2], why=f"fewer than {min_repeats} repeats")
     med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2
     lo, hi = rs[0], rs[-1]
-    above, below = lo > threshold, hi < threshold
-    v = ("reproduced" if above else "contradicted" if below else "inconclusive") if kind == "greater" else \
-        ("reproduced" if below else "contradicted" if above else "inconclusive")
+    if kind == "greater":  # ratio > t: a repeat at t is not above it
+        v = "reproduced" if lo > threshold else "contradicted" if hi <= threshold else "inconclusive"
+    else:
+        v = "reproduced" if hi < threshold else "contradicted" if lo >= threshold else "inconclusive"
     return Verdict(**base, verdict=v, estimate=med, interval=(lo, hi), method=f"median of {len(rs)} repeats, min-max")
 
 

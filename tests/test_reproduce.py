@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import nbformat
 import pytest
@@ -191,6 +192,10 @@ def test_claims_table_shows_each_verdict_with_its_numbers_and_colour():
     # a committed notebook's output is compared with a fresh render: no random table id, no memory address
     assert html == r.claims_table()._repr_html_() and " at 0x" not in repr(r.claims_table())
     assert "A beats B" in repr(r.claims_table())
+    only = Report("01", scale="quick", dataset="fmnist")
+    only.verdict(replace(not_testable("ours", "control", "x"), control=True))
+    html = only.claims_table()._repr_html_()
+    assert html.count("<table") == 1 and "no claim of the papers here; our controls" in html
 
 
 def test_write_back_copies_outputs_by_position_without_the_injected_cell_or_stderr(tmp_path):
@@ -249,6 +254,13 @@ def test_claims_overview_groups_every_claim_by_paper_with_a_link_to_its_notebook
     assert "decided t rows holding after Holm: 1 of 1" in text
     pend = next(ln for ln in text.splitlines() if "FedCKA beats MOON" in ln)
     assert "the paper: CIFAR-10" not in pend  # a row nothing decided was decided on nothing
+    lines = rp.findings(rows + [{"notebook": "06_fedintr_scaling", "claims": [
+        {"claim": "x", "source": "FedIntR Fig. 5", "status": "not testable at this scale"}]}], "quick")
+    assert lines == ["FedCKA: 2 claims — 1 contradicted, 1 pending",
+                     "  read: results/claims-quick.md#fedcka; notebooks/03_fedcka_heterogeneity.ipynb",
+                     "FedIntR: 2 claims — 1 reproduced, 1 not testable at this scale",
+                     "  read: results/claims-quick.md#fedintr; notebooks/05_fedintr_benchmarks.ipynb, "
+                     "notebooks/06_fedintr_scaling.ipynb"]
 
 
 def test_a_claim_links_the_figures_drawn_for_the_table_or_figure_it_cites():

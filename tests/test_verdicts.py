@@ -222,8 +222,57 @@ def test_off_plateau_reads_a_records_history():
                                        history=[{"round": i + 1, "test_acc": a} for i, a in enumerate(accs)])
     assert off_plateau(rec([0.5] * 10 + [0.8] * 20)) is None
     assert "rises" in off_plateau(rec([0.01 * i for i in range(30)]))
-    sparse = SimpleNamespace(cfg=SimpleNamespace(rounds=10), history=[{"round": 10, "test_acc": 0.8}])
+    sparse = SimpleNamespace(cfg=SimpleNamespace(rounds=10), history=[
+        {"round": r, "test_acc": 0.8 if r == 10 else None} for r in range(1, 11)])
     assert "not evaluated" in off_plateau(sparse)
+
+
+@pytest.mark.parametrize("gone", [5, 30])
+def test_a_record_missing_a_round_is_an_incomplete_record_and_never_decides(gone):
+    from types import SimpleNamespace
+
+    from fedlib.verdicts import off_plateau, off_plateau_by_every_metric
+
+    flat = [0.5] * 10 + [0.8] * 20
+    rec = SimpleNamespace(cfg=SimpleNamespace(rounds=30), history=[
+        {"round": i + 1, "test_acc": a} for i, a in enumerate(flat) if i + 1 != gone])
+    assert off_plateau(rec) == f"incomplete record: round {gone} missing"
+    assert off_plateau_by_every_metric(rec) == f"incomplete record: round {gone} missing"
+    v = decide("A beats B", "T", {0: 80, 1: 81, 2: 82}, {0: 70, 1: 71, 2: 72}, off=[f"A s0: {off_plateau(rec)}"])
+    assert v.verdict == NOT_TESTABLE and "incomplete record" in v.why
+
+
+def test_closed_regions_include_their_edge_and_open_ones_do_not():
+    same = {0: 80.0, 1: 81.0, 2: 79.5}
+    assert decide("A no worse than B", "T", same, same, kind="at_least").verdict == REPRODUCED
+    assert decide("A matches B", "T", same, same, kind="within", margin=0.0).verdict == REPRODUCED
+    assert decide("A beats B", "T", same, same, kind="greater").verdict == CONTRADICTED
+    assert decide("A below B", "T", same, same, kind="less").verdict == CONTRADICTED
+    assert decide_ratio("at t", "T", [1.0] * 5, kind="greater").verdict == CONTRADICTED
+    assert decide_ratio("at t", "T", [1.0] * 5, kind="less").verdict == CONTRADICTED
+
+
+def test_seed_keys_of_int_and_str_pair_as_one_seed():
+    a, b = {0: 80.0, 1: 83.0, 2: 78.0}, {"0": 79.0, "1": 81.5, "2": 77.5}
+    mixed, same = decide("A beats B", "T", a, b), decide("A beats B", "T", a, {int(k): v for k, v in b.items()})
+    assert mixed.method.startswith("paired") and mixed.interval == same.interval
+    with pytest.raises(ValueError, match="seed 1 is given twice"):
+        decide("x", "T", {0: 1.0, 1: 2.0, "1": 3.0})
+    with pytest.raises(ValueError, match="seed key 'a'"):
+        decide("x", "T", {"a": 1.0, "b": 2.0})
+
+
+@pytest.mark.parametrize("bad", [-1, -0.5, math.nan, math.inf, 0])
+def test_decide_ratio_refuses_a_threshold_that_is_not_a_positive_number(bad):
+    with pytest.raises(ValueError, match="threshold"):
+        decide_ratio("x", "T", [1.2, 1.3, 1.25, 1.4, 1.3], threshold=bad)
+
+
+@pytest.mark.parametrize("kw", [{"margin": -1.0}, {"margin": math.inf}, {"chance": math.nan}, {"chance": -3},
+                                {"names": ("A", "A")}])
+def test_decide_refuses_negative_or_non_finite_margins_and_chance(kw):
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        decide("x", "T", [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], **kw)
 
 
 def test_a_record_is_off_its_plateau_for_the_campaign_only_when_off_by_every_accuracy_it_holds():
@@ -289,3 +338,16 @@ def test_a_claims_label_names_the_setup_a_scale_shrinks():
     other = setup_label("FedSHIBU Fig. 5", "fmnist", [paper.replace(num_clients=10)], paper.replace(
         model="resnet18", num_clients=100))
     assert other.startswith("Fashion-MNIST, FedIntR CNN, 10 clients; the paper: CIFAR-10, ResNet-18, 100 clients")
+
+
+def test_a_record_with_a_round_twice_or_beyond_its_rounds_is_incomplete():
+    from types import SimpleNamespace
+
+    from fedlib.verdicts import incomplete
+
+    rec = lambda rounds: SimpleNamespace(cfg=SimpleNamespace(rounds=3),  # noqa: E731
+                                         history=[{"round": r, "test_acc": 0.5} for r in rounds])
+    assert incomplete(rec([1, 2, 3])) is None
+    assert incomplete(rec([1, 2, 2, 3])) == "incomplete record: round 2 appears twice"
+    assert incomplete(rec([1, 2, 3, 4])) == "incomplete record: round 4 is not one of its 3 rounds"
+    assert incomplete(rec([1])) == "incomplete record: round 2 missing (2 in all)"
