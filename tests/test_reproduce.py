@@ -44,7 +44,7 @@ def test_collect_rebuilds_the_summary_from_stored_notebook_summaries(results):
     assert "stored (commit abcdef1)" in row and "| 0 / 20 | 0.0 / " in row and row.endswith("| 1 | 0 | 0 | 0 | 1 |")
     assert "| 00_data_partitions | no stored summary | — |" in text
     assert ("| reproduced | A beats B | Table 1 | the paper's data and model | A 3, B 3 | A 1.00, B 0.00 | "
-            "+1.00 [+0.50, +1.50] | 0.50 | d > 0 | — | "
+            "+1.00 [+0.50, +1.50] | 0.50 | d > 0 | — | — | "
             "paired t 95 % |") in text and "| A | 1.0 |" in text
     assert "| pending | C \\| D | Fig. 2 |" in text and "not paper-scale results" in text
     assert rp.main(["--collect", "--scale", "quick"]) == 0  # every notebook: the summary is rebuilt

@@ -245,7 +245,10 @@ def test_a_record_missing_a_round_is_an_incomplete_record_and_never_decides(gone
 def test_closed_regions_include_their_edge_and_open_ones_do_not():
     same = {0: 80.0, 1: 81.0, 2: 79.5}
     assert decide("A no worse than B", "T", same, same, kind="at_least").verdict == REPRODUCED
-    assert decide("A matches B", "T", same, same, kind="within", margin=0.0).verdict == REPRODUCED
+    assert decide("A matches B", "T", same, same, kind="within").verdict == REPRODUCED
+    edge = {k: v + 1.0 for k, v in same.items()}  # d = 1 exactly in every seed: on the policy margin's edge
+    assert decide("A comparable to B", "T", edge, same, kind="within").verdict == REPRODUCED
+    assert decide("B at least as good as A", "T", same, edge, kind="at_least").verdict == REPRODUCED
     assert decide("A beats B", "T", same, same, kind="greater").verdict == CONTRADICTED
     assert decide("A below B", "T", same, same, kind="less").verdict == CONTRADICTED
     assert decide_ratio("at t", "T", [1.0] * 5, kind="greater").verdict == CONTRADICTED
