@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import nullcontext
 from dataclasses import replace
 
 import nbformat
@@ -22,6 +23,7 @@ def results(tmp_path, monkeypatch):
     monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
     monkeypatch.setattr(rp, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("executed")))
     monkeypatch.setattr(rp, "pretrain", lambda *a, **k: None)
+    monkeypatch.setattr(rp, "batch_lock", lambda folder: nullcontext())  # a render running in this tree meanwhile
     (tmp_path / "summary-quick.md").write_text("the committed summary\n")
     return tmp_path
 
