@@ -148,12 +148,20 @@ def describe_training_curves(df: pd.DataFrame) -> str:
         return "Pending: no run of Table 4.2 is stored yet." + tail
     cells = [f"{s} · {row} {_mean_text(g['acc'])}" for (row, s), g in done.groupby(["row", "setting"], sort=False)]
     text = f"Final test accuracy (mean over seeds ± 95 % t interval): {'; '.join(cells)}."
-    means = done.groupby(["row", "setting"])["acc"].mean()
-    diffs = [f"{row} {means[(row, 'FedER')] - means[(row, 'FedAvg')]:+.2f} points (thesis, CIFAR-100: "
-             f"{PAPER[row][2] - PAPER[row][1]:+.2f})" for row in dict.fromkeys(done["row"])
-             if (row, "FedER") in means and (row, "FedAvg") in means and row in PAPER]
+    diffs = []
+    for row in dict.fromkeys(done["row"]):
+        by = {k: dict(zip(g["seed"], g["acc"])) for k, g in done[done["row"] == row].groupby("setting")}
+        er, avg = by.get("FedER", {}), by.get("FedAvg", {})
+        paired = [er[sd] - avg[sd] for sd in er if sd in avg]
+        if not paired or row not in PAPER:
+            continue
+        mean, half, n = t_interval(paired)
+        diffs.append(f"{row} {mean:+.2f} points" + (f" ± {half:.2f}" if n > 1 else "")
+                     + f" ({n} seed{'s' * (n > 1)}{', no interval' if n == 1 else ''}; thesis, CIFAR-100: "
+                     f"{PAPER[row][2] - PAPER[row][1]:+.2f})")
     if diffs:
-        text += f" FedER − FedAvg: {'; '.join(diffs)}."
+        text += (f" FedER − FedAvg, paired on the seeds both ran: {'; '.join(diffs)}; whether it tests FedER at all "
+                 "depends on FedER's floored share (below).")
     rising = [f"{r.setting} · {r.row} seed {r.seed} {r.rise:+.1f}" for r in done.itertuples() if r.rise > PLATEAU_RISE]
     if rising:
         text += (f" Still rising over the last 20 % of the rounds (points; a plateau rises at most {PLATEAU_RISE:g}): "
