@@ -321,7 +321,7 @@ def _rounds_of(rounds: Any) -> list[int]:
 def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]], *, xlabel: str,
           ylabel: str = "final test accuracy (%)", off: Mapping[str, Mapping[float, int]] | None = None,
           rounds: Mapping[str, Mapping[float, Any]] | None = None, planned: int | Mapping[str, int] | None = None,
-          logy: bool = False) -> str:
+          logy: bool = False, label_rounds: bool = True) -> str:
     """Values along a swept setting (``{method: {x: {seed: value}}}``): the seeds' mean with 95 % t error bars (with
     ``logy``, on a log axis, the geometric mean and the t interval of the logs). A method with fewer than three
     settings run is drawn as dots without a connecting line (two points are not a trend); x ticks are the settings
@@ -329,7 +329,7 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
     are off their plateau; such a point is ringed and labelled "k of n still rising" (outwards of the other methods:
     the last method's to the right), and the note says so. ``rounds`` (``{method: {x: rounds}}``): the rounds of a
     point's runs; where they differ, each point off the most common count is labelled with its rounds and the note
-    names the common one."""
+    names the common one (``label_rounds=False``: the caller states them, e.g. in the x tick labels)."""
     seeds: set[int] = set()
     xs: set[float] = set()
     drawn: list[int] = []
@@ -365,7 +365,7 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
                 ax.annotate(f"{k} of {n} still rising", (xv, mean), xytext=(10 if right else -10, -3),
                             textcoords="offset points", fontsize=8, color="0.3", ha="left" if right else "right")
             r = rmap.get(method, {}).get(xv, [])
-            if common is not None and r and tuple(r) != common:
+            if label_rounds and common is not None and r and tuple(r) != common:
                 ax.annotate(", ".join(f"{v} rounds" for v in r), (xv, mean), xytext=(0, 9),
                             textcoords="offset points", fontsize=8, ha="center", color=style["color"])
         note_series(ax, label, n=min(ns), planned=p, interval=("log-t" if logy else "t") if max(ns) > 1 else None,
@@ -381,7 +381,8 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
         ax.legend(fontsize=8)
     what = "bars" + " (of the logs, about the geometric mean)" * logy
     return seeds_note(seeds, what, drawn, "point") \
-        + (f"; {common[0]} rounds unless labelled" if common is not None and len(common) == 1 else "") \
+        + (f"; {common[0]} rounds unless labelled" if label_rounds and common is not None and len(common) == 1
+           else "") \
         + ("\n" + OFF_NOTE if ringed else "")
 
 

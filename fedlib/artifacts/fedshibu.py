@@ -131,14 +131,14 @@ def kept_lrs(r: Run) -> dict[str, float]:
 
 
 def personal_frame(runs: Runs) -> pd.DataFrame:
-    """One row per run: ``name, method, s, seed, pending, diverged``, final personalized ``acc`` and ``acc (no ft)``
+    """One row per run: ``name, method, s, seed, rounds, pending, diverged``, final personalized ``acc`` and ``acc (no ft)``
     (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, the lr its clients kept
     when fine-tuning (:func:`kept_lrs`), and ``s / round``."""
     rows = []
     for rid, r in runs.items():
         done = isinstance(r, Record)
         rows.append({"name": str(rid), "method": rid.method, "s": rid.s, "seed": rid.seed,
-                     "pending": isinstance(r, Pending), "diverged": isinstance(r, Diverged),
+                     "rounds": int(getattr(r.cfg, "rounds", 0) or 0), "pending": isinstance(r, Pending), "diverged": isinstance(r, Diverged),
                      "chance": personal_chance(r.cfg),
                      "off": off_plateau(r, "personal_acc_mean") if done else None,
                      "acc": 100 * _last(r, "personal_acc_mean") if done else np.nan,
