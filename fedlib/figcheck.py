@@ -7,8 +7,9 @@ with its size and every axis's scale from a drawn figure, and :func:`figure_prob
 - text under :data:`MIN_FONT` points;
 - a series with fewer seeds than planned and no mark saying so; a legend entry that does not give its seeds; a
   one-seed series with an interval, or a one-seed curve drawn solid;
-- rounds that differ between the series of an axis, or within one series, without each count written on the
-  figure as ``"<r> rounds"``;
+- rounds that differ between the series of an axis, or within one series, or between the runs behind the figure
+  (its sidecar's ``runs.rounds``; a figure with a round axis shows its curves' rounds), without each count written
+  on the figure as ``"<r> rounds"``;
 - seeds off their plateau that are not ringed;
 - "best μ" where no μ search ran; a μ axis on which no method has two μ;
 - a log axis carrying symmetric (arithmetic) t intervals.
@@ -89,6 +90,10 @@ def figure_problems(side: Mapping[str, Any]) -> list[str]:
         out.append(f"{len(small)} text(s) under {MIN_FONT:g} pt, e.g. {small[0][1]!r} at {small[0][0]:g} pt")
     if re.search(r"best\s*μ", alltext) and not flags.get("mu_search"):
         out.append("says 'best μ' where no μ search ran")
+    run_rounds = sorted((side.get("runs") or {}).get("rounds") or [])
+    over_rounds = any("round" in str(ax.get("xlabel", "")) for ax in side["axes"])
+    if len(run_rounds) > 1 and not over_rounds and not all(_stated(r, alltext) for r in run_rounds):
+        out.append(f"its runs differ in rounds ({run_rounds}) and the figure does not state each")
     for ax in side["axes"]:
         series = ax.get("series", [])
         where = ax.get("title", "").split("\n")[0][:50] or "an axis"

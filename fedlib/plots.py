@@ -68,7 +68,8 @@ def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] 
             f"rendered at commit={fields['rendered_commit']} on device={fields['device']}"]
     else:
         prov = dict(runs.provenance) if hasattr(runs, "table_provenance") else runs_provenance(runs)
-        fields["runs"] = {k: prov.get(k) for k in ("runs", "pending", "diverged", "seeds", "commits", "devices")}
+        fields["runs"] = {k: prov.get(k) for k in ("runs", "pending", "diverged", "seeds", "rounds", "commits",
+                                                   "devices")}
         n, pend, div = prov.get("runs", 0), prov.get("pending", 0), prov.get("diverged", 0)
         count = f"runs={n}" + (f" ({pend} pending)" if pend else "") + (f" ({div} diverged)" if div else "")
         parts += [count, f"seeds={','.join(map(str, prov.get('seeds') or [])) or 'none yet'}",
@@ -337,6 +338,7 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
     rmap = {m: {x: _rounds_of(r) for x, r in by.items()} for m, by in (rounds or {}).items()}
     every = [tuple(r) for by in rmap.values() for r in by.values() if r]
     common = max(set(every), key=every.count) if len(set(every)) > 1 else None
+    lowest = min((float(x) for by in points.values() for x, v in by.items() if v), default=0.0) * 1.05
     for i, (method, by_x) in enumerate(points.items()):
         stats_ = {x: st for x, v in sorted(by_x.items()) if (st := _interval(v.values(), logy))[3] > 0}
         for v in by_x.values():
@@ -356,12 +358,13 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
         label = _with_n(method, min(ns), p, ns)
         ax.errorbar(x, y, yerr=np.nan_to_num(err), capsize=3, label=label,
                     **{k: v for k, v in style.items() if k != "marker"}, marker=style.get("marker") or "o")
-        right = i == len(points) - 1 or len(points) == 1
+        last = i == len(points) - 1 or len(points) == 1
         n_off = 0
         for xv, (mean, _, _, n) in stats_.items():
             if k := (off or {}).get(method, {}).get(xv, 0):
                 ringed, n_off = True, n_off + k
                 ax.plot(xv, mean, marker="o", ms=14, mfc="none", mec="0.3", ls="none")
+                right = last or xv <= lowest  # the leftmost setting's label goes right, inside the axes
                 ax.annotate(f"{k} of {n} still rising", (xv, mean), xytext=(10 if right else -10, -3),
                             textcoords="offset points", fontsize=8, color="0.3", ha="left" if right else "right")
             r = rmap.get(method, {}).get(xv, [])

@@ -76,6 +76,18 @@ def test_the_check_fails_on_rounds_mixed_without_saying_so():
     assert any("mixes [20, 65, 80] rounds" in p for p in figure_problems(_facts(within)))
 
 
+def test_the_check_fails_on_runs_of_different_rounds_when_the_figure_does_not_state_them():
+    def draw(ax, say):
+        ax.set_xlabel("local epochs E")
+        if say:
+            ax.set_title("solid: 40 rounds; hollow: 450 rounds", fontsize=9)
+    side = {**_facts(lambda ax: draw(ax, False)), "runs": {"rounds": [40, 450]}}
+    assert any("its runs differ in rounds ([40, 450])" in p for p in figure_problems(side))
+    assert figure_problems({**_facts(lambda ax: draw(ax, True)), "runs": {"rounds": [40, 450]}}) == []
+    curves = {**_facts(lambda ax: ax.set_xlabel("round")), "runs": {"rounds": [30, 40]}}
+    assert figure_problems(curves) == []  # curves over rounds show their rounds
+
+
 def test_the_check_fails_on_best_mu_without_a_search_and_on_a_mu_axis_without_a_sweep():
     def draw(ax):
         ax.set_title("each method at its best μ", fontsize=9)

@@ -146,8 +146,6 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd
             label = f"{m}, E = {e:g} at {r} (n={n})"
             ax.errorbar([e * shift.get(m, 1.0)], [mean], yerr=[half if np.isfinite(half) else 0], capsize=3,
                         color=method_style(m)["color"], marker="o", mfc="white", ls="none", label=label)
-            ax.annotate(r, (e * shift.get(m, 1.0), mean), xytext=(8, 0), textcoords="offset points", fontsize=8,
-                        va="center", color=method_style(m)["color"])
             bad = len(off.get((m, e), []))
             if bad:
                 ax.plot(e * shift.get(m, 1.0), mean, marker="o", ms=14, mfc="none", mec="0.3", ls="none")
