@@ -187,12 +187,16 @@ def test_epochs_run_longer_are_also_drawn_and_described_at_the_sweeps_common_rou
     assert list(epochs_at(recs, 2)["acc"]) == [50.0, 80.0, 81.0] * 3  # E = 1 read at round 2, before its end
     table, fig = epochs_artifact(recs, "fmnist", 2)
     ax = fig.axes[0]
-    assert "2 rounds (E = 1: 4, each to its plateau)" in ax.get_title() and "hollow" in ax.get_title()
+    assert "solid: every E at 2 rounds" in ax.get_title() and "hollow: the same runs trained longer" in ax.get_title()
+    assert "(E = 1: 4 rounds)" in ax.get_title()
     hollow = [c for c in ax.containers if c.lines[0].get_markerfacecolor() == "white"]
-    assert len(hollow) == 1 and np.isclose(hollow[0].lines[0].get_ydata()[0], 50.0)
+    assert len(hollow) == 1 and np.isclose(hollow[0].lines[0].get_ydata()[0], 90.0)  # E = 1 at its 4 rounds
+    solid = [c for c in ax.containers if c.lines[0].get_markerfacecolor() != "white"][0]
+    assert np.isclose(solid.lines[0].get_ydata()[0], 50.0)  # the solid line: E = 1 at round 2, as E = 5 and 10
     assert list(table.columns) == ["E = 1 (4 rounds)", "E = 5", "E = 10"]
     text = describe_epochs(recs, 2)
-    assert "E = 1: FedAvg 90.00" in text and "at round 2, as the paper runs every E — E = 1: FedAvg 50.00" in text
+    assert text.startswith("Test accuracy (%) at round 2 for every E") and "E = 1: FedAvg 50.00" in text
+    assert "E = 1 at 4 rounds: FedAvg 90.00" in text
 
 
 def _m_runs(ms=(2,)):
@@ -244,7 +248,7 @@ def test_layer_variance_is_pending_until_a_similarity_exists_and_says_why_fedcka
     assert np.allclose(table["FedAvg: variance"].to_numpy(), expected, rtol=1e-5)
     ax = fig.axes[0]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any("third layer" in t for t in legend) and "FedAvg (2 of 3 seeds)" in legend
+    assert any("third layer" in t for t in legend) and "FedAvg (n=2 of 3 planned)" in legend
     assert ax.get_yscale() == "log" and "6 client pairs" in ax.get_title() and "mean CKA" in ax.get_title()
     text = describe_variance(table)
     assert "FedCKA's variance is" in text and "less alike" in text

@@ -141,7 +141,7 @@ def describe_m_layers(m_runs: Runs, bound_runs: Runs) -> str:
 
 
 def _seed_label(name: str, done: int, total: int) -> str:
-    return f"{name} ({done} of {total} seeds)" if done < total else f"{name} ({done} seed{'s' if done > 1 else ''})"
+    return f"{name} (n={done} of {total} planned)" if done < total else f"{name} (n={done})"
 
 
 def layer_variance(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], dataset: str

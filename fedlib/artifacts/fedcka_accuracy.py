@@ -23,6 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .fedcka import FIG5_ROUNDS, PAPER_T2 as T2_TUPLES, T2_METHODS
 from ..config import Config
+from ..figcheck import note_series
 from ..grid import DIVERGED, best_mu, is_off, runs_frame, seed_summary, summary_cell
 from ..plans import FedCKARunId, RunId
 from ..plots import group_panels, mean_curves, paper_panel, sweep, t_interval
@@ -350,54 +351,63 @@ def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFr
     """Appl. Sci. Fig. 5 (right): final accuracy per method and local epochs E (a table; and a figure when a run is
     stored: each E the seeds' mean with the 95 % t interval, dots without a line while fewer than three E are run,
     the methods offset slightly along the log E axis, the E still pending named in the title). ``rounds``: the
-    sweep's common rounds; an E trained longer (to its plateau) is also drawn at round ``rounds`` as hollow markers
-    (the paper's reading: the same rounds for every E)."""
+    sweep's common rounds, at which every E is drawn solid (the paper's comparison: the same rounds for every E);
+    an E trained longer (to its plateau) is also drawn at its own last round as hollow markers labelled with its
+    rounds."""
     if not records:
         return pd.DataFrame(), None
     ep, (longer, hollow) = seed_summary(runs_frame(records), ["method", "E"]), _early(records, rounds)
     table = ep.assign(cell=_cells(ep)).pivot(index="method", columns="E", values="cell") \
         .rename(columns=lambda e: f"E = {e}" + (f" ({longer[e]} rounds)" if e in longer else ""))
-    points = {m + (f" (n={ns.pop()})" if len(ns := {len(v) for v in p.values()}) == 1 else ""): p
-              for m, p in epochs_points(records).items() if p}
-    if not points:
+    full = {m: p for m, p in epochs_points(records).items() if p}
+    if not full:
         return table, None
-    fig, ax = plt.subplots(figsize=(7.2, 4.6), layout="constrained")
-    k = len(points)
+    solid = {m: {**p, **hollow.get(m, {})} for m, p in full.items()}  # every E at the sweep's common rounds
+    long = {m: {e: v for e, v in p.items() if int(e) in longer} for m, p in full.items()}
+    fig, ax = plt.subplots(figsize=(7.6, 5), layout="constrained")
+    k = len(solid)
     df = runs_frame(records)
     bad = df[is_off(df)].assign(label=lambda d: [m + ("" if np.isnan(mu) else f" (μ={mu:g})")
                                                  for m, mu in zip(d["method"], d["mu"])])
-    shift = {m: 2 ** (0.05 * (i - (k - 1) / 2)) for i, m in enumerate(points)}
-    note, _, ringed = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
+    n_off = lambda m, e: int(((bad["label"] == m) & (bad["E"] == e)).sum())  # noqa: E731
+    shift = {m: 2 ** (0.05 * (i - (k - 1) / 2)) for i, m in enumerate(solid)}
+    note, _, ringed = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in solid.items()},
                             xlabel="local epochs E",
-                            off={m: {e * shift[m]: int(((bad["label"] == m.split(" (n=")[0]) & (bad["E"] == e)).sum())
-                                     for e in p} for m, p in points.items()}).partition("\n")
-    base = {m.split(" (n=")[0]: m for m in points}
-    for m, p in hollow.items():
-        for i, (e, v) in enumerate(sorted(p.items())):
-            mean, half, _ = t_interval(v.values())
-            ax.errorbar([e * shift.get(base.get(m, m), 1.0)], [mean], yerr=[half if np.isfinite(half) else 0],
-                        capsize=3, color=method_style(m)["color"], marker="o", mfc="white", ls="none",
-                        label=f"{m} at round {rounds}" if i == 0 else None)
-    if hollow:
+                            off={m: {e * shift[m]: n_off(m, e) for e in p if int(e) not in longer}
+                                 for m, p in solid.items()},
+                            rounds={m: {e * shift[m]: [rounds] for e in p} for m, p in solid.items()}
+                            ).partition("\n")
+    for m, p in long.items():
+        for e, v in sorted(p.items()):
+            mean, half, n = t_interval(v.values())
+            label = f"{m}, E = {e:g} at {longer[int(e)]} rounds (n={n})"
+            ax.errorbar([e * shift[m]], [mean], yerr=[half if np.isfinite(half) else 0], capsize=3,
+                        color=method_style(m)["color"], marker="o", mfc="white", ls="none", label=label)
+            if bad_n := n_off(m, e):
+                ax.plot(e * shift[m], mean, marker="o", ms=14, mfc="none", mec="0.3", ls="none")
+            note_series(ax, label, n=n, interval="t" if n > 1 else None, legend=True, xs=[e],
+                        rounds=[longer[int(e)]], off=bad_n, ringed=True)
+    if longer:
         ax.legend(fontsize=8)
-    es = sorted({e for p in points.values() for e in p})
+    es = sorted({e for p in solid.values() for e in p})
     ax.set_xscale("log", base=2)
     ax.set_xticks(es, [f"{e:g}" for e in es])
     ax.set_xlim(min(es) / 1.6, max(es) * 1.6)
     ax.minorticks_off()
     pend = _pending_epochs(records)
-    more = ", ".join(f"E = {e}: {r}" for e, r in longer.items())
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (right): local epochs, α = 5 — {dataset_name(dataset)}\n{rounds} rounds"
-                 + (f" ({more}, each to its plateau)" if more else "") + f"\n{note}"
-                 + (f"; not run yet: E = {', '.join(map(str, pend))}" if pend else "")
-                 + (f"\nhollow: the same runs at round {rounds} (the paper's: the same rounds for every E)"
-                    if hollow else "") + (f"\n{ringed}" if ringed else ""), fontsize=9)
+    more = ", ".join(f"E = {e}: {r} rounds" for e, r in longer.items())
+    ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (right): local epochs, α = 5 — {dataset_name(dataset)}\n"
+                 f"solid: every E at {rounds} rounds (the paper's comparison: the same rounds for every E)"
+                 + (f"\nhollow: the same runs trained longer, each to its plateau ({more})" if more else "")
+                 + f"\n{note}" + (f"; not run yet: E = {', '.join(map(str, pend))}" if pend else "")
+                 + (f"\n{ringed}" if ringed else ""), fontsize=9)
     return table, fig
 
 
 def describe_epochs(records: Runs, rounds: int | None = None) -> str:
     """What Fig. 5 (right) shows: each method's accuracy at each E run (mean ± 95 % t interval over seeds) and the
-    E still pending; with ``rounds`` (the sweep's common rounds), the E trained longer also read at that round."""
+    E still pending; with ``rounds`` (the sweep's common rounds), every E at that round first (the comparison), then
+    the E trained longer at their own rounds."""
     points = {m: p for m, p in epochs_points(records).items() if p}
     pend = _pending_epochs(records)
     tail = f" Not run yet: E = {', '.join(map(str, pend))}." if pend else ""
@@ -406,11 +416,14 @@ def describe_epochs(records: Runs, rounds: int | None = None) -> str:
     longer, early = _early(records, rounds)
     line = lambda pts, es: "; ".join(f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in pts.items()  # noqa
                                                                 if e in p) for e in es)
-    es = sorted({e for p in points.values() for e in p})
-    out = "Final test accuracy (%), mean ± 95 % t interval over seeds — " + line(points, es) + "."
-    if longer:
-        out += (f" E = {', '.join(map(str, longer))} ran {', '.join(map(str, longer.values()))} rounds, each to its "
-                f"plateau (the others {rounds})")
-        out += (f"; at round {rounds}, as the paper runs every E — "
-                + line(early, sorted({e for p in early.values() for e in p})) + "." if early else ".")
+    if not longer:
+        es = sorted({e for p in points.values() for e in p})
+        return "Final test accuracy (%), mean ± 95 % t interval over seeds — " + line(points, es) + "." + tail
+    solid = {m: {**p, **early.get(m, {})} for m, p in points.items()}
+    out = (f"Test accuracy (%) at round {rounds} for every E, as the paper runs them (the solid points), mean ± 95 % t "
+           f"interval over seeds — " + line(solid, sorted({e for p in solid.values() for e in p})) + ".")
+    long = {m: {e: v for e, v in p.items() if int(e) in longer} for m, p in points.items()}
+    out += (f" Trained longer, each to its plateau (hollow; not the paper's comparison): "
+            + "; ".join(f"E = {e} at {r} rounds: " + ", ".join(f"{m} {fmt(p[float(e)])}" for m, p in long.items()
+                                                              if float(e) in p) for e, r in longer.items()) + ".")
     return out + tail
