@@ -72,7 +72,7 @@ def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_p
     fig = t2.figure("fmnist")
     ours, paper = fig.axes  # one panel per α run, then the paper's
     assert ours.get_title() == "α = 5"  # the α not run are not drawn
-    assert [t.get_text() for t in ours.get_xticklabels()] == ["FedAvg", "FedCKA"]  # the papers' order; MOON pending
+    assert [t.get_text() for t in ours.get_xticklabels()] == ["FedAvg", "FedCKA (μ=3)"]  # the papers' order; MOON pending
     title = _suptitle(fig)
     assert "not run yet: α = 1 (Appl. Sci.), α = 0.5 (arXiv), α = 0.1" in title and "3 seeds (0-2)" in title
     assert "MOON at α = 5: pending" in title and "own y-scale" in title
@@ -113,6 +113,8 @@ def test_table2_says_how_many_seeds_of_a_method_diverged():
     t2 = Table2.from_records(recs)
     assert t2.incomplete() == ["MOON at α = 5: 2 of 3 seeds (1 diverged)"]
     assert "MOON at α = 5: 2 of 3 seeds (1 diverged)" in _suptitle(t2.figure("fmnist"))
+    text = describe_table2(t2)  # as the figure: no mean of the seeds left, their values and the count instead
+    assert "no mean: MOON 1 of 3 diverged (the other seeds: " in text and "MOON 8" not in text.split("no mean")[0]
 
 
 @pytest.mark.parametrize("pending_seeds, says", [((2,), "MOON at α = 5: 2 diverged, 1 pending"),

@@ -166,16 +166,19 @@ class Table2:
         return out
 
     def figure(self, dataset: str, setup: str = "") -> plt.Figure:
-        """A panel per α of both versions (5, 1, 0.5, 0.1; each its own y-axis): ours at each method's best μ, the
+        """A panel per α of both versions (5, 1, 0.5, 0.1; each its own y-axis): ours at each method's μ (named), the
         seeds' mean with the 95 % t interval and each seed a dot (an α not run is left out and named in the title, a
         method still pending named below it); the papers' CIFAR-10 Table 2 in a panel of its own."""
         fig = plt.figure(figsize=(10, 7.2), layout="constrained")
         gs = fig.add_gridspec(2, 1, height_ratios=[3.2, 1])
         top = fig.add_subfigure(gs[0])
-        note, _, ringed = group_panels(top, self.seed_values(), off=self.seed_off(),
-                                       diverged=self.seed_diverged()).partition("\n")
+        alpha = {v: k for k, v in ALPHA_LABELS.items()}
+        named = lambda d: {g: {self.label(m, alpha[g]): v for m, v in by.items()} for g, by in d.items()}  # noqa
+        note, _, ringed = group_panels(top, named(self.seed_values()), off=named(self.seed_off()),
+                                       diverged=named(self.seed_diverged())).partition("\n")
         waiting = self.incomplete()
-        lines = [f"FedCKA Table 2: final test accuracy at each method's best μ (each α on its own y-scale) — ours: "
+        lines = [f"FedCKA Table 2: final test accuracy, each method at the μ under its name (each α on its own "
+                 f"y-scale) — ours: "
                  f"{dataset_name(dataset)}{', ' + setup if setup else ''}", note,
                  *(["incomplete: " + "; ".join(waiting)] if waiting else []),
                  *([ringed] if ringed else [])]
@@ -183,8 +186,8 @@ class Table2:
         alphas = sorted(PAPER_T2, reverse=True)
         paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{PAPER_T2[a][m]:.2f}" for a in alphas)] for m in PAPER_METHODS],
                     ["method", *(ALPHA_LABELS[a] for a in alphas)],
-                    "paper, Table 2 (α = 5: also Table 1): CIFAR-10, 10 clients, 100 rounds, best μ — not our "
-                    "setup")
+                    "paper, Table 2 (α = 5: also Table 1): CIFAR-10, 10 clients, 100 rounds, each method at the μ "
+                    "of its search — not our setup")
         return fig
 
     def curves(self, records: Runs, alpha: float | None = None) -> dict[str, dict[int, pd.Series]]:
@@ -224,15 +227,22 @@ def table2_setup(configs: Iterable[Config]) -> str:
 
 
 def describe_table2(t2: Table2) -> str:
-    """What Table 2's figure shows: per α run, each method's mean with its 95 % t interval over the seeds, FedCKA −
-    FedAvg paired by seed, and the α and methods still pending."""
-    vals = t2.seed_values()
+    """What Table 2's figure shows: per α run, each method's mean with its 95 % t interval over the seeds (a method
+    with diverged seeds gets no mean, as in the figure: its count and its other seeds), FedCKA − FedAvg paired by
+    seed, and the α and methods still pending."""
+    vals, div = t2.seed_values(), t2.seed_diverged()
     parts, pairs = [], []
     for a, by in vals.items():
         if not any(by.values()):
             continue
-        ranked = sorted(((m, v) for m, v in by.items() if v), key=lambda mv: -np.mean(list(mv[1].values())))
-        parts.append(f"{a}: " + ", ".join(f"{m} {fmt(v)}" for m, v in ranked))
+        dv = {m: n for m, n in div.get(a, {}).items() if n}  # no mean of a method with diverged seeds (as the figure)
+        ranked = sorted(((m, v) for m, v in by.items() if v and m not in dv),
+                        key=lambda mv: -np.mean(list(mv[1].values())))
+        gone = [f"{m} {n} of {n + len(by.get(m, {}))} diverged" + (
+            f" (the other seed{'s' * (len(by[m]) > 1)}: {', '.join(f'{x:.2f}' for x in by[m].values())})"
+            if by.get(m) else "") for m, n in dv.items()]
+        parts.append(f"{a}: " + ", ".join(f"{m} {fmt(v)}" for m, v in ranked)
+                     + (f"; no mean: {', '.join(gone)}" if gone else ""))
         cka, avg = by.get("FedCKA", {}), by.get("FedAvg", {})
         if common := [s for s in cka if s in avg]:
             pairs.append(f"{a}: {fmt([cka[s] - avg[s] for s in common], '+')}")
