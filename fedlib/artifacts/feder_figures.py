@@ -184,7 +184,7 @@ def floored_share_figure(records: Runs, dataset: str, scale: str) -> plt.Figure 
                label=f"{100 * FLOORED_MAX:.0f} %: above it the FedER-vs-FedAvg claims are not testable")
     ax.set_ylim(-0.02, 1.02)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=8, loc="lower left")
     ax.set_title(f"FedER: share of client-layers at Alg. 4's floor (EVBMF kept ≤ 1 component) — "
                  f"{dataset_name(dataset)}, scale={scale}\n{note}", fontsize=9)
     return fig
@@ -225,7 +225,7 @@ def rank_weights(record: Record, dataset: str, scale: str, seed: int) -> plt.Fig
     layers, er = _layer_round(record, "feder_rank")
     _, alpha = _layer_round(record, "feder_alpha")
     R, _, K = er.shape
-    fig, axes = plt.subplots(2, K, figsize=(2.9 * K + 1.5, 0.22 * len(layers) * 2 + 2.2), layout="constrained",
+    fig, axes = plt.subplots(2, K, figsize=(3.4 * K + 2, 0.26 * len(layers) * 2 + 2.4), layout="constrained",
                              sharey=True, squeeze=False)
     extent = (0.5, R + 0.5, len(layers) - 0.5, -0.5)
     kept = np.ma.masked_less_equal(er, FLOOR)
@@ -242,18 +242,18 @@ def rank_weights(record: Record, dataset: str, scale: str, seed: int) -> plt.Fig
         axes[1, k].set_xlabel("round", fontsize=8)
         for a in axes[:, k]:
             a.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
-            a.tick_params(labelsize=7)
+            a.tick_params(labelsize=8)
     for a in axes[:, 0]:
-        a.set_yticks(range(len(layers)), [name.replace(".weight", "") for name in layers], fontsize=6)
+        a.set_yticks(range(len(layers)), [name.replace(".weight", "") for name in layers], fontsize=8)
         a.set_ylabel("conv layer", fontsize=8)
     cb0 = fig.colorbar(im0, ax=axes[0, :], shrink=0.9)
-    cb0.set_label(f"er: entropy of EVBMF-kept singular values (nats)\ngrey: at Alg. 4's floor ({FLOOR:g})", fontsize=7)
+    cb0.set_label(f"er: entropy of EVBMF-kept singular values (nats)\ngrey: at Alg. 4's floor ({FLOOR:g})", fontsize=8)
     ticks = [0.5, 2 / 3, 0.8, 1, 1.25, 1.5, 2]
     cb1 = fig.colorbar(im1, ax=axes[1, :], shrink=0.9, extend="both", ticks=ticks)
     cb1.minorticks_off()
     cb1.ax.set_yticklabels([f"{t:.2g}" for t in ticks])
     cb1.set_label(f"α × K: weight relative to FedAvg's 1/K = {1 / K:.2f}\n(log scale; 1 = uniform; ends: ≤ ½, "
-                  "≥ 2)", fontsize=7)
+                  "≥ 2)", fontsize=8)
     share = [e["feder_floored"] for e in record.history if "feder_floored" in e]
     shares = (" ".join(f"{x:.2f}" for x in share) if len(share) <= 12 else
               f"{share[0]:.2f} (round 1) → {share[-1]:.2f} (round {len(share)}), mean {np.mean(share):.2f}")

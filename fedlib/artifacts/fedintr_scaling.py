@@ -105,7 +105,7 @@ def fig4_figure(cv: Mapping[str, Mapping[int, pd.Series]], n: int, dataset: str,
             ln.set_linestyle(series_style(str(ln.get_label()))["ls"])
             ln.set_markerfacecolor("none")
     if cv:
-        ax.legend(fontsize=7, ncol=4, loc="lower right")
+        ax.legend(fontsize=8, ncol=4, loc="lower right")
     rounds = max((int(s.index.max()) for c in cv.values() for s in c.values() if len(s)), default=1)
     round_ticks(ax, rounds)
     ax.set_title(f"FedIntR Fig. 4: N = {n} clients, {round(0.2 * n)} per round — {dataset_name(dataset)}, "
