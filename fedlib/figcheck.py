@@ -5,6 +5,7 @@ planned, the rounds behind it, its interval, its marks); :func:`figure_facts` re
 with its size and every axis's scale from a drawn figure, and :func:`figure_problems` lists what would mislead:
 
 - text under :data:`MIN_FONT` points;
+- a legend entry of a drawn curve (three points or more: not a reference line) that does not give its seeds;
 - a series with fewer seeds than planned and no mark saying so; a legend entry that does not give its seeds; a
   one-seed series with an interval, or a one-seed curve drawn solid;
 - rounds that differ between the series of an axis, or within one series, or between the runs behind the figure
@@ -66,8 +67,11 @@ def figure_facts(fig: plt.Figure) -> dict[str, Any]:
     for ax in fig.get_axes():
         if not ax.get_visible():
             continue
+        legend = {t.get_text() for t in ax.get_legend().get_texts()} if ax.get_legend() else set()
+        curves = [str(ln.get_label()) for ln in ax.get_lines()
+                  if str(ln.get_label()) in legend and len(ln.get_xdata()) >= 3]  # data curves, not reference lines
         axes.append(dict(title=ax.get_title(), xlabel=ax.get_xlabel(), ylabel=ax.get_ylabel(),
-                         xscale=ax.get_xscale(), yscale=ax.get_yscale(),
+                         xscale=ax.get_xscale(), yscale=ax.get_yscale(), legend_curves=curves,
                          series=list(ax.__dict__.get("_fedlib_series", []))))
     return dict(texts=[[s, z] for s, z in _texts(fig)], axes=axes, flags=dict(fig.__dict__.get("_fedlib_flags", {})))
 
@@ -114,6 +118,9 @@ def figure_problems(side: Mapping[str, Any]) -> list[str]:
             for scale, key in ((ax.get("yscale"), "y"), (ax.get("xscale"), "x")):
                 if scale == "log" and s["interval"] == "t" and key == s.get("interval_axis", "y"):
                     out.append(f"{where}: {lab} has symmetric t intervals on a log axis")
+        for lab in ax.get("legend_curves", []):
+            if not re.search(r"\bn\s*=\s*\d", lab):
+                out.append(f"{where}: legend entry {lab!r} of a curve does not give its seeds")
         rounds = {r for s in series for r in s["rounds"]}
         if len(rounds) > 1 and not all(_stated(r, alltext) for r in rounds):
             out.append(f"{where}: its series differ in rounds ({sorted(rounds)}) without saying so")

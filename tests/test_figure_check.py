@@ -61,6 +61,15 @@ def test_the_check_fails_on_a_legend_entry_without_its_seeds_and_a_solid_one_see
     assert any("one seed but has an interval" in p for p in problems)
 
 
+def test_the_check_fails_on_a_legend_curve_without_its_seeds_whoever_drew_it():
+    def draw(ax, label):
+        ax.plot([1, 2, 3], [50, 60, 65], label=label)
+        ax.axhline(70, label="paper: 70 %")  # a reference line: no seeds to give
+        ax.legend(fontsize=8)
+    assert any("'FedER' of a curve" in p for p in figure_problems(_facts(lambda ax: draw(ax, "FedER"))))
+    assert figure_problems(_facts(lambda ax: draw(ax, "FedER (n=1)"))) == []
+
+
 def test_the_check_fails_on_rounds_mixed_without_saying_so():
     def draw(ax, say):
         note_series(ax, "FedAvg (n=5)", n=5, rounds=[40], legend=True)
