@@ -137,8 +137,10 @@ def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():
     fig = rounds_figure(curves, "fmnist")
     lines = fig.axes[0].get_lines()
     assert len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in lines}) == 3
-    assert "3 seeds (0-2); band: 95 % t" in fig.axes[0].get_title()
-    assert "crossover at round 40 of its 100 needs its schedule (2 rounds here)" in fig.axes[0].get_title()
+    assert "3 seeds (0-2); band: 95 % t" in fig._suptitle.get_text()
+    assert "crossover at round 40 of its 100 needs its schedule (2 rounds here)" in fig._suptitle.get_text()
+    gaps = {ln.get_label() for ln in fig.axes[1].get_lines() if not ln.get_label().startswith("_")}
+    assert gaps == {"FedCKA (μ=3) − FedAvg (n=3)", "MOON (μ=10) − FedAvg (n=3)"}  # paired by seed, beside
     fedavg = next(ln for ln in lines if ln.get_label().startswith("FedAvg"))
     assert np.allclose(fedavg.get_ydata(), [50.0, 81.0])  # percent already: not scaled twice
     assert mean_rounds(curves).loc[2, "FedAvg"] == 81.0
