@@ -71,7 +71,7 @@ def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_p
     assert t2.table().loc["MOON", "α = 5"] == "pending"
     fig = t2.figure("fmnist")
     ours, paper = fig.axes  # one panel per α run, then the paper's
-    assert ours.get_title() == "α = 5"  # the α not run are not drawn
+    assert ours.get_title() == "α = 5, 100 rounds"  # the α not run are not drawn; each α says its rounds
     assert [t.get_text() for t in ours.get_xticklabels()] == ["FedAvg", "FedCKA (μ=3)"]  # the papers' order; MOON pending
     title = _suptitle(fig)
     assert "not run yet: α = 1 (Appl. Sci.), α = 0.5 (arXiv), α = 0.1" in title and "3 seeds (0-2)" in title

@@ -169,7 +169,10 @@ class Table2:
         gs = fig.add_gridspec(2, 1, height_ratios=[3.2, 1])
         top = fig.add_subfigure(gs[0])
         alpha = {v: k for k, v in ALPHA_LABELS.items()}
-        named = lambda d: {g: {self.label(m, alpha[g]): v for m, v in by.items()} for g, by in d.items()}  # noqa
+        done = self.grid[~self.grid["pending"]] if "rounds" in self.grid else self.grid.iloc[:0]
+        rounds = {g: sorted({int(r) for r in done.loc[np.isclose(done["alpha"], a), "rounds"]}) for g, a in alpha.items()}
+        panel = {g: g + "".join(f", {r} rounds" for r in rounds.get(g, [])) for g in alpha}  # each α its own rounds
+        named = lambda d: {panel[g]: {self.label(m, alpha[g]): v for m, v in by.items()} for g, by in d.items()}  # noqa
         note, _, ringed = group_panels(top, named(self.seed_values()), off=named(self.seed_off()),
                                        diverged=named(self.seed_diverged())).partition("\n")
         waiting = self.incomplete()
