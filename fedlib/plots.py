@@ -282,7 +282,7 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
             seeds |= set(vals)
             if nd := dg.get(method, 0):
                 ax.plot([x + 0.2] * len(vals), list(vals.values()), ls="none", marker=".", color="grey", ms=5)
-                ticks.append(f"{method}\n× {nd} of {nd + len(vals)} diverged")
+                ticks.append(f"{method}: × {nd} of {nd + len(vals)} diverged")
                 note_series(ax, method, n=len(vals), planned=nd + len(vals), marked=True, xs=[x])
                 crossed = True
                 continue
@@ -329,8 +329,8 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
     that were run; each legend entry gives its seeds. ``off`` (``{method: {x: count}}``): how many of a point's runs
     are off their plateau; such a point is ringed and labelled "k of n still rising" (outwards of the other methods:
     the last method's to the right), and the note says so. ``rounds`` (``{method: {x: rounds}}``): the rounds of a
-    point's runs; where they differ, each point off the most common count is labelled with its rounds and the note
-    names the common one (``label_rounds=False``: the caller states them, e.g. in the x tick labels)."""
+    point's runs; where they differ, each point off the most common count is hollow and labelled with its rounds,
+    and the note names the common one (``label_rounds=False``: the caller states them, e.g. in the x tick labels)."""
     seeds: set[int] = set()
     xs: set[float] = set()
     drawn: list[int] = []
@@ -369,6 +369,8 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
                             textcoords="offset points", fontsize=8, color="0.3", ha="left" if right else "right")
             r = rmap.get(method, {}).get(xv, [])
             if label_rounds and common is not None and r and tuple(r) != common:
+                ax.plot(xv, mean, ls="none", marker=style.get("marker") or "o", ms=7, mfc="white",
+                        mec=style["color"], zorder=3)  # hollow: not the common rounds
                 ax.annotate(", ".join(f"{v} rounds" for v in r), (xv, mean), xytext=(0, 9),
                             textcoords="offset points", fontsize=8, ha="center", color=style["color"])
         note_series(ax, label, n=min(ns), planned=p, interval=("log-t" if logy else "t") if max(ns) > 1 else None,
@@ -384,8 +386,8 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
         ax.legend(fontsize=8)
     what = "bars" + " (of the logs, about the geometric mean)" * logy
     return seeds_note(seeds, what, drawn, "point") \
-        + (f"; {common[0]} rounds unless labelled" if label_rounds and common is not None and len(common) == 1
-           else "") \
+        + (f"; {common[0]} rounds unless labelled (hollow)" if label_rounds and common is not None
+           and len(common) == 1 else "") \
         + ("\n" + OFF_NOTE if ringed else "")
 
 

@@ -148,7 +148,8 @@ def test_a_sweep_labels_points_whose_rounds_differ_and_names_the_common_count():
     fig, ax = plt.subplots()
     note = sweep(ax, {"FedAvg": {2: {0: 50.0, 1: 58.0}, 5: {0: 80.0, 1: 81.0}, 10: {0: 85.0, 1: 86.0}}},
                  xlabel="s", rounds={"FedAvg": {2: 20, 5: 80, 10: 80}})
-    assert [t.get_text() for t in ax.texts] == ["20 rounds"] and "80 rounds unless labelled" in note
+    assert [t.get_text() for t in ax.texts] == ["20 rounds"] and "80 rounds unless labelled (hollow)" in note
+    assert [ln.get_markerfacecolor() for ln in ax.get_lines() if ln.get_markerfacecolor() == "white"] == ["white"]
     ax.set_title(note, fontsize=9)
     fig.canvas.draw()
     assert figure_problems(figure_facts(fig)) == []

@@ -244,8 +244,8 @@ def test_a_method_with_diverged_seeds_gets_no_mean_only_its_finished_seeds_and_t
     means = [ln for ln in low.get_lines() if ln.get_marker() == "o"]
     assert [list(ln.get_ydata()) for ln in means] == [[86.5]]  # FedAvg's mean only
     ticks = [t.get_text() for t in low.get_xticklabels()]
-    assert ticks == ["FedAvg", "SCAFFOLD\n× 4 of 5 diverged"] and not low.texts  # nothing on the data axis
-    assert [t.get_text() for t in every.get_xticklabels()] == ["SCAFFOLD\n× 5 of 5 diverged"]
+    assert ticks == ["FedAvg", "SCAFFOLD: × 4 of 5 diverged"] and not low.texts  # nothing on the data axis
+    assert [t.get_text() for t in every.get_xticklabels()] == ["SCAFFOLD: × 5 of 5 diverged"]
     assert "2 per point" in note
     noted = {s["label"]: s for s in low._fedlib_series}
     assert noted["SCAFFOLD"]["planned"] == 5 and noted["SCAFFOLD"]["marked"] and noted["FedAvg"]["n"] == 2

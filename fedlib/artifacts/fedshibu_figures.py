@@ -180,7 +180,7 @@ def describe_fig1(frame: pd.DataFrame) -> str:
 def fig3(runs: Runs, dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
     """FedSHIBU Fig. 3: the CRSM per round (:func:`~fedlib.artifacts.fedshibu.crsm_rounds`) and, per reading of
     D̂_i (a row), the first stored seed's CRSM at four rounds beside the clients' label overlap: the diagonal blank,
-    the CRSMs coloured on the row's off-diagonal range (its colourbar says so); their correlation with the label
+    each panel coloured on its own off-diagonal range (its colour bar's ends); their correlation with the label
     overlap is in :func:`describe_fig3`'s text, with its interval. No figure while no run is stored."""
     table = crsm_rounds(runs)
     if table.empty:
@@ -195,26 +195,26 @@ def fig3(runs: Runs, dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
         hist, ov = [e for e in r.history if "crsm" in e], overlap(r.cfg)
         picks = sorted({int(round(q * (len(hist) - 1))) for q in (0, 1 / 3, 2 / 3, 1)})
         mats = {i: np.array(hist[i]["crsm"]) for i in picks}
-        vr = offdiag_range(mats.values())  # one colour range per row: its CRSMs' off-diagonal cells
         for a, i in zip(ax, picks + [None] * (4 - len(picks))):
             if i is None:
                 a.axis("off")
                 continue
             clients = hist[i].get("crsm_clients") or range(len(mats[i]))
+            vr = offdiag_range([mats[i]])  # each panel its own range: a round's pattern, not the first round's spread
             im = similarity_heatmap(a, mats[i], [str(c) for c in clients],
                                     f"{method.split(' (')[0]} · round {hist[i]['round']}", annotate=False, vrange=vr)
+            cb = fig.colorbar(im, ax=a, fraction=0.046, pad=0.02, ticks=[vr[0], vr[1]], format="%.3f")
+            cb.ax.tick_params(labelsize=8)
         ovm = similarity_heatmap(ax[4], ov.numpy(), [str(c) for c in range(len(ov))],
                                  f"label overlap (seed {rid.seed})", annotate=False)
         for a in ax:
             drawn = bool(a.collections)
             a.set(xlabel="client" if drawn else "", ylabel="client" if drawn else "")
-        fig.colorbar(im, ax=list(ax[:4]), fraction=0.02, pad=0.01).set_label(
-            f"CRSM off-diagonal, this row's range\n{vr[0]:.3f}–{vr[1]:.3f}", fontsize=8)
         fig.colorbar(ovm, ax=ax[4], fraction=0.05, pad=0.01).set_label("label overlap (cosine),\noff-diagonal range",
                                                                        fontsize=8)
-    fig.suptitle(f"FedSHIBU Fig. 3: CRSM of 10 clients at s = 5 ({dataset_name(dataset)}), each row one seed's "
-                 f"(seed {', '.join(str(v[0].seed) for v in first.values())}), diagonal blank, colours on the "
-                 f"off-diagonal's own range\nits correlation with the label overlap, over {len(seeds)} seed(s) "
+    fig.suptitle(f"FedSHIBU Fig. 3: CRSM of 10 clients at s = 5 ({dataset_name(dataset)}), each row the first stored "
+                 f"seed of a reading; diagonal blank, each panel coloured on its own off-diagonal range (its colour "
+                 f"bar's ends)\nits correlation with the label overlap, over {len(seeds)} seed(s) "
                  f"({', '.join(map(str, seeds))}), is in the text below the figure", fontsize=10)
     return table, fig
 
