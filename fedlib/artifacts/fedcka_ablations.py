@@ -105,7 +105,9 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     ax.set_ylabel("final test accuracy (%)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"ours — {dataset_name(dataset)}, α = 5\n{note}; lines: means, bands: 95 % t interval"
+    rounds = sorted({int(r) for f in (mf, bf) if "rounds" in f for r in f.loc[~f["pending"], "rounds"]})
+    ax.set_title(f"ours — {dataset_name(dataset)}, α = 5" + "".join(f", {r} rounds" for r in rounds)
+                 + (" every run" if len(rounds) == 1 else "") + f"\n{note}; lines: means, bands: 95 % t interval"
                  + (f"\nnot run yet: M = {_ranges(missing)}" if missing else "") + (f"\n{ringed}" if ringed else ""),
                  fontsize=9)
     paper_panel(fig.add_subplot(gs[1]), [[k, f"{v:g}"] for k, v in PAPER_M.items()] + [["other M", "figure only"]],
