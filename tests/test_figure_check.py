@@ -154,3 +154,17 @@ def test_a_sweep_labels_points_whose_rounds_differ_and_names_the_common_count():
     fig.canvas.draw()
     assert figure_problems(figure_facts(fig)) == []
     plt.close(fig)
+
+
+MISLEADING = Path(__file__).resolve().parent / "misleading_sidecars"  # four figures as they were drawn before
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("fedintr_fig5_epochs_fmnist", "its runs differ in rounds ([40, 450])"),  # E = 1's 450 rounds said nowhere
+    ("feder_training_curves_fmnist", "legend entry 'FedER' of a curve does not give its seeds"),  # one seed, unsaid
+    ("fedintr_table1_mu_fmnist", "says 'best μ' where no μ search ran"),  # one μ per method, read as a sweep
+    ("fedshibu_fig4_shards_fmnist", "its runs differ in rounds ([20, 65, 80])"),  # s = 2 at 20 rounds, unsaid
+])
+def test_the_check_fails_on_the_four_figures_that_misled(name, reason):
+    side = json.loads((MISLEADING / f"{name}.json").read_text())
+    assert any(reason in p for p in figure_problems(side))
