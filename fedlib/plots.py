@@ -214,7 +214,7 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
                 ylabel: str = "test accuracy (%)", xlabel: str = "round", logy: bool = False,
                 planned: int | Mapping[str, int] | None = None) -> str:
     """For each label, its seeds' curves (``{label: {seed: Series indexed by round}}``) as their mean with a shaded
-    95 % t band; on a log axis (``logy``) the geometric mean with the t band of the logs. Each legend entry gives its
+    95 % t band (seaborn's line plot of the tidy frame, with the t interval as its error bar); on a log axis (``logy``) the geometric mean with the t band of the logs. Each legend entry gives its
     seeds (``planned``: the seeds planned per label, or for all; fewer say "n=k of m planned"). One seed: its curve
     alone, dashed, no band. Rounds where a seed was not evaluated are left out of that round's mean. Returns the
     seeds note for the title (:func:`seeds_note`)."""
@@ -229,15 +229,16 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
         counts.append(n)
         frame = pd.concat({s: c for s, c in by_seed.items()}, axis=1).sort_index() * (100 if percent else 1)
         observed += [v for v in frame.to_numpy().ravel() if np.isfinite(v) and v > 0]
-        rows = np.array([_interval(row, logy)[:3] for row in frame.to_numpy()]).reshape(-1, 3)
         style = method_style(label)
         if n == 1 and style.get("ls") in ("-", "solid"):
             style["ls"] = "--"  # one seed: dashed, and no band
         p = _planned(planned, label, n)
         shown = _with_n(label, n, p)
-        ax.plot(frame.index, rows[:, 0], label=shown, markevery=max(1, len(frame) // 10), ms=4, **style)
-        if n > 1:
-            ax.fill_between(frame.index, rows[:, 1], rows[:, 2], color=style["color"], alpha=0.18, lw=0)
+        tidy = frame.rename_axis("round").reset_index().melt("round", var_name="seed").dropna()
+        sns.lineplot(tidy, x="round", y="value", ax=ax, label=shown, markevery=max(1, len(frame) // 10), ms=4,
+                     estimator=lambda v: _interval(v, logy)[0], err_kws=dict(alpha=0.18, lw=0),
+                     errorbar=(lambda v: _interval(v, logy)[1:3]) if n > 1 else None,
+                     color=style["color"], linestyle=style["ls"], marker=style.get("marker"))
         note_series(ax, shown, n=n, planned=p, interval=("log-t" if logy else "t") if n > 1 else None,
                     marked=n < p, legend=True, curve=True, dashed=style.get("ls") not in ("-", "solid"))
     ax.set_xlabel(xlabel)
