@@ -203,6 +203,9 @@ def test_describe_fig4_per_level_with_the_paired_gap_and_what_is_pending():
     assert "FedBABU 70.5 %" in text and "FedSHIBU − FedBABU +10.0 ± 0.0 points over 2 paired seed(s)" in text
     assert "pending: FedAvg" in text and "Not run yet: s = 5." in text and "4 of 6 runs stored" in text
     assert "pending" in ff.describe_fig4(_frame([(LINEAR, 2, 0, "pending")]))
+    frame = frame.assign(rounds=20, off=[None, "rises +3.00 points", None, None, None, None])
+    text = ff.describe_fig4(frame)  # each s says its rounds, and the runs still rising
+    assert "at s = 2 (20 rounds), FedSHIBU" in text and "still rising at the end (ringed): FedSHIBU 1 of 2" in text
 
 
 def test_verdicts_invariants_and_personal_table_with_pending_runs():

@@ -100,7 +100,7 @@ def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int, column: str
     run = sorted(int(s) for s in frame.loc[frame["acc"].notna(), "s"].unique())
     methods = list(dict.fromkeys(frame["method"]))
     nudge = {m: 10 ** (0.012 * (j - (len(methods) - 1) / 2)) for j, m in enumerate(methods)}
-    rounds = {s: sorted(set(g["rounds"])) for s, g in frame[frame["acc"].notna()].groupby("s")} \
+    rounds = {s: sorted(r for r in set(g["rounds"]) if r > 0) for s, g in frame[frame["acc"].notna()].groupby("s")} \
         if "rounds" in frame else {}
     for ax, (col, _, what) in zip(axes, ACC.values()):
         done = {m: frame[(frame["method"] == m) & frame[col].notna()] for m in methods}
@@ -256,8 +256,9 @@ SHORT = {LINEAR: "FedSHIBU", BABU: "FedBABU", IDENTITY: "identity CRSM", AVG: "F
 
 
 def describe_fig4(frame: pd.DataFrame) -> str:
-    """Fig. 4 in numbers: per level of s run, each method's final accuracy after (and before) fine-tuning, the
-    FedSHIBU − FedBABU difference paired by seed, and what is pending."""
+    """Fig. 4 in numbers: per level of s run, its rounds, each method's final accuracy after (and before)
+    fine-tuning, the runs still rising at the end, the FedSHIBU − FedBABU difference paired by seed, and what is
+    pending."""
     levels = sorted(int(s) for s in frame["s"].dropna().unique())
     run = [s for s in levels if frame.loc[frame["s"] == s, "acc"].notna().any()]
     if not run:
@@ -272,9 +273,15 @@ def describe_fig4(frame: pd.DataFrame) -> str:
                 f" ({pre:.1f} % before fine-tuning)" if np.isfinite(pre) else "") + f", {n} seed(s)" if n
                 else SHORT.get(m, m))
         d, h, n = _paired(frame, LINEAR, BABU, s)
-        parts.append(f"at s = {s}, " + "; ".join(have) + (
-            f"; FedSHIBU − FedBABU {_pm(d, h, 'points')} over {n} paired seed(s)" if n else "") +
-            (f"; pending: {', '.join(missing)}" if missing else ""))
+        at = frame[(frame["s"] == s) & frame["acc"].notna()]
+        rounds = sorted(r for r in set(at["rounds"]) if r > 0) if "rounds" in at else []
+        rising = [f"{SHORT.get(m, m)} {int(g['off'].notna().sum())} of {len(g)}"
+                  for m, g in at.groupby("method", sort=False) if "off" in g and g["off"].notna().any()]
+        head = f"at s = {s}" + (f" ({', '.join(f'{r} rounds' for r in rounds)})" if rounds else "")
+        parts.append(head + ", " + "; ".join(have)
+                     + (f"; still rising at the end (ringed): {', '.join(rising)}" if rising else "")
+                     + (f"; FedSHIBU − FedBABU {_pm(d, h, 'points')} over {n} paired seed(s)" if n else "")
+                     + (f"; pending: {', '.join(missing)}" if missing else ""))
     pend = [s for s in levels if s not in run]
     return (f"Final personalized accuracy, mean over seeds ({_stored(frame)}; ± 95 % t): " + ". ".join(parts) + "."
             + (f" Not run yet: s = {', '.join(map(str, pend))}." if pend else ""))
