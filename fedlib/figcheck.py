@@ -6,7 +6,8 @@ with its size and every axis's scale from a drawn figure, and :func:`figure_prob
 
 - text under :data:`MIN_FONT` points;
 - a legend entry of a drawn curve (three points or more: not a reference line) that does not give its seeds;
-- a series with fewer seeds than planned and no mark saying so; a legend entry that does not give its seeds; a
+- a series with fewer seeds than planned and no mark saying so; a figure whose runs include diverged or pending
+  ones (its sidecar's ``runs``) that does not say so; a legend entry that does not give its seeds; a
   one-seed series with an interval, or a one-seed curve drawn solid;
 - rounds that differ between the series of an axis, or within one series, or between the runs behind the figure
   (its sidecar's ``runs.rounds``; a figure with a round axis shows its curves' rounds), without each count written
@@ -94,7 +95,12 @@ def figure_problems(side: Mapping[str, Any]) -> list[str]:
         out.append(f"{len(small)} text(s) under {MIN_FONT:g} pt, e.g. {small[0][1]!r} at {small[0][0]:g} pt")
     if re.search(r"best\s*μ", alltext) and not flags.get("mu_search"):
         out.append("says 'best μ' where no μ search ran")
-    run_rounds = sorted((side.get("runs") or {}).get("rounds") or [])
+    runs = side.get("runs") or {}
+    if runs.get("diverged") and "diverged" not in alltext:
+        out.append(f"{runs['diverged']} of its runs diverged and the figure does not say so")
+    if runs.get("pending") and not re.search(r"pending|not run yet|incomplete|planned", alltext):
+        out.append(f"{runs['pending']} of its runs are pending and the figure does not say so")
+    run_rounds = sorted(runs.get("rounds") or [])
     over_rounds = any("round" in str(ax.get("xlabel", "")) for ax in side["axes"])
     if len(run_rounds) > 1 and not over_rounds and not all(_stated(r, alltext) for r in run_rounds):
         out.append(f"its runs differ in rounds ({run_rounds}) and the figure does not state each")

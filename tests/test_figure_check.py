@@ -52,6 +52,14 @@ def test_the_check_fails_on_fewer_seeds_than_planned_without_the_mark():
     assert figure_problems(_facts(lambda ax: draw(ax, True))) == []
 
 
+def test_the_check_fails_on_diverged_or_pending_runs_the_figure_does_not_mention():
+    quiet = _facts(lambda ax: ax.set_title("accuracy", fontsize=9))
+    assert any("1 of its runs diverged" in p for p in figure_problems({**quiet, "runs": {"diverged": 1}}))
+    assert any("2 of its runs are pending" in p for p in figure_problems({**quiet, "runs": {"pending": 2}}))
+    said = _facts(lambda ax: ax.set_title("MOON: × 1 of 5 diverged; pending: FedCKA", fontsize=9))
+    assert figure_problems({**said, "runs": {"diverged": 1, "pending": 2}}) == []
+
+
 def test_the_check_fails_on_a_legend_entry_without_its_seeds_and_a_solid_one_seed_curve():
     def draw(ax):
         note_series(ax, "FedER", n=1, legend=True, curve=True, dashed=False, interval="t")
