@@ -261,8 +261,8 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
                  off: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
                  diverged: Mapping[str, Mapping[str, int]] | None = None) -> str:
     """Values by group and method (``{group: {method: {seed: value}}}``), one panel per group in a row of ``fig`` (a
-    figure or subfigure): each method's seeds' mean as a point in its colour with its 95 % t interval, and each seed
-    as a dot beside it. Each panel's y-axis spans its own values (the differences the claims are about are a point or
+    figure or subfigure): each method's seeds' mean as a point in its colour with its 95 % t interval (seaborn's point
+    plot of the tidy frame), and each seed as a dot beside it. Each panel's y-axis spans its own values (the differences the claims are about are a point or
     two; bars from zero would hide them), so levels compare within a panel, not across. A group with no value yet
     gets no panel: the returned note names it ("not run yet: ...") after the seeds note. ``off`` (``{group:
     {method: seeds}}``): seeds off their plateau, drawn as red rings (the note says so). ``diverged`` (``{group:
@@ -277,7 +277,7 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
     for ax, (g, m) in zip(axes, drawn.items()):
         dg = div.get(g, {})
         methods = [k for k, v in m.items() if len(v) or dg.get(k)]
-        ticks = []
+        ticks, tidy = [], []
         for x, method in enumerate(methods):
             vals = m[method]
             seeds |= set(vals)
@@ -290,8 +290,7 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
             ticks.append(method)
             mean, half, n = t_interval(vals.values())
             counts.append(n)
-            ax.errorbar(x, mean, yerr=half if n > 1 else None, color=method_style(method)["color"], marker="o",
-                        ms=7, capsize=4, lw=1.5)
+            tidy.append(pd.DataFrame({"method": method, "value": list(vals.values())}))
             ax.plot([x + 0.2] * n, list(vals.values()), ls="none", marker=".", color="black", ms=3)
             off_seeds = set((off or {}).get(g, {}).get(method, ()))
             bad = [v for sd, v in vals.items() if sd in off_seeds]
@@ -299,6 +298,13 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
                 ringed = True
                 ax.plot([x + 0.2] * len(bad), bad, ls="none", marker="o", mfc="none", mec="tab:red", ms=6, mew=1.2)
             note_series(ax, method, n=n, interval="t" if n > 1 else None, xs=[x], off=len(bad), ringed=True)
+        if tidy:  # the means and their 95 % t intervals: seaborn's point plot of the tidy frame, at each method's slot
+            sns.pointplot(pd.concat(tidy), x="method", y="value", hue="method", order=methods, ax=ax, legend=False,
+                          palette={m: method_style(m)["color"] for m in methods}, estimator="mean",
+                          errorbar=lambda v: (lambda m, h, n: (m - h, m + h))(*t_interval(v)), capsize=0.15,
+                          linestyle="none", marker="o", markersize=7, err_kws=dict(linewidth=1.5))
+        ax.set_xlabel("")
+        ax.set_ylabel("")
         ax.set_xticks(range(len(methods)), ticks, rotation=30, ha="right", fontsize=8)
         ax.set_xlim(-0.6, len(methods) - 0.4)
         ax.set_title(g, fontsize=9)
