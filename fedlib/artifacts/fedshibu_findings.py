@@ -25,7 +25,7 @@ CRSM_GROUPS = Path(__file__).resolve().parents[2] / "benchmarks" / "crsm_groups.
 SETTINGS = {"groups_local": "label groups, bodies trained alone", "groups_shared": "label groups, FedSHIBU (shared)",
             "shards_local": "shards s = 5, bodies trained alone", "iid_local": "IID, bodies trained alone"}
 READINGS = {"own": "own samples", "shared": "shared samples"}
-STYLES = {"own samples": dict(ls="--", marker="o", mfc="none"), "shared samples": dict(ls="-", marker="s")}
+STYLES = {"own samples": dict(ls=":", marker="o", mfc="none"), "shared samples": dict(ls="--", marker="s")}  # one seed: dashed
 
 
 def _finding(df: pd.DataFrame) -> str:
@@ -60,7 +60,7 @@ def crsm_readings(path: Path = CRSM_GROUPS) -> tuple[pd.DataFrame, plt.Figure]:
                   if not (col == "corr" and s.startswith("IID"))}  # IID: no label overlap to follow
         curves = {name: {0: g.set_index("steps")[col]} for name, (_, _, g) in groups.items()}
         note = mean_curves(ax, curves, percent=False, ylabel=label, xlabel="local steps per client")
-        for line in ax.get_lines():  # colour: the setting; solid squares: shared samples, dashed circles: own
+        for line in ax.get_lines():  # colour: the setting; dashed squares: shared samples, dotted circles: own
             setting, reading, _ = groups[line.get_label().rsplit(" (n=", 1)[0]]
             line.set(color=colors[setting], **STYLES[reading])
         ax.legend(fontsize=8, loc="center right")  # each panel its own: the left one has no IID
