@@ -345,7 +345,7 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
     rmap = {m: {x: _rounds_of(r) for x, r in by.items()} for m, by in (rounds or {}).items()}
     every = [tuple(r) for by in rmap.values() for r in by.values() if r]
     common = max(set(every), key=every.count) if len(set(every)) > 1 else None
-    lowest = min((float(x) for by in points.values() for x, v in by.items() if v), default=0.0) * 1.05
+    lowest = min((float(x) for by in points.values() for x, v in by.items() if v), default=0.0) * 1.15
     for i, (method, by_x) in enumerate(points.items()):
         stats_ = {x: st for x, v in sorted(by_x.items()) if (st := _interval(v.values(), logy))[3] > 0}
         for v in by_x.values():
