@@ -138,7 +138,7 @@ def runs_frame(runs: Mapping[Any, Run], metric: str = "test_acc") -> pd.DataFram
                      "mu": kw.get("mu", np.nan), "M": kw.get("M", 2 if cfg.strategy == "fedcka" else np.nan),
                      "sim": kw.get("sim", "linear_cka" if cfg.strategy == "fedcka" else ""),
                      "alpha": cfg.partition_kw.get("beta", np.inf), "E": cfg.local_epochs, "seed": cfg.seed,
-                     "pending": pending, "diverged": diverged, "chance": chance(cfg.dataset),
+                     "rounds": cfg.rounds, "pending": pending, "diverged": diverged, "chance": chance(cfg.dataset),
                      "off": None if pending or diverged else off_plateau(r, metric),
                      "acc": np.nan if pending or diverged else 100 * r.final(metric),
                      "s / round": float(np.median(times)) if times else np.nan})

@@ -225,7 +225,7 @@ def test_similarity_levels_average_the_stored_seeds_and_draw_fedavg_beside_fedck
         assert [t.get_text() for t in ax.get_xticklabels()] == ["conv1", "conv2", "fc1"]
         assert len(ax.patches) == 2  # conv1 and conv2 shaded
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert "regularized by ℓ_cka" in legend and any(t.startswith("FedAvg (2 of 3 seeds") for t in legend)
+        assert "regularized by ℓ_cka" in legend and any(t.startswith("FedAvg (n=2 of 3 planned") for t in legend)
         series = [ln for ln in ax.get_lines() if ln.get_marker() != "_"]  # not the error bars' caps
         assert len(series) == 2 and len({(ln.get_color(), ln.get_marker()) for ln in series}) == 2
     plt.close(fig)

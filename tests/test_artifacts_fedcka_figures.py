@@ -74,8 +74,8 @@ def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_p
     assert t2.table().loc["MOON", "α = 5"] == "pending"
     fig = t2.figure("fmnist")
     ours, paper = fig.axes  # one panel per α run, then the paper's
-    assert ours.get_title() == "α = 5"  # the α not run are not drawn
-    assert [t.get_text() for t in ours.get_xticklabels()] == ["FedAvg", "FedCKA"]  # the papers' order; MOON pending
+    assert ours.get_title() == "α = 5, 100 rounds"  # the α not run are not drawn; each α says its rounds
+    assert [t.get_text() for t in ours.get_xticklabels()] == ["FedAvg", "FedCKA (μ=3)"]  # the papers' order; MOON pending
     title = _suptitle(fig)
     assert "not run yet: α = 1 (Appl. Sci.), α = 0.5 (arXiv), α = 0.1" in title and "3 seeds (0-2)" in title
     assert "MOON at α = 5: pending" in title and "own y-scale" in title
@@ -116,6 +116,8 @@ def test_table2_says_how_many_seeds_of_a_method_diverged():
     t2 = Table2.from_records(recs)
     assert t2.incomplete() == ["MOON at α = 5: 2 of 3 seeds (1 diverged)"]
     assert "MOON at α = 5: 2 of 3 seeds (1 diverged)" in _suptitle(t2.figure("fmnist"))
+    text = describe_table2(t2)  # as the figure: no mean of the seeds left, their values and the count instead
+    assert "no mean: MOON 1 of 3 diverged (the other seeds: " in text and "MOON 8" not in text.split("no mean")[0]
 
 
 @pytest.mark.parametrize("pending_seeds, says", [((2,), "MOON at α = 5: 2 diverged, 1 pending"),
@@ -138,8 +140,10 @@ def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():
     fig = rounds_figure(curves, "fmnist")
     lines = fig.axes[0].get_lines()
     assert len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in lines}) == 3
-    assert "3 seeds (0-2); band: 95 % t" in fig.axes[0].get_title()
-    assert "crossover at round 40 of its 100 needs its schedule (2 rounds here)" in fig.axes[0].get_title()
+    assert "3 seeds (0-2); band: 95 % t" in fig._suptitle.get_text()
+    assert "crossover at round 40 of its 100 needs its schedule (2 rounds here)" in fig._suptitle.get_text()
+    gaps = {ln.get_label() for ln in fig.axes[1].get_lines() if not ln.get_label().startswith("_")}
+    assert gaps == {"FedCKA (μ=3) − FedAvg (n=3)", "MOON (μ=10) − FedAvg (n=3)"}  # paired by seed, beside
     fedavg = next(ln for ln in lines if ln.get_label().startswith("FedAvg"))
     assert np.allclose(fedavg.get_ydata(), [50.0, 81.0])  # percent already: not scaled twice
     assert mean_rounds(curves).loc[2, "FedAvg"] == 81.0
@@ -190,12 +194,16 @@ def test_epochs_run_longer_are_also_drawn_and_described_at_the_sweeps_common_rou
     assert list(epochs_at(recs, 2)["acc"]) == [50.0, 80.0, 81.0] * 3  # E = 1 read at round 2, before its end
     table, fig = epochs_artifact(recs, "fmnist", 2)
     ax = fig.axes[0]
-    assert "2 rounds (E = 1: 4, each to its plateau)" in ax.get_title() and "hollow" in ax.get_title()
+    assert "solid: every E at 2 rounds" in ax.get_title() and "hollow: the same runs trained longer" in ax.get_title()
+    assert "(E = 1: 4 rounds)" in ax.get_title()
     hollow = [c for c in ax.containers if c.lines[0].get_markerfacecolor() == "white"]
-    assert len(hollow) == 1 and np.isclose(hollow[0].lines[0].get_ydata()[0], 50.0)
+    assert len(hollow) == 1 and np.isclose(hollow[0].lines[0].get_ydata()[0], 90.0)  # E = 1 at its 4 rounds
+    solid = [c for c in ax.containers if c.lines[0].get_markerfacecolor() != "white"][0]
+    assert np.isclose(solid.lines[0].get_ydata()[0], 50.0)  # the solid line: E = 1 at round 2, as E = 5 and 10
     assert list(table.columns) == ["E = 1 (4 rounds)", "E = 5", "E = 10"]
     text = describe_epochs(recs, 2)
-    assert "E = 1: FedAvg 90.00" in text and "at round 2, as the paper runs every E — E = 1: FedAvg 50.00" in text
+    assert text.startswith("Test accuracy (%) at round 2 for every E") and "E = 1: FedAvg 50.00" in text
+    assert "E = 1 at 4 rounds: FedAvg 90.00" in text
 
 
 def _m_runs(ms=(2,)):
@@ -247,7 +255,7 @@ def test_layer_variance_is_pending_until_a_similarity_exists_and_says_why_fedcka
     assert np.allclose(table["FedAvg: variance"].to_numpy(), expected, rtol=1e-5)
     ax = fig.axes[0]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any("third layer" in t for t in legend) and "FedAvg (2 of 3 seeds)" in legend
+    assert any("third layer" in t for t in legend) and "FedAvg (n=2 of 3 planned)" in legend
     assert ax.get_yscale() == "log" and "6 client pairs" in ax.get_title() and "mean CKA" in ax.get_title()
     text = describe_variance(table)
     assert "FedCKA's variance is" in text and "less alike" in text

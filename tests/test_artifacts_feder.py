@@ -237,7 +237,7 @@ def test_training_curves_separate_accuracy_and_loss_and_keep_the_thesis_in_its_o
     assert all("×" not in t.get_text() and "times" not in t.get_text() for a in loss_axes
                for t in a.get_yticklabels())  # plain tick labels on the log axes
     labels = {ln.get_label() for ln in acc_axes[0].lines}
-    assert labels == {"FedAvg", "FedER", "non-federated"}  # Fig. A.1's stable-rank run is not a Table 4.2 cell
+    assert labels == {"FedAvg (n=1)", "FedER (n=1)", "non-federated (n=1)"}  # Fig. A.1's stable-rank run is not a Table 4.2 cell
     assert all(ln.get_ydata().max() <= 80.0 for ln in acc_axes[0].lines)  # no thesis line (76.87 ...) as data
     assert len({(ln.get_color(), ln.get_marker()) for ln in acc_axes[0].lines}) == 3
     title = acc_axes[0].get_title()
@@ -264,7 +264,7 @@ def test_training_curves_name_pending_runs_and_wait_for_a_stored_one():
     recs = nb_records(pending_feder=True)
     fig = training_curves(recs, "fmnist", "quick")
     assert "pending: Adam · FedER (seed 0)" in fig.get_suptitle()  # a cell with its seeds, not a name per run
-    assert {ln.get_label() for a in fig.axes for ln in a.lines} == {"FedAvg", "non-federated"}
+    assert {ln.get_label() for a in fig.axes for ln in a.lines} == {"FedAvg (n=1)", "non-federated (n=1)"}
     none = {"table4.2": {k: Pending("p", {}) for k in recs["table4.2"]}}
     assert training_curves(none, "fmnist", "quick") is None
     assert floored_share_figure({"table4.2": {k: v for k, v in recs["table4.2"].items() if k.method != "FedER"}},
@@ -281,7 +281,10 @@ def test_thesis_figures_follow_table_4_2s_rows_per_setting():
 def test_describe_training_curves_states_the_numbers_and_what_is_pending():
     text = describe_training_curves(grid_frame(runs(ADAM)))
     assert "FedAvg · Adam 80.50 % ± 1.24 (3 seeds)" in text and "FedER · Adam 81.10 %" in text
-    assert "FedER − FedAvg: Adam +0.60 points (thesis, CIFAR-100: +0.18)" in text and "Pending" not in text
+    assert ("FedER − FedAvg, paired on the seeds both ran: Adam +0.60 points ± 0.25 (3 seeds; thesis, CIFAR-100: "
+            "+0.18)") in text and "Pending" not in text
+    one = describe_training_curves(grid_frame(runs({("Adam", "FedAvg"): (80.0, 81.0, 80.5), ("Adam", "FedER"): (80.6,)})))
+    assert "Adam +0.60 points (1 seed, no interval; thesis" in one  # one seed against its own FedAvg seed, not a mean
     r = runs(ADAM)
     r[rid("Adam", "FedER", 2)] = Pending("k", {})
     assert describe_training_curves(grid_frame(r)).endswith("Pending: Adam · FedER · seed=2.")
@@ -317,7 +320,7 @@ def test_rank_weights_greys_the_floor_and_labels_both_colour_bars():
 def test_floored_share_and_stable_rank_figures():
     recs = nb_records()
     ax = floored_share_figure(recs, "fmnist", "quick").axes[0]
-    assert [ln.get_label() for ln in ax.lines][0] == "FedER · Adam"
+    assert [ln.get_label() for ln in ax.lines][0] == "FedER · Adam (n=1)"
     assert "1 seed (0), no interval" in ax.get_title()
     fig = stable_rank_figure(recs, "cifar100", "paper")
     ax = fig.axes[0]

@@ -117,20 +117,23 @@ def _paper_on_axes(ax, values) -> bool:
     return any(np.isclose(float(y), v) for ln in ax.get_lines() for y in np.atleast_1d(ln.get_ydata()) for v in values)
 
 
-def test_mu_figure_draws_ours_by_mu_and_the_paper_in_panels_of_their_own():
+def test_mu_figure_draws_each_method_at_its_mu_on_a_method_axis_and_the_paper_in_panels_of_their_own():
     t1 = fi.Table1.from_records(table1_runs(), 3, "fmnist", LEFT_OUT)
     fig = ff.mu_figure(t1, "quick")
     ax, p1, p2 = fig.axes
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert {"FedProx", "FedIntR", "FedAvg (no μ, n=3)"} <= set(labels)
-    assert "3 seeds (0-2); bars: 95 % t interval" in ax.get_title()
-    assert "not run at this scale: FedCKA, MOON" in ax.get_title() and "Fashion-MNIST" in ax.get_title()
-    intr = next(c for c in ax.containers if c.get_label() == "FedIntR")
-    assert intr.lines[0].get_linestyle() == "None"  # two μ run: dots, no line
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.001", "1", "10"]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["FedAvg (no μ)", "FedProx (μ=0.001)", "FedIntR (μ=1)", "FedIntR (μ=10)"]  # methods, not a μ axis
+    assert ax.get_xscale() == "linear" and ax.get_xlabel() == ""
+    title = fig.subfigs[0]._suptitle.get_text()
+    assert "3 seeds (0-2); bars: 95 % t interval" in title and "best μ" not in title
+    assert "not run at this scale: FedCKA, MOON" in title and "Fashion-MNIST" in title
     paper = [v[0] for v in fi.PAPER_T1["fmnist"].values()] + [v["fmnist"] for v in fi.PAPER_T2.values()]
     assert not _paper_on_axes(ax, paper)  # the paper's 100-round numbers are never on our axes
     assert {"89.15", "88.67", "0.001"} <= _panel_text(p1) | _panel_text(p2)
+    assert "not run at this scale" not in p2.get_title()  # FedIntR ran two μ here: Table II has ours
+    one = {k: v for k, v in table1_runs().items() if k.mu != 1}
+    p2 = ff.mu_figure(fi.Table1.from_records(one, 3, "fmnist", LEFT_OUT), "quick").axes[2]
+    assert "ours: not run at this scale (one μ)" in p2.get_title()
 
 
 def test_describe_mu_states_each_methods_mean_and_interval_or_pending():
@@ -142,20 +145,23 @@ def test_describe_mu_states_each_methods_mean_and_interval_or_pending():
     assert "pending" in ff.describe_mu(fi.Table1.from_records(pend, 3, "fmnist", LEFT_OUT))
 
 
-def test_curves_figure_draws_the_mean_of_every_seed_with_a_zoom_and_the_paper_in_a_panel():
+def test_curves_figure_draws_the_mean_of_every_seed_the_paired_differences_and_the_paper_in_a_panel():
     t1 = fi.Table1.from_records(table1_runs(), 3, "fmnist")
     curves = t1.curves(table1_runs())
     assert set(curves) == {"FedAvg", "FedProx (μ=0.001)", "FedIntR (μ=10)"}
     assert all(set(v) == {0, 1, 2} for v in curves.values())  # every seed, not the first one only
     fig = ff.curves_figure(curves, "fmnist", "quick")
-    ax, zoom, panel = fig.axes
+    ax, diff, panel = fig.axes
     ours = [ln for ln in ax.get_lines() if str(ln.get_label()).endswith("(n=3)")]
     assert len(ours) == 3 and len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 3
     mean = np.mean([100 * r.metric("test_acc").iloc[-1] for k, r in table1_runs().items() if k.method == "FedAvg"])
     fedavg = next(ln for ln in ax.get_lines() if ln.get_label() == "FedAvg (n=3)")
     assert fedavg.get_ydata()[-1] == pytest.approx(mean)  # percent, once
     assert list(ax.get_xticks())[:2] == [1, 2] and 0 not in ax.get_xticks()
-    assert min(zoom.get_lines()[0].get_xdata()) == 8 and "3 seeds (0-2); band: 95 % t" in fig._suptitle.get_text()
+    assert min(diff.get_lines()[0].get_xdata()) == 8 and "3 seeds (0-2); band: 95 % t" in fig._suptitle.get_text()
+    gaps = {ln.get_label(): ln for ln in diff.get_lines() if not ln.get_label().startswith("_")}
+    assert "FedProx (μ=0.001) − FedAvg (n=3)" in gaps  # paired by seed: about +0.5 points late in training
+    assert gaps["FedProx (μ=0.001) − FedAvg (n=3)"].get_ydata() == pytest.approx(0.5, abs=0.01)
     assert not _paper_on_axes(ax, [v[0] for v in fi.PAPER_T1["fmnist"].values()])
     assert "88.90" in _panel_text(panel)
 

@@ -150,10 +150,10 @@ def test_fig5_figure_draws_dots_with_95_t_bars_and_the_papers_table_i_in_a_panel
     df = values_frame(fig5(QUICK), ACC)
     ax, panel = fig5_figure(df, "fmnist", "quick", last=5).axes
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["FedAvg", "FedIntR (μ=10)"]
+    assert labels == ["FedAvg (n=3)", "FedIntR (μ=10) (n=3)"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "6"]  # the E run, not the paper's 10
     assert all(c.lines[0].get_linestyle() == "None" for c in ax.containers)  # two E: dots, no line
-    fedavg = next(c for c in ax.containers if c.get_label() == "FedAvg")
+    fedavg = next(c for c in ax.containers if c.get_label() == "FedAvg (n=3)")
     (_, lo), (_, hi) = fedavg.lines[2][0].get_segments()[0]
     assert (hi - lo) / 2 == pytest.approx(t_interval(QUICK[(1, "FedAvg")])[1])  # 95 % t, not the std
     assert not any(np.isclose(float(y), PAPER_T1["fmnist"]["FedIntR"][0]) for ln in ax.get_lines()
@@ -254,7 +254,17 @@ def test_where_e_1_runs_longer_its_poor_accuracy_is_decided_at_its_end_and_in_th
     assert "E = 1 gives FedAvg a lower accuracy than E = 6" not in v  # one reading per row, each named
     assert "E = 1 gives FedAvg a lower accuracy than E = 6" in by_claim(fig5_verdicts(df, 6))  # paper: one reading
     text = describe_fig5(df, 6, eq, 40)
-    assert "In the same 40 rounds as E = 6" in text and "FedAvg 41.31" in text
-    ax = fig5_figure(df, "fmnist", "quick", 3, eq, 40).axes[0]
-    assert "hollow: the same runs at round 40" in ax.get_title()
-    assert "FedAvg, E = 1 at round 40" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert text.startswith("Median accuracy (%) at 40 rounds for every E") and "E = 1: FedAvg 41.31" in text
+    assert "FedAvg at E = 1, 450 rounds:" in text and "to their plateau (hollow" in text
+    fig = fig5_figure(df, "fmnist", "quick", 3, eq, 40)
+    ax = fig.axes[0]
+    assert "solid: every E at 40 rounds" in ax.get_title() and "hollow: the same E = 1 runs" in ax.get_title()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "FedAvg, E = 1 at 450 rounds (n=5)" in legend
+    solid = {s["label"]: s for s in ax._fedlib_series if "450" not in s["label"]}
+    assert all(s["rounds"] == [40] for s in solid.values())  # the solid series: every E at the same rounds
+    e1 = [c for c in ax.containers if c.get_label() == "FedAvg (n=5)"][0].lines[0].get_ydata()[0]
+    assert e1 == pytest.approx(41.3150, abs=1e-3)  # E = 1's solid point: its runs at round 40
+    fig.canvas.draw()
+    from fedlib.figcheck import figure_facts, figure_problems
+    assert not [p for p in figure_problems(figure_facts(fig)) if "rounds" in p]

@@ -213,6 +213,18 @@ def _seed_curves(records: Runs, methods: Sequence[str]) -> dict[str, dict[int, p
     return {m: out[m] for m in methods if m in out}
 
 
+def _setup(records: Runs, methods: Sequence[str]) -> str:
+    """``"ours: 40 rounds × 6 local epochs, 12,000 training images"``: the setup of the stored runs of ``methods``
+    (each distinct value where they differ; the centralized run's epochs are its rounds)."""
+    cfgs = [r.cfg for rid, r in records.items() if isinstance(r, Record) and rid.method in methods]
+    if not cfgs:
+        return ""
+    vals = lambda f: "/".join(map(str, sorted({getattr(c, f, None) for c in cfgs} - {None})))  # noqa: E731
+    n = sorted({c.n_train for c in cfgs if getattr(c, "n_train", None)})
+    return (f"ours: {vals('rounds')} rounds × {vals('local_epochs')} local epochs"
+            + (f", {'/'.join(f'{x:,}' for x in n)} training images" if n else ", the full training set"))
+
+
 def _not_done(per_run: pd.DataFrame, methods: Sequence[str]) -> list[str]:
     """``"<method> <k> of <n> seeds"`` for each of ``methods`` with seeds pending or diverged."""
     g = per_run[per_run["method"].isin(methods)].groupby("method", sort=False)["status"]
@@ -240,7 +252,8 @@ def curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str, scale: str
         ax.legend(fontsize=8, loc="lower right")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         left = _not_done(per_run, groups[title])
-        ax.set_title(f"{title}\n{note}" + (f"\npending or diverged: {', '.join(left)}" if left else ""), fontsize=8)
+        ax.set_title(f"{title}\n{_setup(records, groups[title])}\n{note}"
+                     + (f"\npending or diverged: {', '.join(left)}" if left else ""), fontsize=8)
     paper = axes[-1]
     paper.axis("off")
     t1 = PAPER_T1.get(dataset, {})
@@ -251,7 +264,8 @@ def curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str, scale: str
         paper_panel(paper.inset_axes((0, 1 - (k + 1) / len(tables), 1, 1 / len(tables) - 0.08)), rows,
                     ["method", "paper: test acc. (%)"], title)
     fig.suptitle(f"Baselines on {dataset_name(dataset)}, scale={scale}: test accuracy per round (the papers' "
-                 "numbers, from their own setups, on the right)", fontsize=10)
+                 "numbers, from their own longer setups on the full data, on the right: not comparable levels)",
+                 fontsize=10)
     return fig
 
 

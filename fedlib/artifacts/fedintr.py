@@ -70,7 +70,7 @@ _FLAGS = ["pending", "diverged", "off"]
 
 def median_frame(runs: Runs, last: int) -> pd.DataFrame:
     """One row per run: its name (``run``) and its id's fields (μ; β, N or E where they lead its name; method, seed),
-    ``pending``, ``diverged``, the median test accuracy over the ``last`` rounds (the paper's statistic), the last
+    its ``rounds``, ``pending``, ``diverged``, the median test accuracy over the ``last`` rounds (the paper's statistic), the last
     round's, seconds per round, the record."""
     rows = []
     for rid, r in runs.items():
@@ -78,7 +78,7 @@ def median_frame(runs: Runs, last: int) -> pd.DataFrame:
         h = r.frame() if ok else pd.DataFrame()
         lead = {k: v for k, v in rid.settings().items() if k != "μ"}
         rows.append({"run": str(rid), "μ": rid.mu, **lead, "method": rid.method, "seed": rid.seed,
-                     "pending": isinstance(r, Pending),
+                     "rounds": int(getattr(r.cfg, "rounds", 0) or 0) if hasattr(r, "cfg") else 0, "pending": isinstance(r, Pending),
                      "diverged": isinstance(r, Diverged), "off": off_plateau(r) if ok else None,
                      "median (%)": 100 * r.final("test_acc", last=last) if ok else np.nan,
                      "last round (%)": 100 * r.final("test_acc") if ok else np.nan,

@@ -129,17 +129,18 @@ def kept_lrs(r: Run) -> dict[str, float]:
 
 
 def personal_frame(runs: Runs) -> pd.DataFrame:
-    """One row per run: ``name, method, s, seed, pending, diverged``, final personalized ``acc`` and ``acc (no ft)``
-    (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, over its second half the
-    largest ``crsm deviation`` of a weight from 1/N (a share of it) and the ``self-weight min`` / ``max`` of any
-    client (:func:`fedlib.crsm.crsm_reading`; NaN without a CRSM), its ``clients``, the lr its clients kept when
-    fine-tuning (:func:`kept_lrs`), and ``s / round``."""
+    """One row per run: ``name, method, s, seed, rounds, pending, diverged``, final personalized ``acc`` and
+    ``acc (no ft)`` (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, over its
+    second half the largest ``crsm deviation`` of a weight from 1/N (a share of it) and the ``self-weight min`` /
+    ``max`` of any client (:func:`fedlib.crsm.crsm_reading`; NaN without a CRSM), its ``clients``, the lr its clients
+    kept when fine-tuning (:func:`kept_lrs`), and ``s / round``."""
     rows = []
     for rid, r in runs.items():
         done = isinstance(r, Record)
         crsm = (crsm_reading(r.history, int(r.cfg.rounds)) if done else None) or {}
         rows.append({"name": str(rid), "method": rid.method, "s": rid.s, "seed": rid.seed,
-                     "pending": isinstance(r, Pending), "diverged": isinstance(r, Diverged),
+                     "rounds": int(getattr(r.cfg, "rounds", 0) or 0), "pending": isinstance(r, Pending),
+                     "diverged": isinstance(r, Diverged),
                      "chance": personal_chance(r.cfg),
                      "off": off_plateau(r, "personal_acc_mean") if done else None,
                      "acc": 100 * _last(r, "personal_acc_mean") if done else np.nan,
