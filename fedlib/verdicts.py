@@ -373,8 +373,8 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
     if bv:
         means[names[1]] = sum(bv.values()) / len(bv)
     n = {names[0]: len(av)} | ({names[1]: len(bv)} if bv is not None else {})
-    edge = r_lo if math.isfinite(r_lo) else r_hi
-    base = dict(claim=claim, source=source, n=n, means=means, region=text, margin=float(abs(edge)), paper=paper,
+    base = dict(claim=claim, source=source, n=n, means=means, region=text, margin=policy_margin(kind, unit)[0],
+                paper=paper,
                 paper_d=float(paper_d), kind=kind, unit=unit, finding=finding)
     if diverged:
         return Verdict(**base, verdict=VERDICTS[3], why=f"diverged: {', '.join(diverged)}")

@@ -75,7 +75,7 @@ def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_p
     fig = t2.figure("fmnist")
     ours, paper = fig.axes  # one panel per α run, then the paper's
     assert ours.get_title() == "α = 5, 100 rounds"  # the α not run are not drawn; each α says its rounds
-    assert [t.get_text() for t in ours.get_xticklabels()] == ["FedAvg", "FedCKA (μ=3)"]  # the papers' order; MOON pending
+    assert [t.get_text() for t in ours.get_xticklabels()] == ["FedAvg", "FedCKA (μ=5)"]  # the paper's μ; MOON pending
     title = _suptitle(fig)
     assert "not run yet: α = 1 (Appl. Sci.), α = 0.5 (arXiv), α = 0.1" in title and "3 seeds (0-2)" in title
     assert "MOON at α = 5: pending" in title and "own y-scale" in title
@@ -143,7 +143,7 @@ def test_rounds_figure_draws_the_mean_over_seeds_with_a_style_per_method():
     assert "3 seeds (0-2); band: 95 % t" in fig._suptitle.get_text()
     assert "crossover at round 40 of its 100 needs its schedule (2 rounds here)" in fig._suptitle.get_text()
     gaps = {ln.get_label() for ln in fig.axes[1].get_lines() if not ln.get_label().startswith("_")}
-    assert gaps == {"FedCKA (μ=3) − FedAvg (n=3)", "MOON (μ=10) − FedAvg (n=3)"}  # paired by seed, beside
+    assert gaps == {"FedCKA (μ=5) − FedAvg (n=3)", "MOON (μ=10) − FedAvg (n=3)"}  # paired by seed, beside
     fedavg = next(ln for ln in lines if ln.get_label().startswith("FedAvg"))
     assert np.allclose(fedavg.get_ydata(), [50.0, 81.0])  # percent already: not scaled twice
     assert mean_rounds(curves).loc[2, "FedAvg"] == 81.0

@@ -23,9 +23,11 @@ def baseline_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dat
 
 
 PAPER = Paper(
-    name="Baselines", text="FedAvg / FedProx in FedIntR's setup; the partitions of all four papers", presets=(),
+    name="Baselines", text="FedAvg / FedProx in FedIntR's setup; the partitions and the findings of all four papers",
+    presets=(),
     notebooks=(
         Notebook("00_data_partitions"),  # partitions only: nothing trained, invariants but no claims
         Notebook("01_fedavg_baseline", plan=baseline_plan, claims=baseline_claims, datasets=("fmnist",),
                  priorities={"table1": 13, "*": 27}),  # FedIntR Table I's rows: the same runs as notebook 05's
+        Notebook("09_findings"),  # every notebook's stored claim rows read together: nothing trained, no claims
     ))
