@@ -13,20 +13,11 @@ from fedlib.config import Config, ConfigError
 from fedlib.engine import Engine
 from fedlib.schedule import round_lr
 from fedlib.strategies import build_strategy, strategy_options
+from test_fedshibu import cfg as shibu_cfg, trained  # noqa: F401  (the same small FedBABU setup)
 
 
 def cfg(**kw) -> Config:
-    base = dict(dataset="synthetic", model="intr_cnn", partition="shards", partition_kw={"shards_per_user": 2},
-                num_clients=5, rounds=1, local_epochs=1, batch_size=32, lr=0.05, momentum=0.9, weight_decay=0.0,
-                augment="none", seed=1, executor="sequential", personal_eval=True, strategy="fedbabu")
-    base.update(kw)
-    return Config(**base)
-
-
-def trained(c: Config, data) -> Engine:
-    eng = Engine(c, data=data, progress=False, keep_client_models=True)
-    eng.run()
-    return eng
+    return shibu_cfg(**{"rounds": 1, "strategy": "fedbabu", **kw})
 
 
 def sizes(eng: Engine) -> list[int]:
