@@ -54,6 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from fedlib.campaign import collect, parse_budget  # noqa: E402
 from fedlib.config import Config  # noqa: E402
+from fedlib.errors import as_typed  # noqa: E402
 from fedlib.costs import DEFAULT_COSTS, CostTable, cost_key, device_type, fmt_s, sample_passes  # noqa: E402
 from fedlib.data import DEFAULT_AUGMENT, load_dataset  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
@@ -276,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     device = a.device or ("cpu" if a.smoke else "cuda")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        ap.error(f"--device {device!r}: CUDA is not available on this machine; run --smoke for the CPU check.")
+        ap.error(f"--device {device!r}: CUDA is not available on this machine; run "
+                 f"{as_typed('--smoke', 'make gpu-check SMOKE=1')} for the CPU check.")
     budget = parse_budget(a.budget)
     datasets = a.datasets or (["fmnist"] if a.smoke else ["fmnist", "cifar100"])
     todo = [(n, c) for n, c in cases(datasets) if not a.only or c.strategy in a.only]

@@ -51,6 +51,7 @@ from .config import SCALES, Config, device_problem, field_problem
 from .costs import DEFAULT_COSTS, CostTable, LongRunError, check_long
 from .costs import fmt_s as _fmt_s
 from .data import dataset_missing  # noqa: F401  (re-exported)
+from .errors import as_typed
 from .ledger import ledger_path, write_ledger
 from .plan_text import DOC_BEGIN, DOC_END, format_plan, matching, plan_doc, write_plan_doc  # noqa: F401
 from .papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
@@ -414,14 +415,16 @@ def main(argv: list[str] | None = None) -> int:
             need = sum(i.estimate_s for i in todo)
             try:
                 check_long(min(need, budget), a.device, f"campaign: {len(todo)} pending run(s) ({_fmt_s(need)} in "
-                           f"all), budget {_fmt_s(budget)}", flag="--allow-long", allow_long=a.allow_long or None)
+                           f"all), budget {_fmt_s(budget)}", flag=as_typed("--allow-long", "FEDLIB_ALLOW_LONG=1 make campaign"),
+                           allow_long=a.allow_long or None)
             except LongRunError as e:
                 print(f"[campaign] {e}", file=sys.stderr)
                 return 2
         if not todo:
             n = {s: sum(i.status == s for i in items) for s in ("done", "diverged", "blocked")}
             print(f"[campaign] nothing to do: {n['done']} done, {n['diverged']} diverged (a result; "
-                  f"--retry-diverged trains them again), {n['blocked']} blocked.")
+                  f"{as_typed('--retry-diverged', 'python -m fedlib.campaign run ... --retry-diverged')} trains "
+                  f"them again), {n['blocked']} blocked.")
         elif a.backend == "ray":
             run_ray(items, store, budget, costs, address=a.ray_address)
         else:

@@ -2,7 +2,7 @@
 
     python -m fedlib run fedintr --scale quick strategy=fedprox 'strategy_kw={"mu": 0.01}' seed=1
     python -m fedlib run fedcka --scale smoke rounds=3 --tensorboard runs/
-    python -m fedlib show 14dc5b66                 # a key or a unique prefix of one
+    python -m fedlib show 1a7a9801                 # a key or a unique prefix of one
 
 ``run`` starts from a paper's preset (:func:`fedlib.presets.preset`) at ``--scale``, applies ``key=value``
 overrides (values read as JSON, then as Python literals, else as a string: ``lr=1e-3``, ``augment=none``,
@@ -19,6 +19,7 @@ import ast
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,32 @@ from .config import SCALES
 from .presets import preset
 from .results import Store, run
 
-__all__ = ["main", "parse_overrides"]
+__all__ = ["main", "parse_overrides", "HELP"]
+
+HELP = """One experiment from the command line, and a stored record at a glance.
+
+  python -m fedlib run fedintr --scale quick strategy=fedprox 'strategy_kw={"mu": 0.01}' seed=1
+  python -m fedlib show <key>              a record's config, provenance and final metrics (a key or its prefix)
+
+run starts from a paper's preset (fedintr, fedcka, feder, fedshibu) at --scale, applies key=value overrides
+(JSON, then Python literals, else a string), checks the whole config, prints its estimate and whether it
+checkpoints, then one line per round; the record is stored under its key. A stored record comes back without
+training (--recompute trains it again). Ctrl-C keeps the checkpointed rounds: the same command resumes.
+
+Every entry point of fedlib:
+  make reproduce          render every notebook from the committed records (trains nothing; minutes)
+  make test               unit tests, then the notebooks under nbval
+  make lab                JupyterLab on notebooks/
+  make campaign           train the planned runs within a budget (SCALE=, DEVICE=, BUDGET=)
+  make bundle             an offline bundle in bundle/
+  make gpu-check          on a GPU first: every strategy and path agree (SMOKE=1: the same on a CPU)
+  python -m fedlib run | show              this command
+  python -m fedlib.reproduce --help        execute or render the notebooks, write the summaries
+  python -m fedlib.campaign --help         plan, run and ledger of every planned run
+  python -m fedlib.papers --help           the papers, their notebooks, and a notebook's verdicts (claims NN)
+  scripts/render-head.sh                   render HEAD's records in a clean worktree and copy the outputs here
+  python scripts/strategies_quick.py       six strategies in FedIntR's setup, one table
+"""
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -133,7 +159,7 @@ def _show(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fedlib", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m fedlib", description=HELP,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="one experiment from a paper's preset, with key=value overrides")
@@ -157,7 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "run":
         a.overrides = list(a.overrides) + rest
     try:
-        return _run(a) if a.cmd == "run" else _show(a)
+        with warnings.catch_warnings():  # a warning is one line, without the source line that raised it
+            if not a.debug:
+                warnings.showwarning = lambda msg, cat, *_, **__: print(  # noqa: E731
+                    f"fedlib {a.cmd}: {cat.__name__}: {msg}", file=sys.stderr)
+            return _run(a) if a.cmd == "run" else _show(a)
     except Exception as e:  # noqa: BLE001 — one line for the user; --debug shows where
         if a.debug:
             raise

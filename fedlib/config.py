@@ -6,9 +6,8 @@ it runs (device, executor, checkpointing) are not, and are recorded as provenanc
 
 :meth:`Config.validate` checks every field (types too: an ``int`` field takes no float, bool or string) and
 raises one :class:`ConfigError` naming each bad field, its value and the fix; :meth:`Config.from_dict`,
-:meth:`Config.replace` and :func:`preset` reject unknown keys instead of dropping them (docs/bad-inputs.md).
-
-The per-paper presets (:func:`fedlib.presets.preset`) are re-exported here for convenience.
+:meth:`Config.replace` and :func:`preset` reject unknown keys instead of dropping them (docs/bad-inputs.md). The
+per-paper presets are in :func:`fedlib.presets.preset`.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import torch
 
 from . import augment, data, models, optim, partition, strategies
 from .data import canonical_name
+from .errors import OneLineError
 from .validation import config_option_problems
 
 SCALES = ("smoke", "quick", "paper")
@@ -38,7 +38,7 @@ EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label",
                               "cuda_graph"})
 
 
-class ConfigError(ValueError, TypeError):
+class ConfigError(OneLineError, ValueError, TypeError):
     """An invalid or unknown :class:`Config` field. The message names each field, its bad value and the fix;
     ``fields`` lists the fields. A ``ValueError`` (and, for callers of ``replace``, a ``TypeError``)."""
 
@@ -97,8 +97,8 @@ class Config:
     device: str = "cpu"
     executor: str = "auto"  # "sequential" | "vectorized" | "auto"
     chunk_size: int | None = None  # clients per vectorized chunk (None: all sampled clients)
-    # rounds between checkpoints; 0: none; None (auto): every 5 % of the rounds when the run is estimated longer
-    # than a few minutes (fedlib.costs.before_run), so a killed run resumes
+    # rounds between checkpoints; 0: none; None (auto): every round when the run is estimated over a minute
+    # (fedlib.costs.CHECKPOINT_AFTER_S, before_run), so a killed run resumes
     checkpoint_every: int | None = None
     compile: bool = False  # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
     # vectorized executor on CUDA: fixed-shape steps replayed from one captured CUDA graph (the same training up to
@@ -126,6 +126,9 @@ class Config:
     def identity(self) -> dict[str, Any]:
         """The fields that determine the numbers (everything but execution details)."""
         d = dataclasses.asdict(self)
+        for f, later in _LATER_OPTIONS.items():
+            if isinstance(d[f], dict):
+                d[f] = {k: v for k, v in d[f].items() if not (k in later and v == later[k])}
         return {k: v for k, v in d.items() if k not in EXECUTION_FIELDS
                 and not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])}
 
@@ -301,6 +304,9 @@ def _lr_step_rule(v: Any) -> str | None:
 # Fields added after records were first stored: left out of the identity while at these defaults, so every
 # earlier config keeps its key.
 _LATER_FIELDS: dict[str, Any] = {"optimizer_kw": {}, "lr_step": None, "persistent_optimizer": False}
+# Options added after records were first stored (field -> option -> its default): left out of that field in the
+# identity while at their defaults, so giving an option its default value keeps the key of the config without it.
+_LATER_OPTIONS: dict[str, dict[str, Any]] = {"strategy_kw": {"body_mean": "weighted", "lr_rounding": "ceil"}}
 
 
 _RULES: dict[str, Any] = {

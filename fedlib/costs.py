@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .atomic import atomic_write_text
+from .errors import OneLineError
 from .augment import DEFAULT_AUGMENT, VIEWS
 from .config import Config
 from .provenance import device_name
@@ -282,7 +283,7 @@ LONG_RUN_S = 3600.0  # longer than this on a CPU: stop before starting unless to
 ALLOW_LONG_ENV = "FEDLIB_ALLOW_LONG"
 
 
-class LongRunError(RuntimeError):
+class LongRunError(OneLineError, RuntimeError):
     """Work estimated longer than :data:`LONG_RUN_S` on a CPU, not started; the message says how to go on."""
 
 
@@ -309,8 +310,8 @@ def check_long(seconds: float, device: str, what: str, source: str = "", *, allo
         raise LongRunError(
             f"{what} is estimated at {fmt_s(seconds)} on this CPU ({device}), more than {LONG_RUN_S / 3600:g} h; nothing "
             f"was started. Run it on a GPU (device='cuda'; docs/campaign.md), at scale 'quick', or go on anyway with "
-            f"{flag} (or {ALLOW_LONG_ENV}=1). Runs of more than a few minutes checkpoint, so an interrupted one "
-            f"resumes.")
+            f"{flag} (or {ALLOW_LONG_ENV}=1). Runs estimated over a minute checkpoint every round, so an "
+            f"interrupted one resumes.")
 
 
 CHECKPOINT_AFTER_S = 60.0  # a run estimated longer than this checkpoints every round (checkpoint_every=None)
@@ -330,16 +331,22 @@ def check_runs(cfgs: Iterable[Config], *, allow_long: bool | None = None, log: A
 
 
 def before_run(cfg: Config, *, allow_long: bool | None = None, log: Any = print,
-               guard: Callable[[Config], None] | None = None) -> Config:
+               guard: Callable[[Config], None] | None = None, announce: bool = False) -> Config:
     """What :func:`fedlib.results.run` settles before it trains ``cfg``: ``checkpoint_every=None`` becomes every round
     for a run estimated longer than :data:`CHECKPOINT_AFTER_S` (else 0); then the guard: ``guard(cfg)`` when the
     caller holds one (a caller that checked all its runs at once, :func:`check_runs`, or a campaign that admitted
-    the run against its budget), else :func:`check_runs` of this run alone."""
+    the run against its budget), else :func:`check_runs` of this run alone. ``announce``: ``log`` the estimate and
+    whether the run checkpoints first."""
     table = CostTable()
     est = table.estimate(cfg, cfg.device, device_name=device_name(cfg.device))
     if cfg.checkpoint_every is None:
         every = 1 if est.seconds > CHECKPOINT_AFTER_S else 0
         cfg = cfg.replace(checkpoint_every=every)
+    if announce:
+        k = cfg.checkpoint_every
+        log(f"[fedlib] {cfg.label or cfg.key()}: {cfg.rounds} rounds, estimated {fmt_s(est.seconds)} on {cfg.device}; "
+            + (f"checkpoints every {'round' if k == 1 else f'{k} rounds'}: after Ctrl-C the same command resumes"
+               if k else "no checkpoints (checkpoint_every=0, or estimated under a minute)"))
     if guard is not None:
         guard(cfg)
     elif device_type(cfg.device) == "cpu" and not long_allowed(allow_long):

@@ -166,7 +166,8 @@ class Engine:
     def context(self, cid: int, rnd: int) -> ClientContext:
         n = len(self.client_idx[cid])
         steps = self.cfg.local_epochs * num_batches(n, self.cfg.batch_size, self.cfg.drop_last)
-        return ClientContext(cid=cid, round=rnd, n_samples=n, steps=steps, lr=round_lr(self.cfg, rnd),
+        lr = round_lr(self.cfg, rnd, self.strategy.lr_rounding)
+        return ClientContext(cid=cid, round=rnd, n_samples=n, steps=steps, lr=lr,
                              first_visit=cid not in self.visited, state=self.client_state[cid],
                              trainable=self.trainable,
                              features=lambda params, taps, k, shared=False: self.features(cid, rnd, params, taps, k,

@@ -19,12 +19,13 @@ import pandas as pd
 from .config import Config
 from .costs import check_runs, no_check
 from .data import chance
+from .errors import OneLineError
 from .results import Pending, Record, Store, fetch
 from .schedule import NonFiniteLossError
 from .verdicts import off_plateau
 
-__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "best_mu", "cell", "summary_cell", "seed_values",
-           "PENDING", "DIVERGED", "Diverged", "fetch_runs"]
+__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "cell", "summary_cell", "seed_values",
+           "PENDING", "DIVERGED", "Diverged", "fetch_runs", "DuplicateSeedError", "check_distinct_seeds"]
 
 PENDING = "pending"
 DIVERGED = "diverged"
@@ -88,7 +89,27 @@ def fetch_runs(runs: Mapping[K, Config], *, store: Store, train: bool = True,
                 raise
             print(f"{name}: diverged in round {d.failed_round} ({d.message})")
             out[name] = d
+    check_distinct_seeds([r for r in out.values() if isinstance(r, Record)], store)
     return out
+
+
+class DuplicateSeedError(OneLineError, ValueError):
+    """Two records of different seeds that ended with the same weights: one is a copy of the other's run."""
+
+
+def check_distinct_seeds(records: Sequence[Record], store: Store) -> None:
+    """Raise :class:`DuplicateSeedError` naming both files when two of ``records`` have different seeds but the
+    same final weights hash (a record copied under another seed would count one run twice in an interval)."""
+    seen: dict[str, Record] = {}
+    for r in records:
+        if not r.final_params_hash:
+            continue
+        first = seen.setdefault(r.final_params_hash, r)
+        if first.cfg.seed != r.cfg.seed:
+            raise DuplicateSeedError(
+                f"{store.record_path(first.key)} (seed {first.cfg.seed}) and {store.record_path(r.key)} (seed "
+                f"{r.cfg.seed}) end with the same weights ({r.final_params_hash}): one is a copy of the other's run. "
+                f"Delete the copied one (git checkout restores a committed record); it is then trained or pending.")
 _LABEL = {"fedavg": "FedAvg", "fedprox": "FedProx", "scaffold": "SCAFFOLD", "moon": "MOON", "fedcka": "FedCKA",
           "centralized": "centralized", "fedintr": "FedIntR"}
 
@@ -117,7 +138,7 @@ def runs_frame(runs: Mapping[Any, Run], metric: str = "test_acc") -> pd.DataFram
                      "mu": kw.get("mu", np.nan), "M": kw.get("M", 2 if cfg.strategy == "fedcka" else np.nan),
                      "sim": kw.get("sim", "linear_cka" if cfg.strategy == "fedcka" else ""),
                      "alpha": cfg.partition_kw.get("beta", np.inf), "E": cfg.local_epochs, "seed": cfg.seed,
-                     "pending": pending, "diverged": diverged, "chance": chance(cfg.dataset),
+                     "rounds": cfg.rounds, "pending": pending, "diverged": diverged, "chance": chance(cfg.dataset),
                      "off": None if pending or diverged else off_plateau(r, metric),
                      "acc": np.nan if pending or diverged else 100 * r.final(metric),
                      "s / round": float(np.median(times)) if times else np.nan})
@@ -156,24 +177,6 @@ def seed_summary(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
                         "s / round": g["s / round"].median()})
     out.loc[out["diverged"], ["mean", "std"]] = np.nan
     return out.reset_index()
-
-
-def best_mu(summary: pd.DataFrame, by: Sequence[str] = ("method", "alpha")) -> pd.DataFrame:
-    """Per group of ``by`` the row (μ) with the highest mean accuracy, as the papers report ("the best μ"); a group
-    with a pending run is pending (its best is not known yet); a μ that diverged is never the best, and a group
-    where every μ diverged is diverged."""
-    rows = []
-    for _, grp in summary.groupby(list(by), sort=False):
-        if grp["pending"].any() or grp["mean"].isna().all():
-            row = grp.iloc[0].copy()
-            row["mean"], row["std"], row["mu"] = np.nan, np.nan, np.nan
-            row["pending"] = bool(grp["pending"].any())
-            row["diverged"] = not row["pending"] and bool(grp["diverged"].all())
-        else:
-            row = grp.loc[grp["mean"].idxmax()].copy()
-        row["μ tried"] = ", ".join(f"{m:g}" for m in grp["mu"].dropna()) if "mu" in grp else ""
-        rows.append(row)
-    return pd.DataFrame(rows).reset_index(drop=True)
 
 
 def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = False, diverged: bool = False,

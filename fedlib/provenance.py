@@ -166,7 +166,7 @@ def worker_seconds(record: Any) -> float:
 
 def runs_provenance(runs: Any) -> dict[str, Any]:
     """The provenance of the runs behind a figure or table (a Record, Pending or Diverged placeholder, or nested
-    dicts / lists of them): how many there are, pending and diverged, and the seeds, commits, devices and
+    dicts / lists of them): how many there are, pending and diverged, and the seeds, rounds, commits, devices and
     precisions of the records among them, with their total training minutes. A run that appears more than once
     (one record behind two artifacts, same key) counts once."""
     flat = list(unique_runs(runs).values())
@@ -177,6 +177,7 @@ def runs_provenance(runs: Any) -> dict[str, Any]:
     uniq = lambda vals: sorted({v for v in vals if v is not None}, key=str)  # noqa: E731
     return {"runs": len(flat), "pending": pending, "diverged": diverged,
             "seeds": uniq(r.config.get("seed") for r in recs),
+            "rounds": sorted({int(r.config["rounds"]) for r in recs if r.config.get("rounds")}),
             "commits": uniq(r.provenance.get("commit") for r in recs),
             "devices": uniq(r.provenance.get("device_name") or r.provenance.get("device") for r in recs),
             "precisions": uniq(r.config.get("precision", "fp32") for r in recs),

@@ -29,11 +29,12 @@ import math
 import re
 from pathlib import Path
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from .config import SCALES, device_problem, field_problem
+from .errors import OneLineError
 from .plots import provenance_line, save_figure
 from .presets import preset
 from .provenance import code_commit, runs_provenance, unique_runs
@@ -106,7 +107,12 @@ def check_params(*, _history: list[str] | None = None, **params: Any) -> None:
         bad.append(f"{', '.join(stray)}: not a parameter of this notebook (papermill ran it with the default "
                    f"instead); its parameters are {', '.join(params)}.")
     if bad:
-        raise ValueError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - " + "\n  - ".join(bad))
+        raise NotebookParameterError("Invalid notebook parameter(s) (papermill -p NAME VALUE):\n  - "
+                                     + "\n  - ".join(bad))
+
+
+class NotebookParameterError(OneLineError, ValueError):
+    """A notebook parameter (papermill ``-p``) that is not valid: the message names each and the valid values."""
 
 
 def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%",
@@ -130,7 +136,8 @@ def compare(paper: Mapping[str, float], ours: Mapping[str, Any], unit: str = "%"
 
 
 CLAIM_COLUMNS = ("verdict", "claim", "source", "decided on", "n", "means", "d [95 % interval]", "resolution (±)",
-                 "claim region", "paper", "how / why")
+                 "claim region", "paper", "size", "how / why")
+DECIDED = ("reproduced", "contradicted", "inconclusive")
 # Where each paper's claims were made (first matching pattern of a claim's source wins): the datasets of the cited
 # table or sentence and the paper's model. A claim decided on other data or another model says so.
 PAPER_SETUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -162,6 +169,78 @@ def decided_on(source: str, dataset: str, model: str, device: str = "", timed: b
             same = dataset in datasets and ours in paper_model
             return "" if same else f"{dataset_name(dataset)}, {ours}; the paper: {paper}"
     return ""
+
+
+# training and test images of each of the papers' datasets (the papers train and test on all of them)
+IMAGES = {"fmnist": (60_000, 10_000), "svhn": (73_257, 26_032), "cifar10": (50_000, 10_000),
+          "cifar100": (50_000, 10_000)}
+
+
+def setup_changes(cfg: Any, paper: Any, who: str = "the paper") -> str:
+    """What ``cfg`` (a run's :class:`~fedlib.config.Config`) changes from ``paper`` (the paper's setup on its
+    dataset): images, rounds × local epochs, batch, model options, as ``"at this scale: 12,000 of the 60,000
+    training images; ..."``; "" when nothing."""
+    tr, te = IMAGES.get(cfg.dataset, (None, None))
+    imgs = [f"{n:,} of the {t:,} {w} images" if t else f"{n:,} {w} images"
+            for n, t, w in ((cfg.n_train, tr, "training"), (cfg.n_test, te, "test")) if n and n != t]
+    parts = [", ".join(imgs)] if imgs else []
+    if (cfg.rounds, cfg.local_epochs) != (paper.rounds, paper.local_epochs):
+        parts.append(f"{cfg.rounds} rounds × {cfg.local_epochs} local epochs ({who}: {paper.rounds} × "
+                     f"{paper.local_epochs})")
+    if cfg.batch_size != paper.batch_size:
+        parts.append(f"batch {cfg.batch_size} ({who}: {paper.batch_size})")
+    if dict(cfg.model_kw) != dict(paper.model_kw):
+        kw = [", ".join(f"{k}={v}" for k, v in dict(c.model_kw).items()) or "none" for c in (cfg, paper)]
+        parts.append(f"model options {kw[0]} ({who}: {kw[1]})")
+    return "at this scale: " + "; ".join(parts) if parts else ""
+
+
+def label_rows(verdicts: Any, cfg: Any, paper: Any, notes: Mapping[str, str] | None = None,
+               who: str = "the paper") -> list[Verdict]:
+    """``verdicts`` with ``data`` saying what they were decided on where it differs from the paper: the dataset and
+    model (:func:`decided_on`), this scale's setup (:func:`setup_changes` of ``cfg`` against ``paper``) and
+    ``notes`` (``{pattern: note}``: the note of the rows whose source matches, e.g. one artifact's rounds)."""
+    setup, out = setup_changes(cfg, paper, who), []
+    for v in verdicts:
+        if v.data or v.verdict == "pending":
+            out.append(v)
+            continue
+        other = decided_on(v.source, cfg.dataset, cfg.model)
+        head = other or (f"the paper's data and model ({dataset_name(cfg.dataset)}, "
+                         f"{MODEL_NAMES.get(cfg.model, cfg.model)})")
+        tail = "; ".join(filter(None, [setup, *(n for pat, n in (notes or {}).items() if re.search(pat, v.source))]))
+        out.append(replace(v, data=f"{head}; {tail}" if tail else other))
+    return out
+
+
+# The parts of a run's setup a scale may shrink, as a claim's "decided on" names them where they differ
+SETUP_FIELDS = (("num_clients", "{} clients"), ("n_train", "{} training images"), ("rounds", "{} rounds"),
+                ("local_epochs", "{} local epoch(s)"), ("batch_size", "batch {}"))
+
+
+def _span(values: Any) -> str:
+    vs = sorted(set(values), key=lambda v: (v is None, v or 0))
+    text = lambda v: "all" if v is None else f"{v:,}"  # noqa: E731
+    return text(vs[0]) if len(vs) == 1 else f"{text(vs[0])}-{text(vs[-1])}"
+
+
+def setup_label(source: str, dataset: str, ours: Sequence[Any], paper: Any) -> str:
+    """What a claim citing ``source`` was decided on where it differs from the paper's setup: the data and model
+    (:func:`decided_on`) and each of :data:`SETUP_FIELDS` whose values in ``ours`` (the Configs of the runs it reads)
+    differ from ``paper`` (the paper-scale plan's Config of the same artifact). "" when nothing differs."""
+    if not ours:
+        return decided_on(source, dataset, "")
+    diff = [(fmt, _span(getattr(c, f) for c in ours), _span([getattr(paper, f)])) for f, fmt in SETUP_FIELDS
+            if {getattr(c, f) for c in ours} != {getattr(paper, f)}]
+    head = decided_on(source, dataset, ours[0].model)
+    if not diff:
+        return head
+    o, t = (", ".join(fmt.format(x[k]) for fmt, *x in diff) for k in (0, 1))
+    if head:
+        mine, theirs = head.split("; the paper: ")
+        return f"{mine}, {o}; the paper: {theirs}, {t}"
+    model = MODEL_NAMES.get(ours[0].model, ours[0].model)
+    return f"{dataset_name(dataset)}, {model} as the paper's, {o}; the paper: {t}"
 VERDICT_COLOURS = {"reproduced": "#d9f2d9", "contradicted": "#f8d7d7", "inconclusive": "#fff3cd",
                    "not testable at this scale": "#e9ecef", "pending": "#e7f0fb"}
 
@@ -177,16 +256,22 @@ def _verdict_css(v: str) -> str:
 def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
     """A stored claim (:meth:`fedlib.verdicts.Verdict.to_dict` plus ``status``) as the cells of one row of
     :data:`CLAIM_COLUMNS`: what it was decided on, n and the means per side, d with its interval and the interval's
-    half-width (the smallest effect this many seeds resolve), the paper's number, the method or the reason."""
+    half-width (the smallest effect this many seeds resolve), the paper's number, the size reading (where the
+    paper's effect lies against our interval), the method or the reason (and, for an inconclusive row, the seeds a
+    side that would decide it). A row nothing decided was decided on nothing: "—"."""
     iv = c.get("interval") or [None, None]
     d = "—" if c.get("estimate") is None else f"{_fmt(c['estimate'])} [{_fmt(iv[0])}, {_fmt(iv[1])}]"
-    cells = [c.get("status", c.get("verdict", "?")), c.get("claim", ""), c.get("source", ""),
-             c.get("data") or "the paper's data and model",
+    status = c.get("status", c.get("verdict", "?"))
+    size = f"{c['size']} ({_fmt(c.get('paper_d'))})" if c.get("size") else "—"
+    seeds = f"{c['seeds']} seeds a side would decide it" if c.get("seeds") else ""
+    cells = [status, c.get("claim", ""), c.get("source", ""),
+             (c.get("data") or "the paper's data and model") if status in DECIDED else "—",
              ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items()) or "—",
              ", ".join(f"{k} {_fmt(v, '.2f')}" for k, v in (c.get("means") or {}).items()) or "—", d,
              "—" if None in iv else _fmt((iv[1] - iv[0]) / 2, ".2f"),
-             c.get("region") or "—", c.get("paper") or "—",
-             " ".join(filter(None, [c.get("method", ""), c.get("why", "")])) or "—"]
+             c.get("region") or "—", c.get("paper") or "—", size,
+             "; ".join(filter(None, [c.get("method", ""), c.get("why", ""), seeds,
+                                     f"finding: {c['finding']}" if c.get("finding") else ""])) or "—"]
     return dict(zip(CLAIM_COLUMNS, cells))
 
 
@@ -196,7 +281,7 @@ def claim_rows(claims: list[dict]) -> list[list[object]]:
     return [list(r.values()) for r in map(claim_cells, claims)]
 
 
-class _Tables:
+class Tables:
     """Several styled tables shown one after the other (a notebook cell's output)."""
 
     def __init__(self, tables: list[Any]) -> None:
@@ -319,14 +404,18 @@ class Report:
     def claims_table(self, controls: bool | None = None) -> Any:
         """The papers' claims as one styled table for a notebook's last cell (the verdict cell coloured, long text
         wrapped, the index hidden: a pandas ``Styler``), followed by the project's controls when there are any
-        (``controls=None``); ``controls=True``: the controls alone, ``False``: the claims alone."""
+        (``controls=None``; a notebook with controls only shows them alone, captioned so); ``controls=True``: the
+        controls alone, ``False``: the claims alone."""
         if controls is None:
-            return _Tables([self._styled(False)] + ([self._styled(True)] if self.controls else []))
-        return _Tables([self._styled(controls)])
+            return Tables(([self._styled(False)] if self.claims or not self.controls else [])
+                          + ([self._styled(True)] if self.controls else []))
+        return Tables([self._styled(controls)])
 
     def _styled(self, controls: bool) -> Any:
         rows = self.controls if controls else self.claims
         what = "our controls (not claims of the papers)" if controls else "the papers' claims"
+        if controls and not self.claims:
+            what = "no claim of the papers here; our controls (not claims of the papers)"
         df = pd.DataFrame([claim_cells(c) for c in rows], columns=list(CLAIM_COLUMNS))
         uuid = f"{self.notebook}-{'controls' if controls else 'claims'}"  # pandas' default is random: not reproducible
         return (df.style.set_uuid(uuid).hide(axis="index").map(_verdict_css, subset=["verdict"])

@@ -22,7 +22,8 @@ printed before it starts, and on a CPU a notebook estimated longer than an hour 
 
 Before anything runs, ``--device`` and ``--dataset`` are checked (a CUDA device on a machine without one is named
 with the fix), every parameter passed is checked against each notebook's ``parameters`` cell, and the results
-folder must be writable. The committed ``results/summary-<scale>.md`` is replaced only by a batch that covers every
+folder must be writable (with ``--write-back``, every notebook too). One batch runs at a time in a tree (a second
+refuses, naming the first's process); each kernel has its own sockets (:mod:`fedlib.ipc_kernel`). The committed ``results/summary-<scale>.md`` is replaced only by a batch that covers every
 notebook without a failure (and only when its text changed); any other batch writes
 ``results/summary-<scale>.partial.md`` (not committed) and leaves the committed summary as it was.
 """
@@ -32,29 +33,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from .atomic import atomic_write_text, writable_problem
 from .campaign import collect, run_local
 from .config import device_problem, field_problem
+from .findings import load as load_claims, readme_block, write_readme
+from .papers import PLANS
 from .costs import ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError, check_long, fmt_s
 from .ledger import runs_section, seeds_section
 from .plots import FIGURES
 from .progress import ROUND_LOG_ENV
 from .provenance import code_commit, worker_seconds
+from .claims_page import PAPERS, VERDICT_COLUMNS, _cell, claim_figures, claims_overview, findings  # noqa: F401
 from .report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
 from . import results
 from .results import Store
 from .workers import default_jobs, worker_threads
+from .writeback import BatchRunningError, batch_lock, merged_streams, notebook_problems, write_back  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-
 
 def notebooks(only: list[str] | None = None) -> list[Path]:
     found = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -64,7 +68,6 @@ def notebooks(only: list[str] | None = None) -> list[Path]:
             raise SystemExit(f"No notebook matches {only}; available: {[p.stem for p in notebooks()]}")
     return found
 
-
 def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path,
             train: bool = True) -> tuple[str, float]:
     import papermill as pm
@@ -73,9 +76,10 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
     if dataset:
         params["dataset"] = dataset
     if not train:
-        if "train" not in pm.inspect_notebook(str(nb)):
+        if "train" in pm.inspect_notebook(str(nb)):
+            params["train"] = False
+        elif nb.stem in PLANS:  # a notebook that plans runs but cannot be told not to train them
             return "skipped (no train parameter: it would train)", 0.0
-        params["train"] = False
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
@@ -87,37 +91,6 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
         name = getattr(e, "ename", type(e).__name__)
         status = f"FAILED ({name}: {' '.join(str(getattr(e, 'evalue', e)).split())[:400]})"
     return status, time.perf_counter() - t0
-
-
-def write_back(executed: Path, source: Path) -> None:
-    """Put ``executed``'s outputs into the notebook ``source`` (the committed one), so that a reader sees its tables,
-    figures and claims without running it: papermill's injected-parameters cell is dropped (the parameters cell
-    keeps its defaults), papermill's cell metadata and stderr streams (warnings naming local paths) are left out,
-    and every code cell's outputs and execution count are copied by position."""
-    ran, nb = json.loads(executed.read_text()), json.loads(source.read_text())
-    cells = [c for c in ran["cells"] if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
-    text = lambda c: "".join(c["source"]) if isinstance(c["source"], list) else c["source"]  # noqa: E731
-    if [text(c) for c in cells] != [text(c) for c in nb["cells"]]:
-        raise ValueError(f"{executed} was not executed from the current {source}: render it again.")
-    for mine, out in zip(nb["cells"], cells):
-        if mine["cell_type"] == "code":
-            mine["outputs"] = merged_streams([o for o in out.get("outputs", []) if o.get("name") != "stderr"])
-            mine["execution_count"] = out.get("execution_count")
-    source.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-
-
-def merged_streams(outputs: list[dict]) -> list[dict]:
-    """``outputs`` with each run of consecutive stream outputs of one name as one (how a kernel splits a cell's
-    prints into messages depends on timing: merged, the same prints give the same bytes)."""
-    out: list[dict] = []
-    for o in outputs:
-        last = out[-1] if out else {}
-        if o.get("output_type") == "stream" and last.get("output_type") == "stream" and last["name"] == o["name"]:
-            joined = "".join(last["text"]) + "".join(o["text"])
-            out[-1] = {**last, "text": joined.splitlines(keepends=True)}
-        else:
-            out.append(o)
-    return out
 
 
 def _echo_rounds(path: Path, stop: threading.Event) -> None:
@@ -134,7 +107,6 @@ def _echo_rounds(path: Path, stop: threading.Event) -> None:
                 print(f"  {line}", flush=True)
         if done:
             return
-
 
 def execute_logged(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Path,
                    train: bool = True) -> tuple[str, float]:
@@ -156,7 +128,6 @@ def execute_logged(nb: Path, scale: str, device: str, dataset: str | None, out_d
             else:
                 os.environ[ROUND_LOG_ENV] = old
 
-
 def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | None:
     """At paper scale: print the notebook's estimate; why it must not start (a CPU, over an hour, not allowed),
     else None."""
@@ -173,7 +144,6 @@ def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | No
         return str(e)
     return None
 
-
 def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) -> None:
     """Train ``nb``'s pending runs ``jobs`` at a time with the campaign's workers (``jobs > 1``), before the notebook
     renders them; a run that fails is left for the notebook, which reports it."""
@@ -189,18 +159,9 @@ def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) 
                   jobs=jobs, progress=True, log=lambda s: print(s.replace("[campaign]", "[reproduce]"), flush=True))
 
 
-VERDICT_COLUMNS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale", "pending")
-
-
-def _cell(v: object) -> str:
-    """A markdown table cell: pipes escaped, newlines flattened."""
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
 def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
     return ["| " + " | ".join(map(_cell, cols)) + " |", "|" + "---|" * len(cols),
             *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
-
 
 def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, float]]:
     """Per notebook: its planned runs (``planned``), those stored (``done``), the single-thread worker-hours the
@@ -219,7 +180,6 @@ def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, fl
             else:  # the whole run's estimate: a checkpoint on this machine must not change the committed summary
                 p["hours_left"] += it.estimate_s * it.cfg.rounds / max(1, it.cfg.rounds - it.rounds_done) / 3600
     return out
-
 
 def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]] | None = None) -> str:
     """The batch's summary (valid markdown): per notebook its runs done / planned, worker-hours done / left
@@ -266,57 +226,10 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
     return "\n".join(lines + ["## Claims and tables", *details, ""])
 
 
-PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
-_ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8}
-
-
-def claim_figures(source: str, figures: list[str]) -> list[str]:
-    """The figures (of the notebook that decided a claim) drawn for the tables and figures its ``source`` cites:
-    "Table I" matches ``*_table1_*``, "Fig. 5" ``*_fig5_*``."""
-    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}{_ROMAN.get(num, num).__str__().replace('.', '')}"
-              for kind, num in re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)}
-    return [f for f in figures if any(re.search(rf"(^|_){t}(_|$)", f) for t in tokens)]
-
-
-def claims_overview(rows: list[dict], scale: str) -> str:
-    """Every paper's claims in one scannable page (valid markdown), grouped by paper, then by notebook: the verdict,
-    the claim, where the paper makes it, what it was decided on, the effect with its 95 % interval, and a link to the
-    notebook that shows it and to the figures drawn for the table or figure it cites. The project's controls are not
-    among them."""
-    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in PAPERS}
-    figures = {r["notebook"]: list(r.get("figures") or []) for r in rows}
-    for r in rows:
-        for c in r.get("claims", []):
-            paper = next((p for p in PAPERS if c.get("source", "").startswith(p) or f" {p} " in
-                          f" {c.get('source', '')} "), "FedER" if "thesis" in c.get("source", "") else "other")
-            by_paper.setdefault(paper, []).append((r["notebook"], c))
-    lines = [f"# The papers' claims at scale `{scale}`", "",
-             f"_Every claim of every paper, decided by `fedlib.verdicts` (95 % t interval over seeds against the claim's "
-             f"region); scale `{scale}` is {'the papers' if scale == 'paper' else 'not the papers'}' setup. Each row "
-             f"links to the notebook that shows it; `results/summary-{scale}.md` has every number._", ""]
-    for paper, claims in by_paper.items():
-        if not claims:
-            continue
-        n = {v: sum(c.get("status") == v for _, c in claims) for v in VERDICT_COLUMNS}
-        lines += [f"## {paper}", "", ", ".join(f"{k}: {v}" for k, v in n.items() if v), "",
-                  "| verdict | claim | source | decided on | d [95 % interval] | notebook | figure |",
-                  "|---|---|---|---|---|---|---|"]
-        for nb, c in claims:
-            cells = claim_cells(c)
-            figs = claim_figures(c.get("source", ""), figures.get(nb, []))
-            lines.append("| " + " | ".join(_cell(x) for x in (
-                cells["verdict"], cells["claim"], cells["source"], cells["decided on"], cells["d [95 % interval]"],
-                f"[{nb}](../notebooks/{nb}.ipynb)")) + " | "
-                + (", ".join(f"[{f}](../figures/{scale}/{f}.png)" for f in figs) or "—") + " |")
-        lines.append("")
-    return "\n".join(lines)
-
-
 def stale_figures(rows: list[dict], folder: Path) -> list[str]:
     """The figures in ``folder`` that no notebook of a whole batch drew (each notebook's summary lists its figures)."""
     drawn = {f for r in rows for f in r.get("figures") or []}
     return sorted(p.stem for p in folder.glob("*.json") if p.stem not in drawn)
-
 
 def _ledger(scale: str, only: list[str] | None) -> str:
     """The ledger's runs-by-artifact and seed sections for the summary (empty if the plans cannot be listed)."""
@@ -326,7 +239,6 @@ def _ledger(scale: str, only: list[str] | None) -> str:
     except Exception as e:  # noqa: BLE001 — the notebooks' summary stands without it
         return f"\n_(ledger unavailable: {type(e).__name__}: {e})_\n"
     return "\n" + "\n".join(runs_section(items) + seeds_section(items, store, scale))
-
 
 def parameter_problems(nbs: list[Path], args: argparse.Namespace) -> list[str]:
     """What is wrong with the options and the parameters they pass, before any notebook runs: ``--device`` and
@@ -349,7 +261,6 @@ def parameter_problems(nbs: list[Path], args: argparse.Namespace) -> list[str]:
             bad.append(f"{nb.name} has no parameter {', '.join(missing)} (its parameters: {', '.join(sorted(known))})")
     return bad
 
-
 def main(argv: list[str] | None = None) -> int:
     """Every notebook of the batch is stamped with the code as it was when the batch started (``--write-back``
     changes notebooks/ as it goes, which must not make the later notebooks "-dirty")."""
@@ -360,7 +271,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if before is None:
             os.environ.pop("FEDLIB_COMMIT", None)
-
 
 def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -385,15 +295,33 @@ def _main(argv: list[str] | None = None) -> int:
         os.environ[ALLOW_LONG_ENV] = "1"  # the kernels inherit it
 
     nbs = notebooks(args.only)
+    if not args.train and not field_problem("device", args.device) and (why := device_problem(args.device)):
+        print(f"[reproduce] --device {args.device}: {why}; --no-train trains nothing, so the notebooks render the "
+              f"stored records on the CPU.", flush=True)
+        args.device = "cpu"
     if args.jobs is not None and args.jobs < 1:
         ap.error(f"--jobs {args.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
     if bad := parameter_problems(nbs, args):
         ap.error("nothing was run:\n  - " + "\n  - ".join(bad))
     root = results.DEFAULT_ROOT
-    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOKS / "executed"]):
+    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOKS / "executed", FIGURES / args.scale]):
         if (why := writable_problem(d)) is not None:
-            ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set FEDLIB_RESULTS to a "
-                     f"writable results folder.")
+            env = "FEDLIB_FIGURES" if d.is_relative_to(FIGURES) else "FEDLIB_RESULTS"
+            ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set {env} to a "
+                     f"writable folder.")
+    if args.write_back and (bad := notebook_problems(nbs)):
+        ap.error(f"--write-back: {'; '.join(bad)}; nothing was run. Make them writable (chmod u+w), or leave out "
+                 f"--write-back.")
+    try:
+        with nullcontext() if args.collect else batch_lock(NOTEBOOKS / "executed"):
+            return _report(nbs, _batch(nbs, args), args)
+    except BatchRunningError as e:
+        print(f"[reproduce] {e}", file=sys.stderr)
+        return 2
+
+
+def _batch(nbs: list[Path], args: argparse.Namespace) -> list[dict]:
+    """Execute (or, with ``--collect``, read the stored summary of) every notebook of the batch: one row each."""
     rows = []
     for nb in nbs:
         summary = results.DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
@@ -419,11 +347,20 @@ def _main(argv: list[str] | None = None) -> int:
                                       NOTEBOOKS / "executed" / args.scale, train=args.train)
         secs += pre if args.train else 0.0
         if args.write_back and status == "ok":
-            write_back(NOTEBOOKS / "executed" / args.scale / nb.name, nb)
+            try:
+                if kept := write_back(NOTEBOOKS / "executed" / args.scale / nb.name, nb):
+                    print(f"[reproduce] {nb.name} had uncommitted changes: its copy before the write-back is {kept}")
+            except (ValueError, OSError) as e:
+                status = f"FAILED (write-back: {e})"
         info = json.loads(summary.read_text()) if summary.exists() and status == "ok" else {}
         info.pop("seconds", None)  # wall time is printed, not stored: an unchanged batch leaves the files unchanged
         rows.append({"notebook": nb.stem, "status": status, "seconds": secs, **info})
         print(f"[reproduce] {nb.name}: {status} in {secs / 60:.1f} min", flush=True)
+    return rows
+
+
+def _report(nbs: list[Path], rows: list[dict], args: argparse.Namespace) -> int:
+    """Write the batch's summary and claims pages (the committed ones only for a whole batch) and print its end."""
     progress = campaign_progress(args.scale, "cuda" if args.scale == "paper" else args.device)  # paper: GPU-hours
     text = summarize(rows, args.scale, progress) + _ledger(args.scale, args.only)
     ok = args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows)
@@ -432,7 +369,11 @@ def _main(argv: list[str] | None = None) -> int:
     atomic_write_text(path, text)
     atomic_write_text(results.DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
                       claims_overview(rows, args.scale))
-    print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + f"\n\nClaims, numbers and tables: {path}")
+    if whole and args.scale == "quick" and results.DEFAULT_ROOT == ROOT / "results":  # the README's first screen
+        write_readme(ROOT / "README.md", readme_block(load_claims(args.scale), args.scale))
+    print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + "\n\nFindings by paper (the papers' claims; "
+          "the project's controls apart):\n" + "\n".join(findings(rows, args.scale))
+          + f"\n\nClaims, numbers and tables: {path}")
     if whole and not args.collect and (old := stale_figures(rows, FIGURES / args.scale)):
         print(f"[reproduce] figures/{args.scale}/ holds {len(old)} figure(s) no notebook drew from the current records "
               f"and plans (an earlier plan's, or runs no longer planned): {', '.join(old)}; remove them "
@@ -442,7 +383,6 @@ def _main(argv: list[str] | None = None) -> int:
               f"{'a notebook failed' if not ok else 'not every notebook was in this batch'}); `python -m "
               f"fedlib.reproduce --collect --scale {args.scale}` rebuilds it from every notebook's stored summary.")
     return 0 if ok else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,14 +2,14 @@
 
 ``run(cfg)`` is the one entry point notebooks use. A record is keyed by ``cfg.key()`` (the hash of every field
 that changes the numbers); running a stored config again returns the stored record unless ``recompute=True``.
-A run with ``checkpoint_every > 0`` resumes from its last checkpoint after an interruption and ends with the same
-record as an uninterrupted run (the wall-clock fields aside); by default (``None``) a run estimated longer than a
-few minutes checkpoints. At paper scale ``run`` first prints the estimate of the notebook the run belongs to, and
-on a CPU stops above an hour unless told to go on (:func:`fedlib.costs.before_run`).
+A run with ``checkpoint_every > 0`` resumes from its last checkpoint ("resuming from round N of M") and ends with
+the same record as an uninterrupted run (wall-clock fields aside); by default (``None``) a run estimated over a
+minute checkpoints every round. ``run`` prints its estimate and whether it checkpoints before the first round; on a
+CPU, paper-scale work over an hour stops unless told to go on (:func:`fedlib.costs.before_run`).
 
 Nothing is lost when a run fails: ``run`` checks that the store is writable before it trains; a run that raises
-(e.g. a non-finite loss in round k) leaves ``failed/<key>.json`` with its finished rounds and the error, and the
-next ``run`` of that config warns what happened before it retries. A run that ends at chance accuracy is flagged
+(e.g. a non-finite loss in round k) leaves ``failed/<key>.json`` with its finished rounds and the error (a Ctrl-C
+that its checkpoint holds leaves none), and the next ``run`` warns what happened before it retries. A run that ends at chance accuracy is flagged
 (a warning and ``provenance["warnings"]``; a stored record is judged again by the current rule when it is loaded).
 Unreadable records are named; listing skips them with a warning. Every record is checked when it is read: its key
 and its config's key must be its file name (else :class:`RecordMismatchError`), and non-finite metrics are flagged
@@ -70,7 +70,7 @@ class Record:
         return h.set_index("round")[name].dropna() if name in h else pd.Series(dtype=float)
 
     def final(self, name: str = "test_acc", last: int = 1) -> float:
-        """Median of the last ``last`` evaluated values of ``name`` (FedIntR reports the median of the last 10)."""
+        """Median of the last ``last`` evaluated values of ``name``, as stored: an accuracy is a fraction (0.89)."""
         s = self.metric(name)
         return float(s.iloc[-last:].median()) if len(s) else float("nan")
 
@@ -373,14 +373,8 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
             for w in learning_warnings(found.cfg, found.history, CLASSES[canonical_name(found.cfg.dataset)]):
                 warnings.warn(f"Stored record {found.key}: {w}", RuntimeWarning, stacklevel=2)
             return found
-    if save:
-        failure = store.last_failure(key)
-        if failure is not None:
-            err = failure.get("error", {})
-            warnings.warn(f"The last run of this config ({key}) failed in round {failure.get('failed_round')} with "
-                          f"{err.get('type')}: {err.get('message')}. Its finished rounds are in "
-                          f"{store.failed_path(key)}. Running it again.", RuntimeWarning, stacklevel=2)
-    every = before_run(cfg, allow_long=allow_long, guard=guard).checkpoint_every  # long work on a CPU stops here
+    # long work on a CPU stops here; the estimate and whether it checkpoints are printed before the first round
+    every = before_run(cfg, allow_long=allow_long, guard=guard, announce=progress is not False).checkpoint_every
     if save:
         store.check_writable("records", "failed", *(["checkpoints"] if every else []),
                              *(["artifacts"] if artifacts else []))
@@ -396,10 +390,18 @@ def run(cfg: Config, *, store: Store | None = None, recompute: bool = False, pro
                           f"{dest} and training {cfg.label or key} from round 1.", RuntimeWarning, stacklevel=2)
             engine = Engine(cfg, data=data, progress=progress, keep_client_models=artifacts)
     start_round = engine.round
+    failure = store.last_failure(key) if save else None
+    if start_round and progress is not False:
+        print(f"[fedlib] {cfg.label or key}: resuming from round {start_round} of {cfg.rounds} ({ckpt})", flush=True)
+    elif failure is not None and not start_round:
+        err = failure.get("error", {})
+        warnings.warn(f"The last run of this config ({key}) failed in round {failure.get('failed_round')} with "
+                      f"{err.get('type')}: {err.get('message')}. Its finished rounds are in "
+                      f"{store.failed_path(key)}. Running it again.", RuntimeWarning, stacklevel=2)
     try:
         engine.run(checkpoint=ckpt, callback=callback)
-    except (Exception, KeyboardInterrupt) as e:
-        if save:
+    except (Exception, KeyboardInterrupt) as e:  # a Ctrl-C its checkpoint holds is no failure: the run resumes
+        if save and not (isinstance(e, KeyboardInterrupt) and ckpt is not None and ckpt.exists()):
             _save_failure(store, cfg, engine, e, time.perf_counter() - t0)
         raise
     prov = {**provenance(cfg), "executor": engine.executor_name,  # what executor "auto" resolved to

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from .config import Config
 from .augment import augment_params
+from .strategies.base import LR_ROUNDINGS
 
 __all__ = ["NonFiniteLossError", "rng_key", "sample_clients", "round_lr", "num_batches", "epoch_plan",
            "non_finite_loss"]
@@ -46,9 +47,14 @@ def sample_clients(num_clients: int, fraction: float, seed: int, rnd: int) -> np
     return np.sort(rng.choice(num_clients, size=m, replace=False))
 
 
-def round_lr(cfg: Config, rnd: int) -> float:
-    """Server-side step schedule: lr · γ^(number of milestones m with rnd ≥ ⌈m · rounds⌉)."""
-    passed = sum(rnd >= math.ceil(m * cfg.rounds) for m in cfg.lr_milestones)
+def round_lr(cfg: Config, rnd: int, rounding: str = "ceil") -> float:
+    """Server-side step schedule for round ``rnd`` (0-based): lr · γ^(number of milestones m with rnd ≥ ⌈m · rounds⌉),
+    the first round that starts once a fraction m of the rounds has passed; ``rounding="floor"``: rnd ≥ ⌊m · rounds⌋
+    (the two differ exactly where m · rounds is not a whole number). The strategy chooses (``Strategy.lr_rounding``)."""
+    if rounding not in LR_ROUNDINGS:
+        raise ValueError(f"Unknown lr rounding {rounding!r}; valid: {LR_ROUNDINGS}.")
+    at = math.ceil if rounding == "ceil" else math.floor
+    passed = sum(rnd >= at(m * cfg.rounds) for m in cfg.lr_milestones)
     return cfg.lr * cfg.lr_gamma ** passed
 
 

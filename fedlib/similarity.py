@@ -177,7 +177,7 @@ def cka_heatmap(ax, values: np.ndarray, rows: Sequence[str], cols: Sequence[str]
         mid = vmin + 0.5 * (vmax - vmin)
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
-                ax.text(j, i, fmt.format(values[i, j]), ha="center", va="center", fontsize=7,
+                ax.text(j, i, fmt.format(values[i, j]), ha="center", va="center", fontsize=8,
                         color="black" if values[i, j] > mid else "white")
     if colorbar:
         plt.colorbar(im, ax=ax, fraction=0.046, pad=0.02, label="linear CKA")

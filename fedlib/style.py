@@ -7,7 +7,7 @@
 A method's style is looked up by its display name (the label the figures use, as in the papers' tables); names not
 listed get a colour from a fixed cycle, chosen from the name itself so that the same name is drawn the same way in
 every figure. Line styles differ between methods whose curves overlap (FedAvg and FedProx), so that no series hides
-another.
+another, and no two listed methods share both line style and marker, so that they are told apart printed in grey.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ METHOD_STYLES: dict[str, dict[str, Any]] = {
     "FedCKA": dict(color=_C["red"], ls="-", marker="v"),
     "FedIntR": dict(color=_C["green"], ls="-", marker="P"),
     "FedER": dict(color=_C["teal"], ls="-", marker="X"),
-    "FedBABU": dict(color=_C["yellow"], ls="--", marker="s"),
-    "FedSHIBU": dict(color=_C["red"], ls="-", marker="o"),
-    "FedAvg+CRSM": dict(color=_C["pink"], ls="-.", marker="^"),
+    "FedBABU": dict(color=_C["yellow"], ls="--", marker="h"),
+    "FedSHIBU": dict(color=_C["red"], ls="-", marker="p"),
+    "FedAvg+CRSM": dict(color=_C["pink"], ls="-.", marker="<"),
     "Local only": dict(color=_C["grey"], ls=":", marker="x"),
     "Centralized": dict(color="0.25", ls=(0, (5, 1)), marker=None),
 }

@@ -8,7 +8,7 @@ torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 # The notebooks in two units of about equal smoke training (07, 08 and 02's ResNets; the rest), no smoke run planned
 # by notebooks of both (tests/test_campaign.py checks it): the two processes of `make test` train them side by side.
-NOTEBOOK_UNITS = (("02", "07", "08"), ("00", "01", "03", "04", "05", "06"))
+NOTEBOOK_UNITS = (("02", "07", "08"), ("00", "01", "03", "04", "05", "06", "09"))
 
 
 def notebook_unit(path: str) -> str:

@@ -68,8 +68,11 @@ def test_feder_vs_fedavg_is_decided_over_seeds_when_the_floor_is_rare():
     adam = v["FedER out-performs FedAvg with Adam"]
     assert adam.verdict == "reproduced" and adam.n == {"Adam · FedER": 3, "Adam · FedAvg": 3}
     assert adam.paper == "FedER − FedAvg = +0.18" and adam.method.startswith("paired t")
+    assert adam.paper_d == pytest.approx(77.05 - 76.87) and adam.size()
     rest = [x for x in v.values() if x is not adam]
-    assert {x.verdict for x in rest} == {"not testable at this scale"} and {x.why for x in rest} == {"not run"}
+    assert {x.verdict for x in rest} == {"not testable at this scale"}
+    assert all("is not run at this scale" in x.why for x in rest)
+    assert v["FedER out-performs FedAvg with RMSGD"].why.endswith("floored share: 0.05 (Adam · FedER · seed=0)")
 
 
 def test_quick_says_why_it_tests_no_feder_claim_with_the_floored_share_it_saw():
@@ -80,13 +83,65 @@ def test_quick_says_why_it_tests_no_feder_claim_with_the_floored_share_it_saw():
            ("AdamP", "non-federated"): (75.0, 75.5, 75.1, 75.3, 75.6), ("Adam", "FedER"): (80.2,)}
     v = by_claim(verdicts(grid_frame(runs(acc, floored=0.65)), "fmnist", FEDER_LEFT_OUT["quick"]))
     feder_claims = [x for c, x in v.items() if "FedER" in c]
-    assert len(feder_claims) == 6 and {x.verdict for x in feder_claims} == {"not testable at this scale"}
-    adam = v["FedER out-performs FedAvg with Adam"].why
-    assert "65 %" in adam and adam.endswith("floored share 0.65")
+    assert len(feder_claims) == 7 and {x.verdict for x in feder_claims} == {"not testable at this scale"}
+    adam = v["FedER out-performs FedAvg with Adam"].why  # measured on the records, not the plan's text
+    assert adam == ("FedER is FedAvg on 65 % of its client-layers in Adam · FedER · seed=0: EVBMF keeps no component "
+                    "there (Alg. 4's floor), and above 25 % there is nothing to compare")
+    assert all(x.why.startswith("FedER is FedAvg on 65 % of its client-layers in Adam · FedER · seed=0")
+               for x in feder_claims)
+    assert "for want of RMSGD · FedER" in v["FedER out-performs FedAvg with RMSGD"].why
+    assert "train accuracy" in v["FedAvg's train accuracy stays below its test accuracy with AdamP without "
+                                 "StepLR"].why
     assert v["FedAvg with Adam out-performs the non-federated ResNet-18"].verdict == "reproduced"
     assert v["StepLR lowers FedAvg's test accuracy with Adam"].verdict == "reproduced"
     assert v["FedAvg with AdamP without StepLR ends below its non-federated baseline"].verdict == "reproduced"
 
+
+
+def curve_record(test: list[float], train: list[float] | None = None, floored: float | None = None) -> Record:
+    """A run with the test (and train) accuracy (%) of each round."""
+    hist = [{"round": i + 1, "test_acc": a / 100} | ({"train_acc": train[i] / 100} if train else {})
+            | ({"feder_floored": floored} if floored is not None else {}) for i, a in enumerate(test)]
+    return Record("k", {"rounds": len(test)}, hist, {}, "", "")
+
+
+def test_a_uniform_floor_makes_every_feder_row_not_testable_with_the_share_measured_on_the_records():
+    """No left-out text: the share the rows give is the stored runs' (the most floored one), whatever the scale."""
+    acc = {("Adam", "FedAvg"): (80.0, 81.0, 80.5), ("Adam", "FedER"): (80.6, 81.7, 81.0),
+           ("AdamP", "FedAvg"): (70.0, 70.4, 70.2), ("AdamP", "FedER"): (69.0, 69.5, 69.2)}
+    r = runs(acc, floored=0.4)
+    r[rid("AdamP", "FedER", 1)] = record(69.5, floored=0.55)
+    v = by_claim(verdicts(grid_frame(r), "fmnist"))
+    assert "55 % of its client-layers in AdamP · FedER · seed=1" in v["FedER under-performs FedAvg with AdamP "
+                                                                     "without StepLR"].why
+    assert "40 % of its client-layers in Adam · FedER" in v["FedER out-performs FedAvg with Adam"].why
+    rms = v["FedER out-performs FedAvg with RMSGD"]  # not run: measured on the FedER runs stored, the most floored
+    assert rms.verdict == "not testable at this scale" and "55 %" in rms.why
+    assert rms.paper_d == pytest.approx(60.52 - 60.07)
+
+
+def test_the_thesis_figure_sentences_are_decided_from_the_curves_they_describe():
+    """Fig. 4.8's come-down is the peak minus the end against Adam's, its train-below-test the recorded train
+    accuracy; the stable rank's "competitive" is the policy's 1 point."""
+    rise = [min(85.0, 60.0 + 10 * i) + 0.1 * (i % 2) for i in range(10)]  # on its plateau from round 4
+    r = {rid("Adam", "FedAvg", s): curve_record([x + s for x in rise]) for s in range(3)}
+    r |= {rid("AdamP", "FedAvg", s): curve_record([70 + s + (10 if 2 <= i <= 4 else 0) - (0.3 * i if i > 4 else 0)
+                                                   for i in range(10)],
+                                                  train=[50.0 + s + i for i in range(10)]) for s in range(3)}
+    v = by_claim(verdicts(grid_frame(r), "fmnist"))
+    down = v["FedAvg with AdamP comes down from an early peak: its drop from its best round to its end exceeds "
+             "FedAvg with Adam's"]
+    assert down.estimate == pytest.approx(10 + 0.3 * 8) and "come-down: the highest round's" in down.why
+    assert down.verdict == "reproduced"
+    train = v["FedAvg's train accuracy stays below its test accuracy with AdamP without StepLR"]
+    assert train.means == pytest.approx({"AdamP · FedAvg train_acc": 60.0, "acc": 68.3})
+    assert train.verdict == "reproduced"
+    assert v["StepLR lifts FedAvg's test accuracy with AdamP"].why == "AdamP + StepLR · FedAvg is not run at this " \
+                                                                     "scale"
+    stable = {rid("Adam", "FedER (stable rank)", s): record(80.5 + 0.1 * s, floored=0.05) for s in range(3)}
+    stable |= {rid("Adam", "FedER", s): record(80.0 + 0.1 * s, floored=0.05) for s in range(3)}
+    st = [x for c, x in by_claim(verdicts(grid_frame(stable), "fmnist")).items() if "stable rank" in c][0]
+    assert st.region.startswith("|d| <= 1") and st.verdict == "reproduced"
 
 def test_a_floored_feder_is_fedavg_and_its_claim_not_testable():
     df = grid_frame(runs(ADAM, floored=FLOORED_MAX + 0.5))
@@ -182,7 +237,7 @@ def test_training_curves_separate_accuracy_and_loss_and_keep_the_thesis_in_its_o
     assert all("×" not in t.get_text() and "times" not in t.get_text() for a in loss_axes
                for t in a.get_yticklabels())  # plain tick labels on the log axes
     labels = {ln.get_label() for ln in acc_axes[0].lines}
-    assert labels == {"FedAvg", "FedER", "non-federated"}  # Fig. A.1's stable-rank run is not a Table 4.2 cell
+    assert labels == {"FedAvg (n=1)", "FedER (n=1)", "non-federated (n=1)"}  # Fig. A.1's stable-rank run is not a Table 4.2 cell
     assert all(ln.get_ydata().max() <= 80.0 for ln in acc_axes[0].lines)  # no thesis line (76.87 ...) as data
     assert len({(ln.get_color(), ln.get_marker()) for ln in acc_axes[0].lines}) == 3
     title = acc_axes[0].get_title()
@@ -209,7 +264,7 @@ def test_training_curves_name_pending_runs_and_wait_for_a_stored_one():
     recs = nb_records(pending_feder=True)
     fig = training_curves(recs, "fmnist", "quick")
     assert "pending: Adam · FedER (seed 0)" in fig.get_suptitle()  # a cell with its seeds, not a name per run
-    assert {ln.get_label() for a in fig.axes for ln in a.lines} == {"FedAvg", "non-federated"}
+    assert {ln.get_label() for a in fig.axes for ln in a.lines} == {"FedAvg (n=1)", "non-federated (n=1)"}
     none = {"table4.2": {k: Pending("p", {}) for k in recs["table4.2"]}}
     assert training_curves(none, "fmnist", "quick") is None
     assert floored_share_figure({"table4.2": {k: v for k, v in recs["table4.2"].items() if k.method != "FedER"}},
@@ -226,7 +281,10 @@ def test_thesis_figures_follow_table_4_2s_rows_per_setting():
 def test_describe_training_curves_states_the_numbers_and_what_is_pending():
     text = describe_training_curves(grid_frame(runs(ADAM)))
     assert "FedAvg · Adam 80.50 % ± 1.24 (3 seeds)" in text and "FedER · Adam 81.10 %" in text
-    assert "FedER − FedAvg: Adam +0.60 points (thesis, CIFAR-100: +0.18)" in text and "Pending" not in text
+    assert ("FedER − FedAvg, paired on the seeds both ran: Adam +0.60 points ± 0.25 (3 seeds; thesis, CIFAR-100: "
+            "+0.18)") in text and "Pending" not in text
+    one = describe_training_curves(grid_frame(runs({("Adam", "FedAvg"): (80.0, 81.0, 80.5), ("Adam", "FedER"): (80.6,)})))
+    assert "Adam +0.60 points (1 seed, no interval; thesis" in one  # one seed against its own FedAvg seed, not a mean
     r = runs(ADAM)
     r[rid("Adam", "FedER", 2)] = Pending("k", {})
     assert describe_training_curves(grid_frame(r)).endswith("Pending: Adam · FedER · seed=2.")
@@ -262,7 +320,7 @@ def test_rank_weights_greys_the_floor_and_labels_both_colour_bars():
 def test_floored_share_and_stable_rank_figures():
     recs = nb_records()
     ax = floored_share_figure(recs, "fmnist", "quick").axes[0]
-    assert [ln.get_label() for ln in ax.lines][0] == "FedER · Adam"
+    assert [ln.get_label() for ln in ax.lines][0] == "FedER · Adam (n=1)"
     assert "1 seed (0), no interval" in ax.get_title()
     fig = stable_rank_figure(recs, "cifar100", "paper")
     ax = fig.axes[0]
@@ -288,3 +346,17 @@ def test_the_setup_line_gives_each_optimizer_rows_rounds():
     line = grid_setup(plan("07_feder_optimizer_grid", "quick"), "quick", "fmnist", {})
     assert "40 rounds (Adam, Adam + StepLR), 30 rounds (AdamP) x 1 local epoch(s)" in line
     assert "2 rounds x 1 local epoch(s)" in grid_setup(plan("07_feder_optimizer_grid", "smoke"), "smoke", "fmnist", {})
+
+
+def test_rows_say_what_quick_changes_from_the_thesis_setup():
+    from fedlib.report import label_rows
+    from fedlib.verdicts import not_testable
+
+    q, thesis = preset("feder", "quick", dataset="fmnist"), preset("feder", "paper", dataset="fmnist")
+    v = label_rows([not_testable("c", "FedER thesis Table 4.2", "why")], q, thesis, {".": "the Adam rows: 40 rounds"},
+                   who="the thesis")[0]
+    assert v.data.startswith("Fashion-MNIST, ResNet-18; the paper: CIFAR-100")
+    for part in ("25,600 of the 60,000 training images", "30 rounds × 1 local epochs (the thesis: 250 × 1)",
+                 "batch 64 (the thesis: 128)", "model options width=8 (the thesis: none)", "the Adam rows: 40"):
+        assert part in v.data
+    assert label_rows([v], q, thesis)[0] is v  # a row that says what it was decided on keeps it

@@ -9,8 +9,9 @@ import pytest
 
 from fedlib.artifacts.fedintr import PAPER_T1
 from fedlib.artifacts.fedintr_figures import fmt
-from fedlib.artifacts.fedintr_scaling import (describe_fig4, describe_fig5, fig4_figure, fig5_figure, fig5_verdicts,
-                                              mean_table, table4_verdicts, values_frame)
+from fedlib.artifacts.fedintr_scaling import (describe_fig4, describe_fig5, fig4_figure, fig5_figure, mean_table,
+                                              values_frame)
+from fedlib.artifacts.fedintr_scaling_claims import BEST_E_FINDING, fig5_verdicts, table4_verdicts
 from fedlib.plots import OFF_NOTE, t_interval
 from fedlib.plans import FedIntRRunId as R
 from fedlib.results import Pending
@@ -43,30 +44,38 @@ def test_fig5_at_quick_decides_what_e_1_and_the_default_can_show_and_says_why_no
     e1 = v["E = 1 gives FedIntR (μ=10) a lower accuracy than E = 6"]
     assert e1.n == {"E=1": 3, "E=6": 3} and e1.method.startswith("paired t") and e1.estimate == pytest.approx(-24.9)
     for m in ("FedAvg", "FedIntR (μ=10)"):
-        assert v[f"{m} is best at the default E = 6 (the paper's 10)"].why == "no E > 6 fits"
-        assert v[f"E ≥ 20 lowers {m}'s accuracy below E = 6"].verdict == "not testable at this scale"
+        assert not any(c.startswith(f"{m} is more accurate at the default E") for c in v)  # no E between 1 and 6
+        assert v[f"E ≥ 20 lowers {m}'s accuracy below E = 6"].why == "no E > 6 fits"
     assert v["FedIntR (μ=10) beats FedAvg at E = 1"].verdict == "contradicted"  # 56.3 vs 61.0, every seed
     at6 = v["FedIntR (μ=10) beats FedAvg at E = 6"]
+    assert at6.control and "Table I" in at6.why  # the default E's runs are Table I's: the claim is notebook 05's
     assert at6.verdict == "reproduced" and at6.means == pytest.approx({"FedIntR (μ=10)": 81.2333, "FedAvg": 80.5},
                                                                         abs=1e-3)
 
 
 def test_fig5_at_paper_scale_tests_the_best_e_and_the_large_e_against_the_strongest_other_setting():
-    runs = {**QUICK, (20, "FedAvg"): (78.0, 79.0, 78.4), (20, "FedIntR"): (79.0, 79.9, 79.5),
+    runs = {**QUICK, (3, "FedAvg"): (79.0, 80.0, 79.4), (3, "FedIntR"): (79.0, 80.1, 79.5),
+            (20, "FedAvg"): (78.0, 79.0, 78.4), (20, "FedIntR"): (79.0, 79.9, 79.5),
             (40, "FedAvg"): (75.0, 76.0, 75.5), (40, "FedIntR"): (76.0, 77.0, 76.5)}
     v = by_claim(fig5_verdicts(values_frame(fig5(runs), ACC), default_e=6))
-    best = v["FedAvg is best at the default E = 6 (the paper's 10)"]
-    assert best.verdict == "reproduced" and set(best.means) == {"E=6", "E=20"}  # vs the best other E
+    best = v["FedAvg is more accurate at the default E = 6 (the paper's 10) than at the E below it (E = 3, the best "
+             "of them)"]
+    assert best.verdict == "reproduced" and set(best.means) == {"E=6", "E=3"}  # E = 1 and E ≥ 20: rows of their own
+    assert best.finding == BEST_E_FINDING
     assert v["E ≥ 20 lowers FedIntR (μ=10)'s accuracy below E = 6"].verdict == "reproduced"
     assert "FedIntR (μ=10) beats FedAvg at E = 40" in v
 
 
 def test_fig5_with_only_some_large_e_run_decides_on_those_and_names_the_one_left_out():
-    """Quick runs E = 20 but leaves out E = 40: the large-E claims are decided on E = 20, each saying so."""
+    """Quick runs E = 20 but leaves out E = 40: the large-E claims are decided on E = 20, each saying so, and E = 6
+    against E = 20 is one row, not two with the sign flipped ("best at E = 6" and "E ≥ 20 lowers")."""
     runs = {**QUICK, (20, "FedAvg"): (78.0, 79.0, 78.4), (20, "FedIntR"): (79.0, 79.9, 79.5)}
-    v = by_claim(fig5_verdicts(values_frame(fig5(runs), ACC), default_e=6, budget_note="E = 40: over the budget"))
-    for claim in ("E ≥ 20 lowers FedAvg's accuracy below E = 6", "FedIntR (μ=10) is best at the default E = 6 "
-                  "(the paper's 10)"):
+    vs = fig5_verdicts(values_frame(fig5(runs), ACC), default_e=6, budget_note="E = 40: over the budget")
+    v = by_claim(vs)
+    pairs = [(v_.claim, frozenset(v_.means)) for v_ in vs if frozenset(v_.means) == {"E=6", "E=20"}]
+    assert len(pairs) == 2 and len({c for c, _ in pairs}) == 2  # one row per method
+    for claim in ("E ≥ 20 lowers FedAvg's accuracy below E = 6", "E ≥ 20 lowers FedIntR (μ=10)'s accuracy below "
+                  "E = 6"):
         assert v[claim].verdict == "reproduced" and "E=20" in v[claim].means
         assert v[claim].why == "of the E above 6, decided on E = 20 alone; not run at this scale: E = 40: over the " \
                                "budget"
@@ -95,6 +104,20 @@ def test_table4_left_out_is_not_testable_and_keeps_the_papers_effects():
     assert [v.paper for v in last] == ["+1.19 over the second best, FedProx (μ=0.01), at N = 50, T = 800",
                                        "+1.45 over the second best, MOON (μ=10), at N = 100, T = 1000"]
     assert all(v.why == "no plateau within the budget" for v in vs)
+
+
+def test_table4_rows_carry_the_papers_effect_state_their_fixed_round_and_check_each_runs_plateau():
+    acc = {("FedAvg", None): (50.0, 51.0, 49.0), ("FedProx", 0.01): (48.0, 49.5, 47.0),
+           ("FedIntR", 10.0): (45.0, 47.0, 44.0), ("MOON", 1.0): (52.0, 53.0, 51.0)}
+    runs = {R(method, s, N=50, mu=mu): _rec(v) for (method, mu), vs in acc.items() for s, v in enumerate(vs)}
+    df = values_frame(runs, {"T=100": lambda r: r.acc, "T=200": lambda r: r.acc + 1, "T=800": lambda r: r.acc})
+    early = by_claim(table4_verdicts(df))["FedAvg beats the majority of the other methods early in training (N = 50, "
+                                          "T = 100)"]
+    assert early.paper_d == pytest.approx(49.41 - 46.17) and early.size()  # the median of the other seven
+    assert "read at T = 100" in early.why and "a fixed round" in early.why
+    df.loc[df["name"] == str(R("MOON", 1, N=50, mu=1.0)), "off"] = "rises +1.50 points"
+    for v in table4_verdicts(df):
+        assert v.verdict == "not testable at this scale" and "rises +1.50" in v.why, v.claim
 
 
 def test_table4_fedavg_against_the_median_of_the_others_per_seed():
@@ -127,10 +150,10 @@ def test_fig5_figure_draws_dots_with_95_t_bars_and_the_papers_table_i_in_a_panel
     df = values_frame(fig5(QUICK), ACC)
     ax, panel = fig5_figure(df, "fmnist", "quick", last=5).axes
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["FedAvg", "FedIntR (μ=10)"]
+    assert labels == ["FedAvg (n=3)", "FedIntR (μ=10) (n=3)"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "6"]  # the E run, not the paper's 10
     assert all(c.lines[0].get_linestyle() == "None" for c in ax.containers)  # two E: dots, no line
-    fedavg = next(c for c in ax.containers if c.get_label() == "FedAvg")
+    fedavg = next(c for c in ax.containers if c.get_label() == "FedAvg (n=3)")
     (_, lo), (_, hi) = fedavg.lines[2][0].get_segments()[0]
     assert (hi - lo) / 2 == pytest.approx(t_interval(QUICK[(1, "FedAvg")])[1])  # 95 % t, not the std
     assert not any(np.isclose(float(y), PAPER_T1["fmnist"]["FedIntR"][0]) for ln in ax.get_lines()
@@ -231,7 +254,17 @@ def test_where_e_1_runs_longer_its_poor_accuracy_is_decided_at_its_end_and_in_th
     assert "E = 1 gives FedAvg a lower accuracy than E = 6" not in v  # one reading per row, each named
     assert "E = 1 gives FedAvg a lower accuracy than E = 6" in by_claim(fig5_verdicts(df, 6))  # paper: one reading
     text = describe_fig5(df, 6, eq, 40)
-    assert "In the same 40 rounds as E = 6" in text and "FedAvg 41.31" in text
-    ax = fig5_figure(df, "fmnist", "quick", 3, eq, 40).axes[0]
-    assert "hollow: the same runs at round 40" in ax.get_title()
-    assert "FedAvg, E = 1 at round 40" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert text.startswith("Median accuracy (%) at 40 rounds for every E") and "E = 1: FedAvg 41.31" in text
+    assert "FedAvg at E = 1, 450 rounds:" in text and "to their plateau (hollow" in text
+    fig = fig5_figure(df, "fmnist", "quick", 3, eq, 40)
+    ax = fig.axes[0]
+    assert "solid: every E at 40 rounds" in ax.get_title() and "hollow: the same E = 1 runs" in ax.get_title()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "FedAvg, E = 1 at 450 rounds (n=5)" in legend
+    solid = {s["label"]: s for s in ax._fedlib_series if "450" not in s["label"]}
+    assert all(s["rounds"] == [40] for s in solid.values())  # the solid series: every E at the same rounds
+    e1 = [c for c in ax.containers if c.get_label() == "FedAvg (n=5)"][0].lines[0].get_ydata()[0]
+    assert e1 == pytest.approx(41.3150, abs=1e-3)  # E = 1's solid point: its runs at round 40
+    fig.canvas.draw()
+    from fedlib.figcheck import figure_facts, figure_problems
+    assert not [p for p in figure_problems(figure_facts(fig)) if "rounds" in p]

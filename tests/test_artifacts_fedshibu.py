@@ -10,6 +10,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from fedlib.artifacts import fedshibu as art  # noqa: E402
+from fedlib.artifacts import fedshibu_claims as fc  # noqa: E402
 from fedlib.artifacts import fedshibu_figures as ff  # noqa: E402
 from fedlib.artifacts.fedshibu import PAPER_ORDER, PAPER_T1  # noqa: E402
 from fedlib.artifacts.fedshibu_figures import plot_shards  # noqa: E402
@@ -175,13 +176,13 @@ def test_fig3_one_row_per_reading_with_the_label_overlap_and_the_crsm_table():
     table, fig = ff.fig3(runs, "fmnist")
     assert table.index.names == ["method", "round"] and len(table) == 4
     assert list(table.columns) == ["self-weight", "off-diagonal", "corr. with label overlap"]
-    images = [ax for ax in fig.axes if ax.images]
+    images = [ax for ax in fig.axes if ax.collections and ax.get_xlabel() == "client"]
     assert len(images) == 2 * 3  # per row: the two rounds stored (two panels left blank), the label overlap
-    assert all(ax.get_xlabel() == "client" for ax in images)
     assert sum("label overlap (seed 0)" in ax.get_title() for ax in fig.axes) == 2
-    assert all(im.get_clim() == (0, 1) for ax in images for im in ax.images)
-    assert all(ax.texts for ax in images)  # values written in the cells
-    assert "2 seed(s) (0, 1)" in fig._suptitle.get_text()
+    crsm = [ax for ax in images if "round" in ax.get_title()]
+    assert all(ax.collections[0].get_clim()[1] < 1.0 or ax.collections[0].get_clim()[0] > 0.0 for ax in crsm)
+    assert not any("r =" in ax.get_title() for ax in fig.axes)  # r is in the text, with its interval
+    assert "2 seed(s) (0, 1)" in fig._suptitle.get_text() and "diagonal blank" in fig._suptitle.get_text()
     table, fig = ff.fig3(_runs(["own samples (§4.3)"], pending="own samples (§4.3)"), "fmnist")
     assert table.empty and fig is None
 
@@ -203,6 +204,9 @@ def test_describe_fig4_per_level_with_the_paired_gap_and_what_is_pending():
     assert "FedBABU 70.5 %" in text and "FedSHIBU − FedBABU +10.0 ± 0.0 points over 2 paired seed(s)" in text
     assert "pending: FedAvg" in text and "Not run yet: s = 5." in text and "4 of 6 runs stored" in text
     assert "pending" in ff.describe_fig4(_frame([(LINEAR, 2, 0, "pending")]))
+    frame = frame.assign(rounds=20, off=[None, "rises +3.00 points", None, None, None, None])
+    text = ff.describe_fig4(frame)  # each s says its rounds, and the runs still rising
+    assert "at s = 2 (20 rounds), FedSHIBU" in text and "still rising at the end (ringed): FedSHIBU 1 of 2" in text
 
 
 def test_verdicts_invariants_and_personal_table_with_pending_runs():
@@ -212,7 +216,7 @@ def test_verdicts_invariants_and_personal_table_with_pending_runs():
                "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg", flat=10)}
     frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
     frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
-    vs = {v.claim: v.verdict for v in art.verdicts(frames, records, "quick")}
+    vs = {v.claim: v.verdict for v in fc.verdicts(frames, records, "quick")}
     stored = "FedAvg+CRSM ends more accurate than local-only training (the identity CRSM) at s = 5"
     assert vs.pop(stored) not in ("pending", "not testable at this scale")  # both sides stored: decided
     assert vs and set(vs.values()) == {"pending", "not testable at this scale"}
@@ -237,7 +241,8 @@ def test_crsm_readings_show_shared_samples_finding_the_label_groups_and_own_samp
     assert last.loc[(groups, "shared samples"), "corr"] > 0.8 > abs(last.loc[(groups, "own samples"), "corr"])
     assert last.loc[(groups, "shared samples"), "self-weight"] < 0.12  # near-uniform weights (1/10)
     assert len(fig.axes) == 2 and all(ax.get_xlabel() == "local steps per client" for ax in fig.axes)
-    assert all(ax.get_title() == "1 seed (0), no interval" for ax in fig.axes)
+    assert [ax.get_title().split("\n")[0] for ax in fig.axes] == ["1 seed (0), no interval"] * 2
+    assert "not drawn: IID" in fig.axes[0].get_title() and fig.axes[0].get_legend() and fig.axes[1].get_legend()
     assert f"shared r = {last.loc[(groups, 'shared samples'), 'corr']:+.2f}" in fig._suptitle.get_text()
 
 
@@ -282,7 +287,7 @@ def _curves(curves, seeds=(0, 1, 2)):
 
 
 def _faster(runs):
-    return next(v for v in art.fig5_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
+    return next(v for v in fc.fig5_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
 
 
 def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_first_evaluation():
@@ -324,3 +329,44 @@ def test_chance_is_the_clients_majority_class_for_a_model_per_client_and_one_cla
     assert 45 <= art.personal_chance(babu) <= 100 and art.personal_chance(avg) <= 100 / 10 * 1.6
     assert art.personal_chance(base.replace(strategy="fedshibu", strategy_kw={"sim": "identity"})) == \
         art.personal_chance(babu)
+
+
+def _uniform(runs, method):
+    """``runs`` with ``method``'s CRSM all ones (uniform weights) in every round."""
+    out = dict(runs)
+    for rid, r in runs.items():
+        if rid.method == method:
+            hist = [{**e, "crsm": np.ones((10, 10)).tolist()} for e in r.history]
+            out[rid] = Record(key=r.key, config=r.config, history=hist, provenance={}, partition_hash="",
+                              final_params_hash="")
+    return out
+
+
+def test_fig5_rows_read_the_crsm_of_the_records_and_are_not_testable_where_it_is_uniform():
+    """personal_frame reads each run's CRSM over its second half; Fig. 5's rows are decided where FedAvg+CRSM's
+    CRSM weighs clients unequally and not testable, naming the measured weights, where it is uniform."""
+    runs = _runs(["FedAvg", "FedAvg+CRSM", "Local only"], seeds=(0, 1, 2), flat=10)
+    frame = art.personal_frame(runs)
+    crsm = frame[frame["method"] == "FedAvg+CRSM"]
+    assert (crsm["crsm deviation"] > 1).all() and (crsm["clients"] == 10).all()
+    decided = fc.fig5_verdicts(frame, runs)
+    assert all(v.verdict != "not testable at this scale" for v in decided[:2])
+    flat = _uniform(runs, "FedAvg+CRSM")
+    frame = art.personal_frame(flat)
+    assert (frame.loc[frame["method"] == "FedAvg+CRSM", "crsm deviation"] == 0).all()
+    vs = fc.fig5_verdicts(frame, flat)
+    assert all(v.verdict == "not testable at this scale" and v.finding == fc.UNIFORM for v in vs)
+    assert "uniform in all 3 FedAvg+CRSM runs" in vs[0].why and "self-weight 0.1000-0.1000" in vs[0].why
+
+
+def test_each_row_names_what_its_artifacts_runs_change_of_the_papers_setup():
+    records = {"table1": {}, "fig1": _runs(["all bodies aggregated (FedBABU)", "aggregated within each group"],
+                                           flat=10),
+               "fig3": _runs(["own samples (§4.3)"]), "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], flat=10)}
+    frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
+    frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
+    paper = {a: BASE.replace(num_clients=100, rounds=500, model="resnet18") for a in records}
+    vs = fc.verdicts(frames, records, "quick", paper=paper)
+    fig5 = next(v for v in vs if v.claim.startswith("FedAvg+CRSM ends more accurate than FedAvg"))
+    assert fig5.data.startswith("Fashion-MNIST, FedIntR CNN, 10 clients, 10 rounds; the paper: CIFAR-10, ResNet-18, "
+                                "100 clients, 500 rounds")

@@ -3,6 +3,8 @@ overrides named before training; per-round scalars to TensorBoard, read back."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fedlib.cli import main, parse_overrides
@@ -103,3 +105,38 @@ def test_ctrl_c_saves_says_how_to_resume_and_the_resumed_run_ends_as_an_uninterr
     rec = {s: json.loads(next((tmp_path / s / "records").glob("*.json")).read_text()) for s in "ab"}
     assert rec["a"]["final_params_hash"] == rec["b"]["final_params_hash"]
     assert rec["a"]["provenance"]["resumed_from_round"] >= 1
+
+
+def test_help_is_plain_text_and_lists_every_entry_point(capsys):
+    import re
+
+    from fedlib.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert not re.search(r"``|:(func|mod|class|data|meth):", text)
+    root = Path(__file__).resolve().parent.parent
+    targets = re.search(r"^\.PHONY:(.*)$", (root / "Makefile").read_text(), re.M).group(1).split()
+    mains = {".".join(p.relative_to(root).with_suffix("").parts[:-1]) for p in root.glob("fedlib/**/__main__.py")}
+    mains |= {".".join(p.relative_to(root).with_suffix("").parts) for p in root.glob("fedlib/*.py")
+              if '__name__ == "__main__"' in p.read_text() and p.stem != "cli"}
+    missing = [f"make {t}" for t in targets if t != "setup" and f"make {t}" not in text]
+    missing += [f"python -m {m}" for m in sorted(mains) if f"python -m {m} " not in text]
+    missing += [f"scripts/{p.name}" for p in (root / "scripts").iterdir()
+                if p.name not in ("setup.sh", "offline-bundle.sh") and f"scripts/{p.name}" not in text]
+    assert not missing, f"--help does not name: {missing}"
+
+
+def test_a_warning_during_run_is_one_line(tmp_path, monkeypatch, capsys):
+    import warnings
+    from types import SimpleNamespace
+
+    def warned(*_a, **_k):
+        warnings.warn("The last run of this config failed in round 2", RuntimeWarning, stacklevel=2)
+        return SimpleNamespace(key="k", history=[{"round": 1, "test_acc": 0.5}])
+
+    monkeypatch.setattr("fedlib.cli.run", warned)
+    assert main(["run", "fedintr", "--scale", "smoke", "rounds=1", "--store", str(tmp_path)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["fedlib run: RuntimeWarning: The last run of this config failed in round 2"]

@@ -130,3 +130,32 @@ def test_homogeneous_data_weighs_clients_equally_with_shared_samples_only(homoge
     shared, own = crsm(homogeneous["shared"], "linear"), crsm(homogeneous["own"], "linear")
     assert float((row_weights(shared) - 1 / M).abs().max()) < 0.005
     assert float(row_weights(own).diagonal().min()) > 3 / M
+
+
+def test_the_uniform_rule_calls_the_uniform_crsm_uniform_and_a_grouped_or_identity_one_not():
+    """Every weight within UNIFORM_SHARE of 1/N: the all-ones CRSM and CKA values all near 1 are uniform; the group
+    CRSM (weights 0 and 2/N), the identity and one client that keeps twice its share are not."""
+    from fedlib.crsm import UNIFORM_SHARE, control_crsm, group_crsm, uniform_deviation
+    assert uniform_deviation(control_crsm(M, "uniform")) == pytest.approx(0.0)
+    near = torch.full((M, M), 0.97, dtype=torch.float64).fill_diagonal_(1.0)
+    assert uniform_deviation(near) <= UNIFORM_SHARE
+    assert uniform_deviation(control_crsm(M, "identity")) == pytest.approx(M - 1)
+    assert uniform_deviation(group_crsm(list(range(M)), GROUPS)) == pytest.approx(1.0)
+    keeps_twice = torch.ones(M, M, dtype=torch.float64)
+    keeps_twice[0, 0] = 2.0 * (M - 1) / (M - 2)  # client 0 keeps about 2/N of its own body
+    assert uniform_deviation(keeps_twice) > UNIFORM_SHARE
+
+
+def test_crsm_reading_reads_the_second_half_of_a_run():
+    """A run's CRSM is read over rounds (R/2, R]: a grouped CRSM in its first half does not count, in its second it
+    does; the self-weight range is every client's, not the mean."""
+    from fedlib.crsm import crsm_reading, group_crsm
+    grouped, ones = group_crsm(list(range(M)), GROUPS).tolist(), torch.ones(M, M).tolist()
+    early = [{"round": r, "crsm": grouped if r <= 2 else ones} for r in range(1, 5)]
+    got = crsm_reading(early, 4)
+    assert got["deviation"] == pytest.approx(0.0) and got["rounds"] == 2 and got["clients"] == M
+    late = [{"round": r, "crsm": grouped if r == 4 else ones} for r in range(1, 5)]
+    got = crsm_reading(late, 4)
+    assert got["deviation"] == pytest.approx(1.0) and got["self_min"] == pytest.approx(0.1)
+    assert got["self_max"] == pytest.approx(0.2)
+    assert crsm_reading([{"round": 4}], 4) is None

@@ -145,3 +145,15 @@ def test_without_cuda_the_gpu_check_says_to_run_smoke(capsys):
     with pytest.raises(SystemExit):
         gpu_check.main([])
     assert "--smoke" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_the_cpu_hint_names_the_make_form_under_make(monkeypatch, capsys):
+    for env, hint in ((None, "run --smoke"), ("1", "run make gpu-check SMOKE=1")):
+        if env is None:
+            monkeypatch.delenv("MAKELEVEL", raising=False)
+        else:
+            monkeypatch.setenv("MAKELEVEL", env)
+        with pytest.raises(SystemExit):
+            gpu_check.main(["--device", "cuda"])
+        assert hint in capsys.readouterr().err

@@ -43,7 +43,7 @@ def test_claims_come_from_the_records_alone_and_an_empty_store_decides_nothing(n
     rows = report.claims + report.controls
     assert all(r["status"] in ("pending", "not testable at this scale") for r in rows), rows
     assert not any(tmp_path.rglob("*.json")), "judging trained or wrote something"
-    if NOTEBOOKS[name].plan is not None and name not in ("01_fedavg_baseline",):
+    if NOTEBOOKS[name].plan is not None:
         assert report.claims, f"{name} states no claim"
 
 
@@ -69,6 +69,15 @@ def test_the_command_line_prints_a_notebooks_claims(tmp_path, capsys):
     assert papers.main([]) == 0 and "FedSHIBU (fedshibu.txt)" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         papers.main(["claims", "42", "--scale", "smoke"])
+
+
+def test_claims_name_each_not_testable_reason_and_a_missing_store_is_an_error(tmp_path, capsys):
+    assert papers.main(["claims", "05", "--scale", "smoke", "--store", str(tmp_path)]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  not testable")]
+    assert rows and all("| why: smoke scale proves the code runs" in ln for ln in rows)
+    with pytest.raises(SystemExit):
+        papers.main(["claims", "05", "--store", str(tmp_path / "missing")])
+    assert f"--store {tmp_path / 'missing'}: no such folder" in capsys.readouterr().err
 
 
 SUMMARY = Path(__file__).resolve().parent.parent / "results" / "summary"

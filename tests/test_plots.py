@@ -193,7 +193,7 @@ def test_a_sweep_of_two_settings_is_dots_not_a_line_and_three_are_a_line():
     sweep(ax, {"FedAvg": {1: {0: 80.0, 1: 81.0}, 6: {0: 85.0, 1: 85.5}},
                "FedIntR": {1: {0: 80.0}, 6: {0: 85.0}, 10: {0: 86.0}}}, xlabel="E")
     lines = {c.get_label(): c.lines[0].get_linestyle() for c in ax.containers}
-    assert lines == {"FedAvg": "None", "FedIntR": "-"}
+    assert lines == {"FedAvg (n=2)": "None", "FedIntR (n=1)": "-"}
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "6", "10"]
     plt.close(fig)
 
@@ -234,7 +234,7 @@ def test_runs_off_their_plateau_are_ringed_in_sweeps_and_panels_and_the_note_say
     plt.close("all")
 
 
-def test_a_method_with_diverged_seeds_gets_no_mean_in_a_panel_only_its_finished_seeds_and_a_cross():
+def test_a_method_with_diverged_seeds_gets_no_mean_only_its_finished_seeds_and_the_count_under_its_name():
     from fedlib.plots import DIVERGED_NOTE, group_panels
 
     fig = plt.figure()
@@ -243,19 +243,29 @@ def test_a_method_with_diverged_seeds_gets_no_mean_in_a_panel_only_its_finished_
     low, every = fig.axes
     means = [ln for ln in low.get_lines() if ln.get_marker() == "o"]
     assert [list(ln.get_ydata()) for ln in means] == [[86.5]]  # FedAvg's mean only
-    assert [t.get_text() for t in low.texts] == ["4"] and [t.get_text() for t in every.texts] == ["5"]
-    assert any(ln.get_marker() == "x" for ln in every.get_lines()) and "2 per point" in note
+    ticks = [t.get_text() for t in low.get_xticklabels()]
+    assert ticks == ["FedAvg", "SCAFFOLD: × 4 of 5 diverged"] and not low.texts  # nothing on the data axis
+    assert [t.get_text() for t in every.get_xticklabels()] == ["SCAFFOLD: × 5 of 5 diverged"]
+    assert "2 per point" in note
+    noted = {s["label"]: s for s in low._fedlib_series}
+    assert noted["SCAFFOLD"]["planned"] == 5 and noted["SCAFFOLD"]["marked"] and noted["FedAvg"]["n"] == 2
     assert DIVERGED_NOTE in note and DIVERGED_NOTE not in group_panels(plt.figure(), {"α = 5": groups["α = 0.1"]})
     plt.close("all")
 
 
-def test_similarity_heatmaps_use_the_whole_0_to_1_scale_with_values_written():
-    from fedlib.plots import similarity_heatmap
+def test_similarity_heatmaps_blank_the_diagonal_and_colour_the_off_diagonal_on_its_own_range():
+    from fedlib.plots import offdiag_range, similarity_heatmap
 
+    m = np.array([[1.0, 0.96, 0.92], [0.96, 1.0, 0.94], [0.92, 0.94, 1.0]])
     fig, ax = plt.subplots()
-    im = similarity_heatmap(ax, np.array([[1.0, 0.96], [0.96, 1.0]]), ["c0", "c1"])
-    assert im.get_clim() == (0.0, 1.0) and "0.96" in [t.get_text() for t in ax.texts]
-    plt.close(fig)
+    im = similarity_heatmap(ax, m, ["c0", "c1", "c2"])
+    assert im.get_clim() == (0.92, 0.96) and offdiag_range([m]) == (0.92, 0.96)
+    written = [t.get_text() for t in ax.texts]
+    assert "0.96" in written and "1.00" not in written and len(written) == 6  # the diagonal is blank
+    assert all(t.get_fontsize() >= 8 for t in ax.texts)
+    big = similarity_heatmap(plt.subplots()[1], np.eye(12), vrange=(0.0, 1.0))
+    assert big.get_clim() == (0.0, 1.0) and not big.axes.texts  # no room for legible numbers: none
+    plt.close("all")
 
 
 def test_mean_curves_shade_the_interval_over_seeds_and_say_so():

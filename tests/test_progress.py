@@ -21,7 +21,9 @@ def test_a_terminal_gets_one_line_per_round(tmp_path, capsys):
     import re
 
     run(preset("fedintr", "smoke"), store=Store(tmp_path))
-    lines = [x for x in capsys.readouterr().out.splitlines() if "round" in x]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("[fedlib] ") and "2 rounds, estimated" in out[0]  # said before the first round
+    lines = [x for x in out[1:] if "round" in x]
     assert len(lines) == 2 and all(re.match(LINE.format(r=r), x) for r, x in zip((1, 2), lines)), lines
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import nullcontext
+from dataclasses import replace
 
 import nbformat
 import pytest
@@ -21,6 +23,7 @@ def results(tmp_path, monkeypatch):
     monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
     monkeypatch.setattr(rp, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("executed")))
     monkeypatch.setattr(rp, "pretrain", lambda *a, **k: None)
+    monkeypatch.setattr(rp, "batch_lock", lambda folder: nullcontext())  # a render running in this tree meanwhile
     (tmp_path / "summary-quick.md").write_text("the committed summary\n")
     return tmp_path
 
@@ -43,7 +46,7 @@ def test_collect_rebuilds_the_summary_from_stored_notebook_summaries(results):
     assert "stored (commit abcdef1)" in row and "| 0 / 20 | 0.0 / " in row and row.endswith("| 1 | 0 | 0 | 0 | 1 |")
     assert "| 00_data_partitions | no stored summary | — |" in text
     assert ("| reproduced | A beats B | Table 1 | the paper's data and model | A 3, B 3 | A 1.00, B 0.00 | "
-            "+1.00 [+0.50, +1.50] | 0.50 | d > 0 | — | "
+            "+1.00 [+0.50, +1.50] | 0.50 | d > 0 | — | — | "
             "paired t 95 % |") in text and "| A | 1.0 |" in text
     assert "| pending | C \\| D | Fig. 2 |" in text and "not paper-scale results" in text
     assert rp.main(["--collect", "--scale", "quick"]) == 0  # every notebook: the summary is rebuilt
@@ -191,6 +194,10 @@ def test_claims_table_shows_each_verdict_with_its_numbers_and_colour():
     # a committed notebook's output is compared with a fresh render: no random table id, no memory address
     assert html == r.claims_table()._repr_html_() and " at 0x" not in repr(r.claims_table())
     assert "A beats B" in repr(r.claims_table())
+    only = Report("01", scale="quick", dataset="fmnist")
+    only.verdict(replace(not_testable("ours", "control", "x"), control=True))
+    html = only.claims_table()._repr_html_()
+    assert html.count("<table") == 1 and "no claim of the papers here; our controls" in html
 
 
 def test_write_back_copies_outputs_by_position_without_the_injected_cell_or_stderr(tmp_path):
@@ -234,12 +241,28 @@ def test_claims_overview_groups_every_claim_by_paper_with_a_link_to_its_notebook
          "interval": [0.5, 1.5]}],
              "controls": [{"claim": "ours", "source": "FedIntR Table I", "status": "reproduced"}]},
             {"notebook": "03_fedcka_heterogeneity", "claims": [
-                {"claim": "FedCKA beats FedAvg", "source": "FedCKA Table 2", "status": "pending",
+                {"claim": "FedCKA beats FedAvg", "source": "FedCKA Table 2", "status": "contradicted",
+                 "estimate": -1.0, "interval": [-1.5, -0.5], "p": 0.001, "paper_d": 3.49,
+                 "size": "smaller than the paper's",
+                 "data": "Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"},
+                {"claim": "FedCKA beats MOON", "source": "FedCKA Table 2", "status": "pending",
                  "data": "Fashion-MNIST, simple CNN; the paper: CIFAR-10, simple CNN"}]}]
     text = rp.claims_overview(rows, "quick")
     assert text.index("## FedCKA") < text.index("## FedIntR") and "## FedER" not in text
     assert "[05_fedintr_benchmarks](../notebooks/05_fedintr_benchmarks.ipynb)" in text
     assert "+1.00 [+0.50, +1.50]" in text and "the paper: CIFAR-10" in text and "| ours |" not in text
+    row = next(ln for ln in text.splitlines() if "FedCKA beats FedAvg" in ln)
+    assert "| holds | smaller than the paper's (+3.49) |" in row  # the family-wise and the size readings
+    assert "decided t rows holding after Holm: 1 of 1" in text
+    pend = next(ln for ln in text.splitlines() if "FedCKA beats MOON" in ln)
+    assert "the paper: CIFAR-10" not in pend  # a row nothing decided was decided on nothing
+    lines = rp.findings(rows + [{"notebook": "06_fedintr_scaling", "claims": [
+        {"claim": "x", "source": "FedIntR Fig. 5", "status": "not testable at this scale"}]}], "quick")
+    assert lines == ["FedCKA: 2 claims — 1 contradicted, 1 pending",
+                     "  read: results/claims-quick.md#fedcka; notebooks/03_fedcka_heterogeneity.ipynb",
+                     "FedIntR: 2 claims — 1 reproduced, 1 not testable at this scale",
+                     "  read: results/claims-quick.md#fedintr; notebooks/05_fedintr_benchmarks.ipynb, "
+                     "notebooks/06_fedintr_scaling.ipynb"]
 
 
 def test_a_claim_links_the_figures_drawn_for_the_table_or_figure_it_cites():

@@ -293,3 +293,44 @@ def test_a_record_this_version_cannot_read_is_moved_aside_never_overwritten(tmp_
     kept = tmp_path / "failed" / f"{rec.key}.unreadable-record.json"
     assert json.loads(kept.read_text()) == newer and any("Moved it to" in str(w.message) for w in caught)
     assert "field_of_a_newer_version" not in json.loads(path.read_text())
+
+
+def test_a_record_copied_under_another_seed_is_an_error_naming_both_files(tmp_path):
+    from fedlib.grid import DuplicateSeedError, fetch_runs
+
+    store = Store(tmp_path)
+    s1, s2, s3 = (mini(seed=s) for s in (1, 2, 3))
+    for cfg, h in ((s1, "f1"), (s2, "f1"), (s3, "f3")):
+        rec = _record(cfg)
+        rec.final_params_hash = h
+        store.put(rec)
+    with pytest.raises(DuplicateSeedError) as e:
+        fetch_runs({"s1": s1, "s2": s2, "s3": s3}, store=store, train=False)
+    assert str(store.record_path(s1.key())) in str(e.value) and str(store.record_path(s2.key())) in str(e.value)
+    assert len(fetch_runs({"s1": s1, "s3": s3}, store=store, train=False)) == 2  # distinct runs are fine
+
+
+def test_run_announces_its_estimate_and_a_ctrl_c_its_checkpoint_holds_resumes_without_a_failure(
+        tmp_path, mini_data, capsys):
+    import warnings as w
+
+    store, cfg = Store(tmp_path), mini(checkpoint_every=1)
+
+    def ctrl_c(engine, entry):
+        if entry["round"] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, store=store, data=mini_data, progress=True, callback=ctrl_c)
+    out = capsys.readouterr().out
+    assert "3 rounds, estimated" in out and "checkpoints every round" in out
+    assert out.index("estimated") < out.index("round 1")  # before the first round
+    assert not store.failed_path(cfg.key()).exists()  # nothing left behind: the checkpoint resumes it
+    done = store.checkpoint_round(cfg.key())
+    with w.catch_warnings():
+        w.simplefilter("error", RuntimeWarning)
+        rec = run(cfg, store=store, data=mini_data, progress=True)
+    assert f"resuming from round {done} of 3" in capsys.readouterr().out and len(rec.history) == 3
+    with pytest.raises(KeyboardInterrupt):  # without a checkpoint, an interrupted run's rounds are kept
+        run(mini(seed=7, checkpoint_every=0), store=store, data=mini_data, progress=False, callback=ctrl_c)
+    assert store.failed_path(mini(seed=7, checkpoint_every=0).key()).exists()

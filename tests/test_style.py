@@ -18,3 +18,8 @@ def test_a_method_keeps_its_style_with_a_suffix_and_overlapping_pairs_differ():
 def test_unlisted_names_get_a_stable_style():
     assert method_style("my method") == method_style("my method")
     assert set(method_style("my method")) == {"color", "ls"}
+
+
+def test_every_listed_method_is_told_apart_in_grey_by_its_line_and_marker():
+    pairs = [(st["ls"], st["marker"]) for st in METHOD_STYLES.values()]
+    assert len(set(pairs)) == len(pairs)

@@ -104,8 +104,10 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     ax.set_xlim(min(M_RANGE) - 0.5, max(M_RANGE) + 0.5)
     ax.set_ylabel("final test accuracy (%)")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="lower right")
-    ax.set_title(f"ours — {dataset_name(dataset)}, α = 5\n{note}; lines: means, bands: 95 % t interval"
+        ax.legend(fontsize=8, loc="lower right")
+    rounds = sorted({int(r) for f in (mf, bf) if "rounds" in f for r in f.loc[~f["pending"], "rounds"]})
+    ax.set_title(f"ours — {dataset_name(dataset)}, α = 5" + "".join(f", {r} rounds" for r in rounds)
+                 + (" every run" if len(rounds) == 1 else "") + f"\n{note}; lines: means, bands: 95 % t interval"
                  + (f"\nnot run yet: M = {_ranges(missing)}" if missing else "") + (f"\n{ringed}" if ringed else ""),
                  fontsize=9)
     paper_panel(fig.add_subplot(gs[1]), [[k, f"{v:g}"] for k, v in PAPER_M.items()] + [["other M", "figure only"]],
@@ -141,7 +143,7 @@ def describe_m_layers(m_runs: Runs, bound_runs: Runs) -> str:
 
 
 def _seed_label(name: str, done: int, total: int) -> str:
-    return f"{name} ({done} of {total} seeds)" if done < total else f"{name} ({done} seed{'s' if done > 1 else ''})"
+    return f"{name} (n={done} of {total} planned)" if done < total else f"{name} (n={done})"
 
 
 def layer_variance(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], dataset: str
@@ -166,14 +168,13 @@ def layer_variance(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], 
                                                                         if not isinstance(x, Pending)}
                                                              for i in range(len(taps))}
                       for k, v in done.items() if v},
-                 xlabel="layer (input → output)", ylabel="variance of CKA over client pairs")
-    ax.set_yscale("log")
+                 xlabel="layer (input → output)", ylabel="variance of CKA over client pairs", logy=True)
     ax.set_xticks(range(len(taps)), taps)
     n = len(done[next(iter(var))][0].clients)
     levels = "; ".join(f"{k.split(' (')[0]}: mean CKA {m.min():.2f}–{m.max():.2f}" for k, m in mean.items())
     ax.set_title(f"FedCKA Appl. Sci. Fig. 6 (right): variance over the {n * (n - 1) // 2} client pairs of the "
                  f"between-client CKA, α = 5 — {dataset_name(dataset)}\n{note} (a seed's point: its variance over "
-                 f"pairs)\n{levels}: the less similar the pairs, the larger their spread", fontsize=8)
+                 f"pairs)\n{levels}: the less similar the pairs, the larger their spread", fontsize=9)
     return table.apply(lambda c: c.map(lambda x: float(f"{x:.6g}"))), fig
 
 
@@ -247,7 +248,7 @@ def similarity_levels(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]
                            xlabel="layer (input → output)", ylabel="linear CKA at the end of training"))
         ax.set_xticks(range(len(taps)), taps)
         ax.set_title(f"{comparison} ({over})", fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=8, loc="lower right")
     axes[1].set_ylabel("")
     fig.suptitle(f"Mean layer similarity, FedAvg beside FedCKA, α = 5 — {dataset_name(dataset)}\n{notes[0]} (a "
                  f"seed's point: its mean over pairs / clients)", fontsize=10)

@@ -14,28 +14,29 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
 
-from .fedcka import FIG5_ROUNDS, PAPER_T2 as T2_TUPLES, T2_METHODS
+from .fedcka import PAPER_T2 as T2_TUPLES, T2_METHODS, paper_mu
+from .fedcka_rounds import (_cells, describe_epochs, describe_rounds, epoch_rounds, epochs_artifact, epochs_at,
+                            epochs_points, fmt, mean_rounds, rounds_figure, seed_curves)
 from ..config import Config
-from ..grid import DIVERGED, best_mu, is_off, runs_frame, seed_summary, summary_cell
-from ..plans import FedCKARunId, RunId
-from ..plots import group_panels, mean_curves, paper_panel, sweep, t_interval
+from ..grid import DIVERGED, is_off, runs_frame, seed_summary
+from ..plans import RunId
+from ..plots import group_panels, paper_panel
 from ..report import compare
 from ..results import Pending, Record
-from ..style import dataset_name, method_style
+from ..style import dataset_name
 
 __all__ = ["PAPER_T2", "PAPER_METHODS", "VERSIONS", "ALPHA_LABELS", "Table2", "table2_setup", "describe_table2", "fmt",
            "seed_curves", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_at",
            "epoch_rounds", "epochs_artifact", "describe_epochs"]
 
 PAPER_METHODS = T2_METHODS
-# FedCKA Table 2 (CIFAR-10, 10 clients, 100 rounds; best μ per method), both versions: α -> {method: accuracy}
+# FedCKA Table 2 (CIFAR-10, 10 clients, 100 rounds; the μ §4.2 states per method), both versions: α -> {method: acc}
 PAPER_T2: dict[float, dict[str, float]] = {a: dict(zip(PAPER_METHODS, v)) for a, v in T2_TUPLES.items()}
 VERSIONS = {"arXiv": (5.0, 0.5, 0.1), "Appl. Sci.": (5.0, 1.0, 0.1)}  # Table 2's α columns in each version
 ALPHA_LABELS = {5.0: "α = 5", 1.0: "α = 1 (Appl. Sci.)", 0.5: "α = 0.5 (arXiv)", 0.1: "α = 0.1"}
@@ -43,14 +44,22 @@ ALPHA_LABELS = {5.0: "α = 5", 1.0: "α = 1 (Appl. Sci.)", 0.5: "α = 0.5 (arXiv
 Runs = Mapping[RunId, Record | Pending]
 
 
-def _cells(df: pd.DataFrame) -> list[str]:
-    return [summary_cell(r) for _, r in df.iterrows()]
+def _at_paper_mu(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per method and α, the summary row at the paper's μ for the setting (:func:`paper_mu`); a method run at one μ
+    only, at that μ."""
+    keep = []
+    for (m, a), g in summary.groupby(["method", "alpha"], sort=False):
+        mu = paper_mu(m, a)
+        at = g[np.isclose(g["mu"].astype(float), mu)] if mu is not None else g.iloc[:0]
+        keep.append(at.index[0] if len(at) else g.index[0])
+    return summary.loc[keep].reset_index(drop=True)
 
 
 @dataclass
 class Table2:
-    """Table 2's runs: ``grid`` (one row per run), ``summary`` (per method, μ, α over seeds) and ``best`` (the μ
-    with the best mean per method and α, as the papers report)."""
+    """Table 2's runs: ``grid`` (one row per run), ``summary`` (per method, μ, α over seeds) and ``best`` (per
+    method and α, the summary row at the paper's μ for the setting, :func:`~fedlib.artifacts.fedcka.paper_mu`, or
+    at the one μ run: no μ is picked on test accuracy)."""
 
     grid: pd.DataFrame
     summary: pd.DataFrame
@@ -60,7 +69,7 @@ class Table2:
     def from_records(cls, records: Runs) -> "Table2":
         grid = runs_frame(records)
         summary = seed_summary(grid, ["method", "mu", "alpha"])
-        return cls(grid, summary, best_mu(summary, ["method", "alpha"]))
+        return cls(grid, summary, _at_paper_mu(summary))
 
     @property
     def methods(self) -> list[str]:
@@ -76,12 +85,15 @@ class Table2:
                 for _, r in self.best.iterrows()}
 
     def table(self) -> pd.DataFrame:
-        """Final test accuracy (mean ± std over seeds) per method and α at the best μ, and the best μ per α."""
+        """Final test accuracy (mean ± std over seeds) per method and α at the paper's μ for the setting, and the μ
+        per α (marked * where the paper's was not run)."""
         out = pd.DataFrame({f"α = {a:g}": _cells(self.best[self.best.alpha == a].set_index("method").loc[self.methods])
                             for a in self.alphas}, index=pd.Index(self.methods, name="method"))
         mus = self.best.set_index(["method", "alpha"])["mu"]
-        out["best μ (α order)"] = [", ".join("–" if np.isnan(mus[m, a]) else f"{mus[m, a]:g}" for a in self.alphas)
-                                   for m in self.methods]
+        def mu_text(m: str, a: float) -> str:
+            mu, stated = mus[m, a], paper_mu(m, a)
+            return "–" if np.isnan(mu) else f"{mu:g}" + ("" if stated is None or np.isclose(mu, stated) else "*")
+        out["μ (α order; * not the paper's)"] = [", ".join(mu_text(m, a) for a in self.alphas) for m in self.methods]
         return out
 
     def full(self) -> pd.DataFrame:
@@ -99,7 +111,7 @@ class Table2:
                                  not_run="not run at this scale") for version, cols in VERSIONS.items()}
 
     def _mu(self, method: str, alpha: float) -> float | None:
-        """The μ whose seeds the figures show: the best μ (NaN for a method without μ); while the best is not
+        """The μ whose seeds the figures show: the paper's μ (NaN for a method without μ); while it is not
         known yet (a seed pending), the μ when only one was tried; else None."""
         b = self.best[(self.best.method == method) & (self.best.alpha == alpha)]
         if b.empty:
@@ -165,16 +177,22 @@ class Table2:
         return out
 
     def figure(self, dataset: str, setup: str = "") -> plt.Figure:
-        """A panel per α of both versions (5, 1, 0.5, 0.1; each its own y-axis): ours at each method's best μ, the
+        """A panel per α of both versions (5, 1, 0.5, 0.1; each its own y-axis): ours at each method's μ (named), the
         seeds' mean with the 95 % t interval and each seed a dot (an α not run is left out and named in the title, a
         method still pending named below it); the papers' CIFAR-10 Table 2 in a panel of its own."""
         fig = plt.figure(figsize=(10, 7.2), layout="constrained")
         gs = fig.add_gridspec(2, 1, height_ratios=[3.2, 1])
         top = fig.add_subfigure(gs[0])
-        note, _, ringed = group_panels(top, self.seed_values(), off=self.seed_off(),
-                                       diverged=self.seed_diverged()).partition("\n")
+        alpha = {v: k for k, v in ALPHA_LABELS.items()}
+        done = self.grid[~self.grid["pending"]] if "rounds" in self.grid else self.grid.iloc[:0]
+        rounds = {g: sorted({int(r) for r in done.loc[np.isclose(done["alpha"], a), "rounds"]}) for g, a in alpha.items()}
+        panel = {g: g + "".join(f", {r} rounds" for r in rounds.get(g, [])) for g in alpha}  # each α its own rounds
+        named = lambda d: {panel[g]: {self.label(m, alpha[g]): v for m, v in by.items()} for g, by in d.items()}  # noqa
+        note, _, ringed = group_panels(top, named(self.seed_values()), off=named(self.seed_off()),
+                                       diverged=named(self.seed_diverged())).partition("\n")
         waiting = self.incomplete()
-        lines = [f"FedCKA Table 2: final test accuracy at each method's best μ (each α on its own y-scale) — ours: "
+        lines = [f"FedCKA Table 2: final test accuracy, each method at the μ under its name (each α on its own "
+                 f"y-scale) — ours: "
                  f"{dataset_name(dataset)}{', ' + setup if setup else ''}", note,
                  *(["incomplete: " + "; ".join(waiting)] if waiting else []),
                  *([ringed] if ringed else [])]
@@ -182,8 +200,8 @@ class Table2:
         alphas = sorted(PAPER_T2, reverse=True)
         paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{PAPER_T2[a][m]:.2f}" for a in alphas)] for m in PAPER_METHODS],
                     ["method", *(ALPHA_LABELS[a] for a in alphas)],
-                    "paper, Table 2 (α = 5: also Table 1): CIFAR-10, 10 clients, 100 rounds, best μ — not our "
-                    "setup")
+                    "paper, Table 2 (α = 5: also Table 1): CIFAR-10, 10 clients, 100 rounds, each method at the μ "
+                    "of its search — not our setup")
         return fig
 
     def curves(self, records: Runs, alpha: float | None = None) -> dict[str, dict[int, pd.Series]]:
@@ -223,15 +241,22 @@ def table2_setup(configs: Iterable[Config]) -> str:
 
 
 def describe_table2(t2: Table2) -> str:
-    """What Table 2's figure shows: per α run, each method's mean with its 95 % t interval over the seeds, FedCKA −
-    FedAvg paired by seed, and the α and methods still pending."""
-    vals = t2.seed_values()
+    """What Table 2's figure shows: per α run, each method's mean with its 95 % t interval over the seeds (a method
+    with diverged seeds gets no mean, as in the figure: its count and its other seeds), FedCKA − FedAvg paired by
+    seed, and the α and methods still pending."""
+    vals, div = t2.seed_values(), t2.seed_diverged()
     parts, pairs = [], []
     for a, by in vals.items():
         if not any(by.values()):
             continue
-        ranked = sorted(((m, v) for m, v in by.items() if v), key=lambda mv: -np.mean(list(mv[1].values())))
-        parts.append(f"{a}: " + ", ".join(f"{m} {fmt(v)}" for m, v in ranked))
+        dv = {m: n for m, n in div.get(a, {}).items() if n}  # no mean of a method with diverged seeds (as the figure)
+        ranked = sorted(((m, v) for m, v in by.items() if v and m not in dv),
+                        key=lambda mv: -np.mean(list(mv[1].values())))
+        gone = [f"{m} {n} of {n + len(by.get(m, {}))} diverged" + (
+            f" (the other seed{'s' * (len(by[m]) > 1)}: {', '.join(f'{x:.2f}' for x in by[m].values())})"
+            if by.get(m) else "") for m, n in dv.items()]
+        parts.append(f"{a}: " + ", ".join(f"{m} {fmt(v)}" for m, v in ranked)
+                     + (f"; no mean: {', '.join(gone)}" if gone else ""))
         cka, avg = by.get("FedCKA", {}), by.get("FedAvg", {})
         if common := [s for s in cka if s in avg]:
             pairs.append(f"{a}: {fmt([cka[s] - avg[s] for s in common], '+')}")
@@ -243,174 +268,3 @@ def describe_table2(t2: Table2) -> str:
     out += f" Not run yet: {', '.join(missing)}." if missing else ""
     waiting = t2.incomplete()
     return out + (f" Incomplete: {'; '.join(waiting)}." if waiting else "")
-
-
-def fmt(values: Mapping[int, float] | Sequence[float], sign: str = "") -> str:
-    """``"85.56 ± 1.04 (5 seeds)"``: the mean and half-width of the 95 % t interval; one seed: no interval."""
-    mean, half, n = t_interval(list(values.values()) if isinstance(values, Mapping) else values)
-    if n == 0:
-        return "pending"
-    return f"{mean:{sign}.2f}" + (f" ± {half:.2f} ({n} seeds)" if n > 1 else " (1 seed)")
-
-
-def seed_curves(records: Runs, names: Mapping[str, str], seeds: Sequence[int], alpha: float = 5.0
-                ) -> dict[int, dict[str, pd.Series]]:
-    """``{seed: {method: accuracy per round (%)}}`` for the runs ``FedCKARunId(names[method], seed, alpha=alpha)``,
-    only for seeds where every one of them is stored (the input of Fig. 5's 40-round verdict)."""
-    out = {}
-    for s in seeds:
-        pair = {m: records.get(FedCKARunId(n, s, alpha=alpha)) for m, n in names.items()}
-        if all(isinstance(r, Record) for r in pair.values()):
-            out[s] = {m: 100 * r.metric("test_acc") for m, r in pair.items()}
-    return out
-
-
-def rounds_figure(curves: Mapping[str, Mapping[int, pd.Series]], dataset: str, alpha: float = 5.0) -> plt.Figure:
-    """Appl. Sci. Fig. 5 (left): test accuracy per communication round, one line per method (its own colour, dash
-    and marker): the mean over the seeds with the 95 % t band (``curves``: :meth:`Table2.curves`)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
-    note = mean_curves(ax, curves, percent=False, xlabel="communication round")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    last = max((int(s.index.max()) for c in curves.values() for s in c.values() if len(s)), default=0)
-    short = (f"; the paper's crossover at round 40 of its {FIG5_ROUNDS} needs its schedule ({last} rounds here)"
-             if 0 < last != FIG5_ROUNDS else "")
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (left): accuracy per round, α = {alpha:g} — {dataset_name(dataset)}\n"
-                 f"{note}{short}", fontsize=9)
-    return fig
-
-
-def mean_rounds(curves: Mapping[str, Mapping[int, pd.Series]]) -> pd.DataFrame:
-    """Per round, each method's mean accuracy (%) over its seeds (the line of :func:`rounds_figure`)."""
-    return pd.DataFrame({m: pd.concat(v, axis=1).mean(axis=1) for m, v in curves.items() if v}).round(2)
-
-
-def describe_rounds(curves: Mapping[str, Mapping[int, pd.Series]]) -> str:
-    """What Fig. 5 (left) shows: each method's mean accuracy at a fifth of the rounds and at the last round (95 %
-    t interval over seeds), and which leads at each."""
-    if not curves:
-        return "Fig. 5 (left) is pending: no run at α = 5 is stored yet."
-    last = min(int(s.index.max()) for c in curves.values() for s in c.values())
-    early = max(1, last // 5)
-
-    def at(r: int) -> str:
-        vals = {m: [float(s.loc[r]) for s in c.values() if r in s.index] for m, c in curves.items()}
-        ranked = sorted(vals, key=lambda m: -np.mean(vals[m]))
-        return f"round {r}: " + ", ".join(f"{m} {fmt(vals[m])}" for m in ranked)
-
-    return f"Test accuracy (%), mean ± 95 % t interval over seeds — {at(early)}; {at(last)}."
-
-
-def epochs_points(records: Runs, df: pd.DataFrame | None = None) -> dict[str, dict[float, dict[int, float]]]:
-    """``{method (μ): {E: {seed: final accuracy (%)}}}`` of the stored runs of the local-epoch sweep that did not
-    diverge (``df``: their frame, by default :func:`runs_frame`; :func:`epochs_at` reads them at other rounds): the
-    input of :func:`fedlib.plots.sweep`."""
-    out: dict[str, dict[float, dict[int, float]]] = {}
-    df = df if df is not None else runs_frame(records) if records else pd.DataFrame()
-    for _, r in df.iterrows():
-        label = r["method"] + ("" if np.isnan(r["mu"]) else f" (μ={r['mu']:g})")
-        by_e = out.setdefault(label, {})
-        if not r["pending"] and not r["diverged"]:
-            by_e.setdefault(float(r["E"]), {})[int(r["seed"])] = float(r["acc"])
-    return out
-
-
-def epochs_at(records: Runs, rounds: int) -> pd.DataFrame:
-    """:func:`runs_frame` of the local-epoch sweep's runs with each finished run's ``acc`` read at round ``rounds``
-    (the sweep's common rounds, as the paper runs every E; a run trained longer, to its plateau, is read before its
-    end)."""
-    if not records:
-        return pd.DataFrame()
-    df = runs_frame(records)
-    acc = [np.nan if not isinstance(r, Record) or p or d else 100 * float(r.metric("test_acc").loc[:rounds].iloc[-1])
-           for r, p, d in zip(records.values(), df["pending"], df["diverged"])]
-    return df.assign(acc=acc)
-
-
-def epoch_rounds(records: Runs) -> dict[int, int]:
-    """``{E: rounds}`` of the sweep's runs."""
-    return {r.cfg.local_epochs: r.cfg.rounds for r in records.values()}
-
-
-def _early(records: Runs, rounds: int | None) -> tuple[dict[int, int], dict[str, dict[float, dict[int, float]]]]:
-    """The E trained longer than ``rounds`` (``{E: rounds}``) and their :func:`epochs_points` read at ``rounds``."""
-    if rounds is None:
-        return {}, {}
-    longer = {e: r for e, r in sorted(epoch_rounds(records).items()) if r > rounds}
-    at = {rid: r for rid, r in records.items() if r.cfg.rounds > rounds}
-    return longer, ({m: p for m, p in epochs_points(at, epochs_at(at, rounds)).items() if p} if at else {})
-
-
-def _pending_epochs(records: Runs) -> list[int]:
-    """The E of the sweep with no stored run yet (of any method)."""
-    done = {int(e) for p in epochs_points(records).values() for e in p}
-    return sorted({int(e) for e in (runs_frame(records)["E"] if records else [])} - done)
-
-
-def epochs_artifact(records: Runs, dataset: str, rounds: int) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """Appl. Sci. Fig. 5 (right): final accuracy per method and local epochs E (a table; and a figure when a run is
-    stored: each E the seeds' mean with the 95 % t interval, dots without a line while fewer than three E are run,
-    the methods offset slightly along the log E axis, the E still pending named in the title). ``rounds``: the
-    sweep's common rounds; an E trained longer (to its plateau) is also drawn at round ``rounds`` as hollow markers
-    (the paper's reading: the same rounds for every E)."""
-    if not records:
-        return pd.DataFrame(), None
-    ep, (longer, hollow) = seed_summary(runs_frame(records), ["method", "E"]), _early(records, rounds)
-    table = ep.assign(cell=_cells(ep)).pivot(index="method", columns="E", values="cell") \
-        .rename(columns=lambda e: f"E = {e}" + (f" ({longer[e]} rounds)" if e in longer else ""))
-    points = {m + (f" (n={ns.pop()})" if len(ns := {len(v) for v in p.values()}) == 1 else ""): p
-              for m, p in epochs_points(records).items() if p}
-    if not points:
-        return table, None
-    fig, ax = plt.subplots(figsize=(7.2, 4.6), layout="constrained")
-    k = len(points)
-    df = runs_frame(records)
-    bad = df[is_off(df)].assign(label=lambda d: [m + ("" if np.isnan(mu) else f" (μ={mu:g})")
-                                                 for m, mu in zip(d["method"], d["mu"])])
-    shift = {m: 2 ** (0.05 * (i - (k - 1) / 2)) for i, m in enumerate(points)}
-    note, _, ringed = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
-                            xlabel="local epochs E",
-                            off={m: {e * shift[m]: int(((bad["label"] == m.split(" (n=")[0]) & (bad["E"] == e)).sum())
-                                     for e in p} for m, p in points.items()}).partition("\n")
-    base = {m.split(" (n=")[0]: m for m in points}
-    for m, p in hollow.items():
-        for i, (e, v) in enumerate(sorted(p.items())):
-            mean, half, _ = t_interval(v.values())
-            ax.errorbar([e * shift.get(base.get(m, m), 1.0)], [mean], yerr=[half if np.isfinite(half) else 0],
-                        capsize=3, color=method_style(m)["color"], marker="o", mfc="white", ls="none",
-                        label=f"{m} at round {rounds}" if i == 0 else None)
-    if hollow:
-        ax.legend(fontsize=8)
-    es = sorted({e for p in points.values() for e in p})
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(es, [f"{e:g}" for e in es])
-    ax.set_xlim(min(es) / 1.6, max(es) * 1.6)
-    ax.minorticks_off()
-    pend = _pending_epochs(records)
-    more = ", ".join(f"E = {e}: {r}" for e, r in longer.items())
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 5 (right): local epochs, α = 5 — {dataset_name(dataset)}\n{rounds} rounds"
-                 + (f" ({more}, each to its plateau)" if more else "") + f"\n{note}"
-                 + (f"; not run yet: E = {', '.join(map(str, pend))}" if pend else "")
-                 + (f"\nhollow: the same runs at round {rounds} (the paper's: the same rounds for every E)"
-                    if hollow else "") + (f"\n{ringed}" if ringed else ""), fontsize=9)
-    return table, fig
-
-
-def describe_epochs(records: Runs, rounds: int | None = None) -> str:
-    """What Fig. 5 (right) shows: each method's accuracy at each E run (mean ± 95 % t interval over seeds) and the
-    E still pending; with ``rounds`` (the sweep's common rounds), the E trained longer also read at that round."""
-    points = {m: p for m, p in epochs_points(records).items() if p}
-    pend = _pending_epochs(records)
-    tail = f" Not run yet: E = {', '.join(map(str, pend))}." if pend else ""
-    if not points:
-        return "The local-epoch sweep is pending." + tail
-    longer, early = _early(records, rounds)
-    line = lambda pts, es: "; ".join(f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in pts.items()  # noqa
-                                                                if e in p) for e in es)
-    es = sorted({e for p in points.values() for e in p})
-    out = "Final test accuracy (%), mean ± 95 % t interval over seeds — " + line(points, es) + "."
-    if longer:
-        out += (f" E = {', '.join(map(str, longer))} ran {', '.join(map(str, longer.values()))} rounds, each to its "
-                f"plateau (the others {rounds})")
-        out += (f"; at round {rounds}, as the paper runs every E — "
-                + line(early, sorted({e for p in early.values() for e in p})) + "." if early else ".")
-    return out + tail

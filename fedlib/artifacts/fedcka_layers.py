@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..grid import PENDING
-from ..plots import similarity_heatmap, sweep
+from ..plots import offdiag_range, similarity_heatmap, sweep
 from ..provenance import worker_seconds
 from ..results import Pending, Record
 from ..similarity import LayerSimilarity
@@ -97,23 +97,21 @@ def _seeds_text(sims: Sims) -> str:
             + (f" ({', '.join(map(str, waiting))} pending)" if waiting else ""))
 
 
-def _heatmap_colorbar(fig: plt.Figure, im: Any, ax: Any, what: str) -> None:
-    fig.colorbar(im, ax=ax, fraction=0.046 if not isinstance(ax, np.ndarray) else 0.025, pad=0.02,
-                 label=f"linear CKA {what} (fixed scale 0–1)")
+def _heatmap_colorbar(fig: plt.Figure, im: Any, ax: Any, what: str, lo: float, hi: float) -> None:
+    fig.colorbar(im, ax=ax, fraction=0.046 if not isinstance(ax, np.ndarray) else 0.025, pad=0.02).set_label(
+        f"linear CKA {what}\ncolours span the cells' range {lo:.3f}–{hi:.3f}", fontsize=8)
 
 
 def to_global_figure(sim: LayerSimilarity, setup: str) -> plt.Figure:
-    """arXiv Fig. 2 for one seed (``setup`` names it): CKA(local, global) per client and layer on the fixed 0–1
-    scale with each value written in its cell; the title gives the fall of the mean over clients from the first
-    layer to the least similar one."""
-    fig, ax = plt.subplots(figsize=(8, 5.2), layout="constrained")
-    im = similarity_heatmap(ax, sim.to_global)
-    ax.set_aspect("auto")
-    for text in ax.texts:
-        text.set_fontsize(7)
-    ax.set_xticks(range(len(sim.taps)), list(sim.taps))
-    ax.set_yticks(range(len(sim.clients)), [f"client {c}" for c in sim.clients], fontsize=8)
-    _heatmap_colorbar(fig, im, ax, "(local, global)")
+    """arXiv Fig. 2 for one seed (``setup`` names it): CKA(local, global) per client and layer, the colours spanning
+    the cells' own range (on 0–1 every cell would read alike) with each value written in its cell; the title gives
+    the fall of the mean over clients from the first layer to the least similar one."""
+    fig, ax = plt.subplots(figsize=(8.5, 5.4), layout="constrained")
+    lo, hi = offdiag_range([sim.to_global])
+    im = similarity_heatmap(ax, sim.to_global, annotate=len(sim.clients) <= 10 and len(sim.taps) <= 10, digits=3)
+    ax.set_xticks(np.arange(len(sim.taps)) + 0.5, list(sim.taps), rotation=0, ha="center")
+    ax.set_yticks(np.arange(len(sim.clients)) + 0.5, [f"client {c}" for c in sim.clients], fontsize=8)
+    _heatmap_colorbar(fig, im, ax, "(local, global)", lo, hi)
     mean = sim.to_global.mean(0)
     low = int(np.argmin(mean))
     ax.set_xlabel("layer (input → output)")
@@ -157,7 +155,8 @@ def _restyle(ax: plt.Axes, styles: Sequence[Mapping[str, Any]]) -> None:
 def between_figure(sims: Mapping[int, LayerSimilarity], setup: str) -> plt.Figure:
     """Appl. Sci. Fig. 2 and Fig. 6 over the stored seeds (``sims``: seed → LayerSimilarity): per layer, the mean
     CKA between clients (over the client pairs) and to the global model (over the clients), and the variance of
-    each (log scale); each point the mean over the seeds with the 95 % t interval over them."""
+    each (log scale: the geometric mean over the seeds with the t interval of the logs); each other point the mean
+    over the seeds with the 95 % t interval over them."""
     first = next(iter(sims.values()))
     taps, n = list(first.taps), len(first.clients)
     who = (f"between clients ({n * (n - 1) // 2} pairs)", f"client vs global ({n} clients)")
@@ -167,8 +166,7 @@ def between_figure(sims: Mapping[int, LayerSimilarity], setup: str) -> plt.Figur
                  xlabel="layer (input → output)", ylabel="linear CKA (mean over pairs / clients)")
     sweep(ax2, {who[0]: _per_layer({s: v.pair_var() for s, v in sims.items()}),
                 who[1]: _per_layer({s: v.to_global.var(0) for s, v in sims.items()})},
-          xlabel="layer (input → output)", ylabel="variance of linear CKA over pairs / clients")
-    ax2.set_yscale("log")
+          xlabel="layer (input → output)", ylabel="variance of linear CKA over pairs / clients", logy=True)
     for ax, title in ((ax1, "mean similarity per layer (Appl. Sci. Fig. 2)"),
                       (ax2, "its spread per layer (Appl. Sci. Fig. 6)")):
         _restyle(ax, (_TO_CLIENTS, _TO_GLOBAL))
@@ -205,8 +203,9 @@ def describe_between(sims: Sims) -> str:
 
 def client_matrices_figure(sim: LayerSimilarity, setup: str, taps: Sequence[str] | None = None) -> plt.Figure:
     """Appl. Sci. Fig. 2 (simple CNN, every layer) for one seed (``setup`` names it): the clients × clients CKA
-    matrix per layer on the fixed 0–1 scale with each value written (the diagonal, a client with itself, blank);
-    each panel's title gives its mean and minimum."""
+    matrix per layer, the diagonal (a client with itself) blank and the colours spanning the off-diagonal range of
+    all the panels (on 0–1 every cell would read alike), no numbers in the cells (too small to read); each panel's
+    title gives its mean and minimum."""
     taps = list(taps or sim.taps)
     off = ~np.eye(len(sim.clients), dtype=bool)
     mats = {t: np.where(off, sim.between[sim.taps.index(t)], np.nan) for t in taps}
@@ -215,13 +214,15 @@ def client_matrices_figure(sim: LayerSimilarity, setup: str, taps: Sequence[str]
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols + 1, 3.3 * rows + 0.7), layout="constrained",
                              squeeze=False)
     ticks = list(map(str, sim.clients))
+    lo, hi = offdiag_range(mats.values())  # one range for every panel: the layers compare by colour
     for ax, (t, m) in zip(axes.flat, mats.items()):
-        im = similarity_heatmap(ax, m, ticks, f"{t}: mean {np.nanmean(m):.3f}, min {np.nanmin(m):.3f}")
+        im = similarity_heatmap(ax, m, ticks, f"{t}: mean {np.nanmean(m):.3f}, min {np.nanmin(m):.3f}",
+                                annotate=False, vrange=(lo, hi))
         ax.set_xlabel("client", fontsize=8)
         ax.set_ylabel("client", fontsize=8)
     for ax in axes.flat[len(taps):]:
         ax.set_visible(False)
-    _heatmap_colorbar(fig, im, axes, "between two clients")
+    _heatmap_colorbar(fig, im, axes, "between two clients (diagonal blank)", lo, hi)
     low = min(mats, key=lambda t: np.nanmean(mats[t]))
     fig.suptitle(f"FedCKA Appl. Sci. Fig. 2: CKA between clients per layer (diagonal blank) — {setup}\nmean over "
                  f"pairs {np.nanmean(mats[taps[0]]):.3f} at {taps[0]}, lowest {np.nanmean(mats[low]):.3f} at {low}; "

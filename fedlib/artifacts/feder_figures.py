@@ -148,12 +148,20 @@ def describe_training_curves(df: pd.DataFrame) -> str:
         return "Pending: no run of Table 4.2 is stored yet." + tail
     cells = [f"{s} · {row} {_mean_text(g['acc'])}" for (row, s), g in done.groupby(["row", "setting"], sort=False)]
     text = f"Final test accuracy (mean over seeds ± 95 % t interval): {'; '.join(cells)}."
-    means = done.groupby(["row", "setting"])["acc"].mean()
-    diffs = [f"{row} {means[(row, 'FedER')] - means[(row, 'FedAvg')]:+.2f} points (thesis, CIFAR-100: "
-             f"{PAPER[row][2] - PAPER[row][1]:+.2f})" for row in dict.fromkeys(done["row"])
-             if (row, "FedER") in means and (row, "FedAvg") in means and row in PAPER]
+    diffs = []
+    for row in dict.fromkeys(done["row"]):
+        by = {k: dict(zip(g["seed"], g["acc"])) for k, g in done[done["row"] == row].groupby("setting")}
+        er, avg = by.get("FedER", {}), by.get("FedAvg", {})
+        paired = [er[sd] - avg[sd] for sd in er if sd in avg]
+        if not paired or row not in PAPER:
+            continue
+        mean, half, n = t_interval(paired)
+        diffs.append(f"{row} {mean:+.2f} points" + (f" ± {half:.2f}" if n > 1 else "")
+                     + f" ({n} seed{'s' * (n > 1)}{', no interval' if n == 1 else ''}; thesis, CIFAR-100: "
+                     f"{PAPER[row][2] - PAPER[row][1]:+.2f})")
     if diffs:
-        text += f" FedER − FedAvg: {'; '.join(diffs)}."
+        text += (f" FedER − FedAvg, paired on the seeds both ran: {'; '.join(diffs)}; whether it tests FedER at all "
+                 "depends on FedER's floored share (below).")
     rising = [f"{r.setting} · {r.row} seed {r.seed} {r.rise:+.1f}" for r in done.itertuples() if r.rise > PLATEAU_RISE]
     if rising:
         text += (f" Still rising over the last 20 % of the rounds (points; a plateau rises at most {PLATEAU_RISE:g}): "
@@ -176,7 +184,7 @@ def floored_share_figure(records: Runs, dataset: str, scale: str) -> plt.Figure 
                label=f"{100 * FLOORED_MAX:.0f} %: above it the FedER-vs-FedAvg claims are not testable")
     ax.set_ylim(-0.02, 1.02)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=8, loc="lower left")
     ax.set_title(f"FedER: share of client-layers at Alg. 4's floor (EVBMF kept ≤ 1 component) — "
                  f"{dataset_name(dataset)}, scale={scale}\n{note}", fontsize=9)
     return fig
@@ -217,7 +225,7 @@ def rank_weights(record: Record, dataset: str, scale: str, seed: int) -> plt.Fig
     layers, er = _layer_round(record, "feder_rank")
     _, alpha = _layer_round(record, "feder_alpha")
     R, _, K = er.shape
-    fig, axes = plt.subplots(2, K, figsize=(2.9 * K + 1.5, 0.22 * len(layers) * 2 + 2.2), layout="constrained",
+    fig, axes = plt.subplots(2, K, figsize=(3.4 * K + 2, 0.26 * len(layers) * 2 + 2.4), layout="constrained",
                              sharey=True, squeeze=False)
     extent = (0.5, R + 0.5, len(layers) - 0.5, -0.5)
     kept = np.ma.masked_less_equal(er, FLOOR)
@@ -234,18 +242,18 @@ def rank_weights(record: Record, dataset: str, scale: str, seed: int) -> plt.Fig
         axes[1, k].set_xlabel("round", fontsize=8)
         for a in axes[:, k]:
             a.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
-            a.tick_params(labelsize=7)
+            a.tick_params(labelsize=8)
     for a in axes[:, 0]:
-        a.set_yticks(range(len(layers)), [name.replace(".weight", "") for name in layers], fontsize=6)
+        a.set_yticks(range(len(layers)), [name.replace(".weight", "") for name in layers], fontsize=8)
         a.set_ylabel("conv layer", fontsize=8)
     cb0 = fig.colorbar(im0, ax=axes[0, :], shrink=0.9)
-    cb0.set_label(f"er: entropy of EVBMF-kept singular values (nats)\ngrey: at Alg. 4's floor ({FLOOR:g})", fontsize=7)
+    cb0.set_label(f"er: entropy of EVBMF-kept singular values (nats)\ngrey: at Alg. 4's floor ({FLOOR:g})", fontsize=8)
     ticks = [0.5, 2 / 3, 0.8, 1, 1.25, 1.5, 2]
     cb1 = fig.colorbar(im1, ax=axes[1, :], shrink=0.9, extend="both", ticks=ticks)
     cb1.minorticks_off()
     cb1.ax.set_yticklabels([f"{t:.2g}" for t in ticks])
     cb1.set_label(f"α × K: weight relative to FedAvg's 1/K = {1 / K:.2f}\n(log scale; 1 = uniform; ends: ≤ ½, "
-                  "≥ 2)", fontsize=7)
+                  "≥ 2)", fontsize=8)
     share = [e["feder_floored"] for e in record.history if "feder_floored" in e]
     shares = (" ".join(f"{x:.2f}" for x in share) if len(share) <= 12 else
               f"{share[0]:.2f} (round 1) → {share[-1]:.2f} (round {len(share)}), mean {np.mean(share):.2f}")

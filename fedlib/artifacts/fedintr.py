@@ -13,25 +13,23 @@ paper: 10). Runs come as ``{FedIntRRunId: Record | Pending | Diverged}`` (:func:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..data import chance
 from ..grid import DIVERGED, PENDING, Diverged, Run, offs, seed_values
 from ..plans import FedIntRRunId, Plan
 from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS
 from ..report import compare
-from ..results import Pending, Record, is_pending
+from ..results import Pending, Record
 from ..style import dataset_name
-from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
+from ..verdicts import off_plateau
 
-__all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "TIES", "median_frame",
-           "readable", "table1_setup", "round_ticks", "Table1", "Table3", "table5", "median_table",
-           "claims"]
+__all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "median_frame",
+           "readable", "table1_setup", "round_ticks", "Table1", "Table3", "table5", "median_table"]
 
 PAPER_DATASETS = ("fmnist", "svhn", "cifar10", "cifar100")  # the columns of Tables I, II and V
 # FedIntR Table I (10 clients, β = 0.5, 100 rounds): dataset → {method: (accuracy, best μ)}
@@ -66,23 +64,13 @@ PAPER_T3: dict[str, dict[float, dict[str, tuple[float, float | None]]]] = {
 }
 # FedIntR Table V: dataset → (α-weighted, Eq. 5; uniform, Eq. 6) at Table I's μ
 PAPER_T5 = {"fmnist": (89.15, 89.03), "svhn": (87.17, 85.62), "cifar10": (67.23, 64.20), "cifar100": (41.48, 40.33)}
-TIES = {"fmnist": "MOON", "cifar100": "FedCKA"}  # §IV-B: the method FedIntR ties with ("comparable") per dataset
-
-T1_SOURCE = ("FedIntR Table I; abstract, 'FedIntR can achieve equivalent or higher performance compared to the "
-             "state-of-the-art approaches'; §IV-B: 'both FedIntR and MOON achieve the best performance' (Fashion-MNIST)")
-T3_SOURCE = ("FedIntR Table III; §IV-B (ii): 'the superior performance of FedIntR can be observed more clearly with a "
-             "higher degree of data heterogeneity' (Table III's own CIFAR-10 gains over FedAvg are not monotone in β: "
-             "+1.97, +1.41, +2.70 at β = 5, 0.5, 0.1; tested as the table has it, β = 0.1 above β = 0.5)")
-T5_SOURCE = ("FedIntR Table V; §IV-F: 'calculating a layer-wise weight α_k ... can significantly improve the "
-             "performance'")
-
 Runs = Mapping[FedIntRRunId, Run]
 _FLAGS = ["pending", "diverged", "off"]
 
 
 def median_frame(runs: Runs, last: int) -> pd.DataFrame:
     """One row per run: its name (``run``) and its id's fields (μ; β, N or E where they lead its name; method, seed),
-    ``pending``, ``diverged``, the median test accuracy over the ``last`` rounds (the paper's statistic), the last
+    its ``rounds``, ``pending``, ``diverged``, the median test accuracy over the ``last`` rounds (the paper's statistic), the last
     round's, seconds per round, the record."""
     rows = []
     for rid, r in runs.items():
@@ -90,7 +78,7 @@ def median_frame(runs: Runs, last: int) -> pd.DataFrame:
         h = r.frame() if ok else pd.DataFrame()
         lead = {k: v for k, v in rid.settings().items() if k != "μ"}
         rows.append({"run": str(rid), "μ": rid.mu, **lead, "method": rid.method, "seed": rid.seed,
-                     "pending": isinstance(r, Pending),
+                     "rounds": int(getattr(r.cfg, "rounds", 0) or 0) if hasattr(r, "cfg") else 0, "pending": isinstance(r, Pending),
                      "diverged": isinstance(r, Diverged), "off": off_plateau(r) if ok else None,
                      "median (%)": 100 * r.final("test_acc", last=last) if ok else np.nan,
                      "last round (%)": 100 * r.final("test_acc") if ok else np.nan,
@@ -170,6 +158,18 @@ class Table1:
         return _best_mu(self.all)
 
     @property
+    def mu_phrase(self) -> str:
+        """How each method's μ reads in titles and claims: "its best μ" when some method ran several μ (a search),
+        "the paper's μ" when each ran the one Table I states for the dataset, else "the μ it was run at"."""
+        reg = self.long[self.long["method"] != "FedAvg"]
+        mus = {m: set(g["μ"].astype(float)) for m, g in reg.groupby("method")}
+        if any(len(v) > 1 for v in mus.values()):
+            return "its best μ"
+        paper = FEDINTR_BEST_MU.get(self.dataset, {})
+        return "the paper's μ" if mus and all(m in paper and v == {float(paper[m])} for m, v in mus.items()) \
+            else "the μ it was run at"
+
+    @property
     def paper(self) -> dict[str, tuple[float, float | None]] | None:
         return PAPER_T1.get(self.dataset)
 
@@ -183,8 +183,9 @@ class Table1:
         return sorted(set.intersection(*(set(s) for _, s in g))) if len(self.long) else []
 
     def versus_paper(self) -> pd.DataFrame:
-        """Table I: the paper's column for the dataset (accuracy, best μ) beside ours at our best μ (± std over
-        seeds, seeds, last round, and the best μ over the seeds every run has); without a paper column, ours."""
+        """Table I: the paper's column for the dataset (accuracy, best μ) beside ours at our best μ (one μ run: "our
+        μ"; ± std over seeds, seeds, last round, and the best μ over the seeds every run has); without a paper
+        column, ours."""
         best = self.best
         if self.paper is None:
             return best
@@ -195,7 +196,8 @@ class Table1:
         common = self.common_seeds()
         alike = _best_mu(_by_mu(self.long[self.long["seed"].isin(common)]))
         out.insert(1, "paper μ", ["—" if m == "FedAvg" else self.paper[m][1] for m in out.index])
-        out.insert(3, "our best μ", ["—" if m == "FedAvg" else best.loc[m, "μ"] for m in out.index])
+        out.insert(3, "our best μ" if self.mu_phrase == "its best μ" else "our μ",
+                   ["—" if m == "FedAvg" else best.loc[m, "μ"] for m in out.index])
         out.insert(4, "± std", best.loc[out.index, "std"].astype(float).round(2).values)
         out.insert(5, "seeds", best.loc[out.index, "seeds"].values)
         out["last round (%)"] = best.loc[out.index, "last round (%)"].astype(float).round(2).values
@@ -317,61 +319,3 @@ def median_table(records: Mapping[str, Runs], last: int) -> pd.DataFrame:
     """Every run of every table: the statistic, the last round, seconds per round and the record."""
     return pd.concat([median_frame(rs, last).drop(columns=_FLAGS).assign(table=a) for a, rs in records.items()]) \
         .set_index("run").round(2)
-
-
-def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | None = None) -> list[Verdict]:
-    """The paper's claims: FedIntR beats (or, where §IV-B calls them comparable, performs like) each method at its
-    best μ (Table I); its gain over FedAvg grows as β falls (Table III); α-weighting beats uniform weights (Table V);
-    at paper scale each method lies within ±0.5 points of Table I. Pending while a needed artifact is."""
-    P, data, out = {m: v[0] for m, v in (t1.paper or {}).items()}, dataset_name(t1.dataset), []
-    A = {m: t1.per_seed(m) for m in FEDINTR_METHODS}
-
-    def judge(v: Verdict, *arts: str) -> None:
-        out.append(pending(v.claim, v.source) if any(is_pending(records.get(a, {})) for a in ("table1", *arts))
-                   else v)
-
-    for m in ("FedAvg", "FedProx", "FedCKA", "MOON"):
-        tie = TIES.get(t1.dataset) == m  # the paper's tie on this dataset: "comparable" (within 0.5 points)
-        text = (f"FedIntR {'performs like' if tie else 'is equivalent to or better than'} {m} on {data}, each at its "
-                f"best μ ({'within 0.5 points' if tie else 'at most 0.5 points below'})")
-        if why := [t1.left_out[k] for k in ("FedIntR", m) if k in t1.left_out]:
-            out.append(not_testable(text, T1_SOURCE, why[0]))
-            continue
-        judge(decide(text, T1_SOURCE, A["FedIntR"], A[m], kind="within" if tie else "at_least",
-                     margin=0.5, names=("FedIntR", m), chance=chance(t1.dataset),
-                     off=t1.off("FedIntR") + t1.off(m), paper=f"{P['FedIntR'] - P[m]:+.2f}" if P else ""))
-    if t3 is not None:
-        low_b = min(t3.runs3["β"])
-        low = t3.runs3[t3.runs3["β"] == low_b]
-        g_low = {s: v - t1.per_seed("FedAvg", low).get(s, np.nan) for s, v in t1.per_seed("FedIntR", low).items()}
-        g_mid = {s: v - A["FedAvg"].get(s, np.nan) for s, v in A["FedIntR"].items()}
-        judge(decide(f"FedIntR's gain over FedAvg is larger at β = {low_b:g} than at β = {t3.beta:g}", T3_SOURCE,
-                     g_low, g_mid, names=(f"gain β={low_b:g}", f"gain β={t3.beta:g}"), chance=chance(t1.dataset),
-                     runs=[*low["median (%)"], *A["FedAvg"].values(), *A["FedIntR"].values()],
-                     off=offs(low, "run") + t1.off("FedAvg") + t1.off("FedIntR"),
-                     paper=f"{t3.reference}: " + ", ".join(f"β={b:g} {v:+.2f}" for b, v in t3.paper_gain().items())),
-              "table3")
-    else:
-        out.append(not_testable("FedIntR's gain over FedAvg grows as β falls", T3_SOURCE,
-                                t1.left_out.get("table3", "Table III was not run")))
-    mu5 = FEDINTR_BEST_MU.get(t1.dataset, FEDINTR_BEST_MU["cifar10"])["FedIntR"]
-    if "table5" in records:
-        t5 = median_frame(records["table5"], t1.last)
-        uni = seed_values(t5, "median (%)", method="uniform (Eq. 6)")
-        alpha = seed_values(t1.long, "median (%)", method="FedIntR", μ=mu5)
-        p5 = PAPER_T5.get(t1.dataset)
-        judge(decide(f"α-weighting (Eq. 5) beats uniform weights (Eq. 6) at μ={mu5:g}", T5_SOURCE, alpha, uni,
-                     names=("α (Eq. 5)", "uniform (Eq. 6)"), chance=chance(t1.dataset), off=offs(t5, "run") + t1.off("FedIntR"),
-                     paper=f"{p5[0] - p5[1]:+.2f}" if p5 else ""), "table5")
-    else:
-        out.append(not_testable("α-weighting (Eq. 5) beats uniform weights (Eq. 6)", T5_SOURCE,
-                                t1.left_out.get("table5", "Table V was not run")))
-    for m in FEDINTR_METHODS if P else ():  # the fidelity target: the paper's setup only
-        text = f"{m} at its best μ within ±0.5 points of FedIntR Table I ({data})"
-        if scale != "paper":  # a fidelity target of this project: a control
-            out.append(replace(not_testable(text, "FedIntR Table I", f"scale={scale} is not the paper's setup"),
-                               control=True))
-            continue
-        judge(replace(decide(text, "FedIntR Table I", {s: v - P[m] for s, v in A[m].items()}, kind="within",
-                             margin=0.5, names=(f"{m} − {P[m]}", "")), control=True))
-    return out

@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 
 from ..grid import is_off, seed_values
-from ..plans.fedintr import FEDINTR_METHODS
-from ..plots import mean_curves, paper_panel, seeds_note, sweep, t_interval
-from ..style import dataset_name, method_style
+from ..plans.fedintr import FEDINTR_BEST_MU, FEDINTR_METHODS
+from ..plots import group_panels, mean_curves, paper_panel, sweep, t_interval
+from ..style import dataset_name
 from .fedintr import PAPER_T1, PAPER_T2, Table1, Table3, round_ticks
 
-__all__ = ["mu_points", "mu_figure", "describe_mu", "curves_figure", "describe_curves", "table3_figure",
+__all__ = ["mu_points", "mu_figure", "describe_mu", "curves_phrase", "curves_figure", "describe_curves", "table3_figure",
            "describe_table3", "fmt"]
 
 Curves = Mapping[str, Mapping[int, pd.Series]]
@@ -58,7 +58,7 @@ def mu_points(t1: Table1) -> dict[str, dict[float, dict[int, float]]]:
 def _paper_t1(ax: plt.Axes, dataset: str, what: str) -> None:
     paper = PAPER_T1[dataset]
     paper_panel(ax, [[m, "—" if mu is None else f"{mu:g}", f"{acc:.2f}"] for m, (acc, mu) in paper.items()],
-                ["method", "best μ", "acc. (%)"], f"paper, Table I ({dataset_name(dataset)}):\n{what}")
+                ["method", "its μ", "acc. (%)"], f"paper, Table I ({dataset_name(dataset)}):\n{what}")
 
 
 def _not_run(t1: Table1, drawn: set[str]) -> str:
@@ -69,47 +69,39 @@ def _not_run(t1: Table1, drawn: set[str]) -> str:
 
 
 def mu_figure(t1: Table1, scale: str) -> plt.Figure:
-    """Tables I–II: each regularized method's median accuracy by μ (mean over seeds, 95 % t error bars, dots while a
-    method has fewer than three μ), FedAvg (no μ) as a line with its 95 % t band; the paper's Table I and Table II
-    for the dataset in panels of their own."""
+    """Tables I–II on a method axis: each method at each μ run (FedAvg: no μ) as its seeds' mean with the 95 % t
+    interval and each seed a dot (:func:`fedlib.plots.group_panels`; seeds off their plateau ringed); a μ axis is
+    only for a μ sweep, and the methods' μ are different hyperparameters. The paper's Table I beside it, and its
+    Table II (FedIntR by μ) marked "not run at this scale" while FedIntR has fewer than two μ of ours."""
     data, paper = dataset_name(t1.dataset), t1.paper is not None
-    fig = plt.figure(figsize=(11.5 if paper else 8, 5), layout="constrained")
+    fig = plt.figure(figsize=(11.5 if paper else 8, 5.2), layout="constrained")
     gs = fig.add_gridspec(2, 2 if paper else 1, width_ratios=[2.6, 1] if paper else [1], height_ratios=[1.25, 1])
-    ax = fig.add_subplot(gs[:, 0])
-    fa = _finite(t1.per_seed("FedAvg"))
-    mean, half, n = t_interval(fa.values())
-    if n:
-        st = method_style("FedAvg")
-        rising = int((is_off(t1.long) & (t1.long["method"] == "FedAvg")).sum())
-        ax.axhline(mean, color=st["color"], ls="-", lw=1.4,
-                   label=f"FedAvg (no μ, n={n}" + (f"; {rising} still rising" if rising else "") + ")")
-        if n > 1:
-            ax.axhspan(mean - half, mean + half, color=st["color"], alpha=0.12, lw=0)
+    sub = fig.add_subfigure(gs[:, 0])
     points = mu_points(t1)
+    values = {"FedAvg (no μ)": fa} if (fa := _finite(t1.per_seed("FedAvg"))) else {}
+    values |= {f"{m} (μ={mu:g})": v for m, p in points.items() for mu, v in p.items()}
     bad = t1.long[is_off(t1.long)]
-    _, _, ringed = sweep(ax, points, xlabel="μ", ylabel=f"median test accuracy, last {t1.last} rounds (%)",
-                         off={m: {float(mu): int(((bad["method"] == m) & (bad["μ"].astype(float) == mu)).sum())
-                                  for mu in p} for m, p in points.items()}).partition("\n")
-    mus = sorted({mu for p in points.values() for mu in p})
-    ax.set_xscale("log")
-    ax.set_xticks(mus, [f"{mu:g}" for mu in mus])
-    ax.minorticks_off()
-    seeds = set(fa) | {s for p in points.values() for v in p.values() for s in v}
-    counts = [len(v) for p in points.values() for v in p.values()] + ([n] if n else [])
-    note = seeds_note(seeds, "bars", counts) + ("; FedAvg: line and band" if n > 1 else "")
-    ax.set_title(f"FedIntR Tables I–II: ours by μ — {data}, scale={scale}\n{note}"
-                 f"{_not_run(t1, set(points) | ({'FedAvg'} if n else set()))}" + (f"\n{ringed}" if ringed else ""),
-                 fontsize=9)
+    off = {f"{m} (μ={float(mu):g})" if m != "FedAvg" else "FedAvg (no μ)": list(g["seed"])
+           for (m, mu), g in bad.assign(μ=bad["μ"].astype(float)).groupby(["method", "μ"], dropna=False)}
+    rounds = sorted(set(t1.long.loc[t1.long["median (%)"].notna(), "rounds"])) if "rounds" in t1.long else []
+    key = f"each method at its μ, {', '.join(f'{r} rounds' for r in rounds)}" if rounds else "each method at its μ"
+    note, _, ringed = group_panels(sub, {key: values}, ylabel=f"median test accuracy, last {t1.last} rounds (%)",
+                                   off={key: off}).partition("\n")
+    intr_mus = len(points.get("FedIntR", {}))
+    sub.suptitle(f"FedIntR Tables I–II: ours, each method at the μ the paper gives for {data} (one μ each: no μ "
+                 f"search at this scale) — scale={scale}\n{note}{_not_run(t1, set(points) | ({'FedAvg'} if fa else set()))}"
+                 + (f"\n{ringed}" if ringed else ""), fontsize=9)
     if paper:
-        _paper_t1(fig.add_subplot(gs[0, 1]), t1.dataset, "each method at its best μ,\n100 rounds × 10 epochs")
+        _paper_t1(fig.add_subplot(gs[0, 1]), t1.dataset, "each method at the μ of its search,\n100 rounds × 10 epochs")
         paper_panel(fig.add_subplot(gs[1, 1]), [[f"{mu:g}", f"{v[t1.dataset]:.2f}"] for mu, v in PAPER_T2.items()],
-                    ["μ", "FedIntR (%)"], f"paper, Table II ({data}): FedIntR by μ")
+                    ["μ", "FedIntR (%)"], f"paper, Table II ({data}): FedIntR by μ"
+                    + ("\nours: not run at this scale (one μ)" if intr_mus < 2 else ""))
     return fig
 
 
 def describe_mu(t1: Table1) -> str:
-    """What the μ figure shows: each method at its best μ (mean ± 95 % t), the span of the means against the
-    intervals, or what is pending."""
+    """What the μ figure shows: each method at its μ (:attr:`Table1.mu_phrase`; mean ± 95 % t), the span of the
+    means against the intervals, or what is pending."""
     vals = {m: _finite(t1.per_seed(m)) for m in FEDINTR_METHODS if m not in t1.left_out}
     done = {m: v for m, v in vals.items() if v}
     if not done:
@@ -119,7 +111,7 @@ def describe_mu(t1: Table1) -> str:
     hi, lo = max(stats_, key=lambda m: stats_[m][0]), min(stats_, key=lambda m: stats_[m][0])
     span = stats_[hi][0] - stats_[lo][0]
     halves = [h for _, h, _ in stats_.values() if np.isfinite(h)]
-    out = (f"Each method at its best μ (median of the last {t1.last} rounds, mean ± 95 % t interval): "
+    out = (f"Each method at {t1.mu_phrase} (median of the last {t1.last} rounds, mean ± 95 % t interval): "
            + ", ".join(f"{label[m]} {fmt(v)}" for m, v in done.items()) + ". "
            f"The means span {span:.2f} points ({label[lo]} to {label[hi]})")
     if halves:
@@ -131,27 +123,48 @@ def describe_mu(t1: Table1) -> str:
     return out + (f" Pending: {', '.join(pend)}." if pend else "")
 
 
+def curves_phrase(curves: Curves, dataset: str) -> str:
+    """How the μ of ``curves``' labels (``"FedIntR (μ=10)"``) reads: "the paper's μ" when each is the one Table I
+    states for ``dataset``, else "the μ in its label" (the curves alone do not say whether a μ search ran)."""
+    paper = FEDINTR_BEST_MU.get(dataset, {})
+    mus = {k.split(" (")[0]: k.partition("μ=")[2].rstrip(")") for k in curves if "μ=" in k}
+    ok = bool(mus) and all(m in paper and float(mu) == float(paper[m]) for m, mu in mus.items())
+    return "the paper's μ" if ok else "the μ in its label"
+
+
+def _minus_fedavg(curves: Curves) -> Curves:
+    """``{label − FedAvg: {seed: difference per round}}`` of every method but FedAvg, on the seeds both ran."""
+    base = curves.get("FedAvg", {})
+    return {f"{k} − FedAvg": {s: (c - base[s]).dropna() for s, c in v.items() if s in base}
+            for k, v in curves.items() if k != "FedAvg" and any(s in base for s in v)}
+
+
 def curves_figure(curves: Curves, dataset: str, scale: str) -> plt.Figure:
-    """Table I's best-μ runs per round, the mean over seeds with a 95 % t band, and a zoom on the last third of the
-    rounds (where the statistic is taken); the paper's Table I values for the dataset in a panel of their own."""
+    """Table I's runs per round (each method at :func:`curves_phrase`), the mean over seeds with a 95 % t band, and beside them each method minus FedAvg,
+    paired by seed (mean and 95 % t band of the paired differences) over the last third of the rounds, where the
+    statistic is taken and the methods lie within a point or two; the paper's Table I values for the dataset in a
+    panel of their own."""
     paper = dataset in PAPER_T1
-    fig = plt.figure(figsize=(13 if paper else 11, 4.6), layout="constrained")
-    gs = fig.add_gridspec(1, 3 if paper else 2, width_ratios=[3, 2.2, 1.5] if paper else [3, 2.2])
-    ax, zoom = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
+    fig = plt.figure(figsize=(14 if paper else 12, 4.8), layout="constrained")
+    gs = fig.add_gridspec(1, 3 if paper else 2, width_ratios=[3, 2.6, 1.5] if paper else [3, 2.6])
+    ax, diff = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
     note = mean_curves(ax, curves, percent=False, xlabel="communication round")
     rounds = max((int(s.index.max()) for c in curves.values() for s in c.values() if len(s)), default=1)
     round_ticks(ax, rounds)
     if ax.get_legend_handles_labels()[0]:  # no run stored yet: nothing to name (and no warning on stderr)
         ax.legend(fontsize=8, loc="lower right")
     start = max(1, round(2 * rounds / 3))
-    mean_curves(zoom, {k: {s: c[c.index >= start] for s, c in v.items()} for k, v in curves.items()},
-                percent=False, xlabel="communication round")
-    if zoom.get_legend():
-        zoom.get_legend().remove()
-    zoom.set_title(f"zoom: rounds {start}–{rounds}", fontsize=9)
+    gaps = {k: {s: c[c.index >= start] for s, c in v.items()} for k, v in _minus_fedavg(curves).items()}
+    mean_curves(diff, gaps, percent=False, xlabel="communication round", ylabel="minus FedAvg, paired (points)")
+    diff.axhline(0, color="0.4", lw=0.9)
+    for band in diff.collections:
+        band.set_alpha(0.1)
+    if diff.get_legend():
+        diff.legend(fontsize=8, loc="lower left")
+    diff.set_title(f"each method − FedAvg, paired by seed: rounds {start}–{rounds}", fontsize=9)
     if paper:
         _paper_t1(fig.add_subplot(gs[2]), dataset, "median of the last 10\nof 100 rounds")
-    fig.suptitle(f"FedIntR Table I: each method at its best μ, per round — {dataset_name(dataset)}, "
+    fig.suptitle(f"FedIntR Table I: each method at {curves_phrase(curves, dataset)}, per round — {dataset_name(dataset)}, "
                  f"scale={scale}\n{note}", fontsize=10)
     return fig
 
@@ -179,12 +192,17 @@ def table3_figure(t3: Table3, scale: str) -> plt.Figure:
     """Table III: FedIntR's gain over FedAvg by β (mean over the seeds both ran, 95 % t error bars); the paper's
     CIFAR-10 and CIFAR-100 gains in a panel of their own."""
     gains = t3.gains()
+    mu = "Table I's μ" if t3.t1.mu_phrase == "the paper's μ" else t3.t1.mu_phrase  # the paper tunes μ per β
     fig = plt.figure(figsize=(10, 4.4), layout="constrained")
     gs = fig.add_gridspec(1, 2, width_ratios=[2.4, 1])
     ax = fig.add_subplot(gs[0])
     ax.axhline(0, color="0.5", lw=0.8)
+    long = t3.long
+    rounds = {b: sorted(set(g.loc[g["median (%)"].notna(), "rounds"])) for b, g in long.groupby("β")} \
+        if "rounds" in long else {}
     note = sweep(ax, {"FedIntR − FedAvg": gains}, xlabel="Dirichlet β (right: more heterogeneous)",
-                 ylabel="FedIntR − FedAvg, each at its best μ (points)")
+                 ylabel=f"FedIntR − FedAvg, each at {mu} (points)",
+                 rounds={"FedIntR − FedAvg": {b: rounds.get(b, []) for b in gains}})
     xs = sorted(b for b, v in gains.items() if v)
     ax.set_xscale("log")
     ax.set_xticks(xs, [f"{x:g}" for x in xs])

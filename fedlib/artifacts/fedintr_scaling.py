@@ -1,9 +1,8 @@
-"""Notebook 06: FedIntR Table IV / Fig. 4 (many clients) and Fig. 5 (local epochs) as tables, figures and verdicts.
+"""Notebook 06: FedIntR Table IV / Fig. 4 (many clients) and Fig. 5 (local epochs) as tables and figures; their
+verdicts are in :mod:`fedlib.artifacts.fedintr_scaling_claims`.
 
 Runs come as ``{FedIntRRunId: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedintr_scaling_plan`); :func:`values_frame` reads each run's method, N, E and seed from its id.
-Every claim is decided by :func:`fedlib.verdicts.decide` over seeds (chance: :func:`fedlib.data.chance` of the runs' dataset); a claim whose runs
-are not stored yet is pending, and one whose artifact a scale leaves out is not testable there, with the reason.
 The figures draw our runs with the shared kinds of :mod:`fedlib.plots` (means over seeds, 95 % t intervals) and the
 paper's numbers only in a panel of their own: Table IV's CIFAR-10 accuracies beside Fig. 4, Table I's accuracy of
 each method for the dataset (its default E = 10, 100 rounds) beside Fig. 5; :func:`describe_fig4` and
@@ -12,27 +11,23 @@ each method for the dataset (its default E = 10, 100 rounds) beside Fig. 5; :fun
 
 from __future__ import annotations
 
-import statistics
-import textwrap
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
-from ..data import chance
-from ..grid import Diverged, Run, cell, is_off, offs, spoilt
+from ..grid import Run, cell
 from ..plans import FedIntRRunId
 from ..results import Pending, Record
-from ..plots import mean_curves, paper_panel, sweep, t_interval
+from ..plots import mean_curves, paper_panel
 from ..style import dataset_name, method_style
-from ..verdicts import Verdict, decide, not_testable, off_plateau, pending
-from .fedintr import PAPER_T1, round_ticks
-from .fedintr_figures import fmt
+from .fedintr import round_ticks
+from .fedintr_epochs import (accuracy_at, describe_fig5, fig5_equal, fig5_figure, fig5_frame, fig5_off, fig5_points,
+                             values_frame)
 
 __all__ = ["PAPER_T4", "PAPER_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves", "mean_table",
            "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_equal", "fig5_figure",
-           "fig5_points", "fig5_off", "describe_fig5", "setup_table", "table4_verdicts", "fig5_verdicts", "T4_SOURCE", "FIG5_SOURCE"]
+           "fig5_points", "fig5_off", "describe_fig5", "setup_table", "T4_SOURCE", "FIG5_SOURCE", "INTR"]
 
 T4_SOURCE = "FedIntR §IV-D, Table IV"
 FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
@@ -50,28 +45,6 @@ PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each repo
 PAPER_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
 INTR = "FedIntR (μ=10)"
 Runs = Mapping[FedIntRRunId, Run]
-
-
-def accuracy_at(record: Record, T: int, window: int = 10) -> float:
-    """Table IV's statistic: the median test accuracy (%) of the evaluated rounds T − window + 1 … T."""
-    s = record.metric("test_acc")
-    s = s[(s.index > T - window) & (s.index <= T)]
-    return 100 * float(s.median()) if len(s) else np.nan
-
-
-def values_frame(runs: Runs, values: Mapping[str, Callable[[Record], float]]) -> pd.DataFrame:
-    """One row per run and value: ``name, method, N, E, seed, pending, diverged, off, what, acc`` (``method``: the
-    id's label, ``"FedIntR (μ=10)"``; ``off``: why the run is off its plateau or None; ``acc``: ``values[what]`` of
-    the record, NaN when pending or diverged)."""
-    rows = []
-    for rid, r in runs.items():
-        p, dv = isinstance(r, Pending), isinstance(r, Diverged)
-        for what, f in values.items():
-            rows.append({"name": str(rid), "method": rid.label, "N": rid.N, "E": rid.E, "seed": rid.seed,
-                         "pending": p, "diverged": dv, "off": off_plateau(r) if isinstance(r, Record) else None, "what": what,
-                         "acc": np.nan if p or dv else f(r), "chance": chance(r.cfg.dataset)})
-    return pd.DataFrame(rows, columns=["name", "method", "N", "E", "seed", "pending", "diverged", "off", "what",
-                                       "acc", "chance"])
 
 
 def table4_frame(runs: Runs, at: Mapping[int, tuple[int, ...]]) -> pd.DataFrame:
@@ -127,7 +100,7 @@ def fig4_figure(cv: Mapping[str, Mapping[int, pd.Series]], n: int, dataset: str,
             ln.set_linestyle(series_style(str(ln.get_label()))["ls"])
             ln.set_markerfacecolor("none")
     if cv:
-        ax.legend(fontsize=7, ncol=4, loc="lower right")
+        ax.legend(fontsize=8, ncol=4, loc="lower right")
     rounds = max((int(s.index.max()) for c in cv.values() for s in c.values() if len(s)), default=1)
     round_ticks(ax, rounds)
     ax.set_title(f"FedIntR Fig. 4: N = {n} clients, {round(0.2 * n)} per round — {dataset_name(dataset)}, "
@@ -161,134 +134,6 @@ def describe_fig4(cv: Mapping[str, Mapping[int, pd.Series]] | None, n: int | Non
     return f"Means over {seeds[0]}{'–' + str(seeds[-1]) if len(seeds) > 1 else ''} seed(s) — {at(early)}; {at(last)}."
 
 
-def fig5_frame(runs: Runs, last: int, at: int | None = None) -> pd.DataFrame:
-    """:func:`values_frame` of Fig. 5's runs: ``acc`` is the median test accuracy (%) of the ``last`` rounds, or with
-    ``at`` of the ``last`` rounds up to round ``at`` (the same rounds for every E, as the paper runs them; NaN for a
-    run shorter than ``at``)."""
-    if at is None:
-        return values_frame(runs, {"acc": lambda r: 100 * r.final("test_acc", last=last)})
-    return values_frame(runs, {"acc": lambda r: accuracy_at(r, at, last) if r.config["rounds"] >= at else np.nan})
-
-
-def fig5_equal(runs: Runs, last: int, rounds: Mapping[int, int], default_e: int) -> pd.DataFrame | None:
-    """:func:`fig5_frame` of the Fig. 5 runs longer than the default E's (``rounds``: ``{E: rounds}``) at the default
-    E's last round, as the paper runs every E (None when every E has the same rounds)."""
-    longer = {e for e, r in rounds.items() if r > rounds[default_e]}
-    if not longer:
-        return None
-    return fig5_frame({rid: r for rid, r in runs.items() if rid.E in longer}, last, at=rounds[default_e])
-
-
-def fig5_points(df: pd.DataFrame) -> dict[str, dict[float, dict[int, float]]]:
-    """``{method: {E: {seed: accuracy}}}`` of Fig. 5's finished runs, an (E, method) with a diverged seed left out:
-    the input of :func:`fedlib.plots.sweep`."""
-    out: dict[str, dict[float, dict[int, float]]] = {m: {} for m in dict.fromkeys(df["method"])}
-    for (m, e), g in df.groupby(["method", "E"], sort=False):
-        v = {int(s): float(a) for s, a in zip(g["seed"], g["acc"]) if np.isfinite(a)}
-        if v and not g["diverged"].any():
-            out[m][float(e)] = v
-    return out
-
-
-def fig5_off(df: pd.DataFrame) -> dict[tuple[str, float], list[int]]:
-    """``{(method, E): seeds}`` of Fig. 5's finished runs that are off their plateau (``df``'s ``off`` column)."""
-    out: dict[tuple[str, float], list[int]] = {}
-    for r in df[is_off(df)].itertuples():
-        out.setdefault((r.method, float(r.E)), []).append(int(r.seed))
-    return out
-
-
-def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd.DataFrame | None = None,
-                equal_rounds: int | None = None, left_out: str = "") -> plt.Figure:
-    """Fig. 5: accuracy by local epochs E per method (mean over seeds, 95 % t error bars; dots while fewer than three
-    E are run; the methods offset slightly along E so that their bars stay apart; a point whose runs are off their
-    plateau is ringed and labelled with how many are still rising); the paper's Table I values for the dataset (its
-    E = 10, 100 rounds) in a panel of their own: its Fig. 5 (CIFAR-10) gives no numbers. ``equal``
-    (:func:`fig5_frame` ``at=equal_rounds`` of the runs with more rounds than the default E's): those runs at the
-    default E's rounds, as hollow markers (the paper's reading: the same rounds for every E). ``left_out``: the E this
-    scale does not run, and why (in the title)."""
-    paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
-    fig = plt.figure(figsize=(10 if paper else 7, 4.4), layout="constrained")
-    gs = fig.add_gridspec(1, 2 if paper else 1, width_ratios=[2.4, 1] if paper else [1])
-    ax = fig.add_subplot(gs[0])
-    points, off = fig5_points(df), fig5_off(df)
-    k = len(points)
-    shift = {m: 2 ** (0.07 * (i - (k - 1) / 2)) for i, m in enumerate(points)}
-    note = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
-                 xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)",
-                 off={m: {e * shift[m]: len(v) for (mm, e), v in off.items() if mm == m} for m in points})
-    hollow = fig5_points(equal) if equal is not None else {}
-    for m, p in hollow.items():
-        for e, v in p.items():
-            mean, half, _ = t_interval(v.values())
-            ax.errorbar([e * shift.get(m, 1.0)], [mean], yerr=[half if np.isfinite(half) else 0], capsize=3,
-                        color=method_style(m)["color"], marker="o", mfc="white", ls="none",
-                        label=f"{m}, E = {e:g} at round {equal_rounds}")
-    if any(hollow.values()):
-        ax.legend(fontsize=8)
-    es = sorted({e for p in points.values() for e in p})
-    ax.set_xscale("log", base=2)
-    if es:
-        ax.set_xticks(es, [f"{e:g}" for e in es])
-        ax.set_xlim(min(es) / 1.6, max(es) * 1.6)
-    ax.minorticks_off()
-    pend = [f"E = {e:g}" for e in sorted(set(df["E"])) if e not in es]
-    note, _, ringed = note.partition("\n")
-    ax.set_title(f"FedIntR Fig. 5: local epochs — {data}, scale={scale}\n{note}"
-                 + ("; methods offset slightly along E" if k > 1 else "")
-                 + (f"\nnot run yet: {', '.join(pend)}" if pend else "")
-                 + (f"\nnot run at this scale: {textwrap.fill(left_out, 100)}" if left_out else "")
-                 + (f"\nhollow: the same runs at round {equal_rounds}, the default E's last (the paper's: the same "
-                    f"rounds for every E)" if any(hollow.values()) else "")
-                 + (f"\n{ringed}" if ringed else ""),
-                 fontsize=9)
-    if paper:
-        rows = [[m, f"{paper[m.split(' (')[0]][0]:.2f}"] for m in points if m.split(" (")[0] in paper]
-        paper_panel(fig.add_subplot(gs[1]), rows, ["method", "E = 10 (%)"],
-                    f"paper, Table I ({data}):\nE = 10, 100 rounds\n(its Fig. 5, on CIFAR-10,\ngives no numbers)")
-    return fig
-
-
-def describe_fig5(df: pd.DataFrame, default_e: int, equal: pd.DataFrame | None = None,
-                  equal_rounds: int | None = None) -> str:
-    """What Fig. 5 shows: each method's accuracy at each E run (mean ± 95 % t), the paired differences E = 1 − the
-    default E and FedIntR − FedAvg at each E, the runs longer than the default E's at its rounds (``equal``), and
-    the E still pending."""
-    points = fig5_points(df)
-    es = sorted({e for p in points.values() for e in p})
-    pend = sorted(e for e in set(df["E"]) if e not in es)
-    tail = f" Pending: E = {', '.join(f'{e:g}' for e in pend)}." if pend else ""
-    if not es:
-        return "Fig. 5's runs are pending: no figure yet." if not pend else f"Fig. 5's runs are pending.{tail}"
-    parts = [f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in points.items() if e in p) for e in es]
-    diffs = []
-    for m, p in points.items():
-        if 1.0 in p and float(default_e) in p and default_e != 1:
-            d = [p[1.0][s] - p[float(default_e)][s] for s in p[1.0] if s in p[float(default_e)]]
-            diffs.append(f"{m}: E = 1 − E = {default_e} {fmt(d, '+')}")
-    intr, avg = next((m for m in points if m.startswith("FedIntR")), None), points.get("FedAvg")
-    for e in es if intr and avg else []:
-        a, b = points[intr].get(e, {}), avg.get(e, {})
-        if a and b:
-            diffs.append(f"{intr} − FedAvg at E = {e:g}: {fmt([a[s] - b[s] for s in a if s in b], '+')}")
-    out = "Median accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + "."
-    if diffs:
-        out += " Paired over seeds (points): " + "; ".join(diffs) + "."
-    at = []
-    for m, p in (fig5_points(equal) if equal is not None else {}).items():
-        ref = points.get(m, {}).get(float(default_e), {})
-        at += [f"{m} {fmt(v)} (E = {e:g} − E = {default_e}: {fmt([v[s] - ref[s] for s in v if s in ref], '+')})"
-               for e, v in p.items()]
-    if at:
-        out += (f" In the same {equal_rounds} rounds as E = {default_e} (the paper runs every E for the same "
-                f"rounds): " + "; ".join(at) + ".")
-    if off := fig5_off(df):
-        out += (" Off their plateau (still rising over their last 20 % of rounds; the claims on them are not "
-                "testable): " + "; ".join(f"{m} at E = {e:g}, seed{'s' * (len(v) > 1)} {', '.join(map(str, v))}"
-                                          for (m, e), v in off.items()) + ".")
-    return out + tail
-
-
 def setup_table(records: Mapping[str, Runs]) -> pd.DataFrame:
     """Every run by name: rounds, clients, local epochs, seed, seconds per round ("pending", "diverged") and its
     record."""
@@ -297,153 +142,3 @@ def setup_table(records: Mapping[str, Runs]) -> pd.DataFrame:
                              "s / round": round(r.frame()["time_s"].mean(), 2) if isinstance(r, Record)
                              else "pending" if isinstance(r, Pending) else "diverged", "record": r.key}
                          for rs in records.values() for rid, r in rs.items()}).T
-
-
-def _side(df: pd.DataFrame) -> tuple[dict[int, float], bool, list[str]]:
-    return dict(zip(df["seed"].astype(int), df["acc"])), bool(df["pending"].any()) or df.empty, \
-        list(df.loc[df["diverged"], "name"])
-
-
-def _compare(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str], kind: str,
-             paper: str = "") -> Verdict:
-    (av, ap, ad), (bv, bp, bd) = _side(a), _side(b)
-    if (ap or bp) and (a.empty or b.empty or not spoilt(pd.concat([a, b]))):
-        return pending(claim, source)
-    if ap or bp:  # a finished run spoils it: decided on what finished
-        a, b = a[~a["pending"]], b[~b["pending"]]
-        (av, _, ad), (bv, _, bd) = _side(a), _side(b)
-    both = pd.concat([a, b])
-    return decide(claim, source, av, bv, kind=kind, names=names, chance=float(both["chance"].max()), diverged=ad + bd,
-                  paper=paper, off=offs(both.drop_duplicates("name")))
-
-
-def _runner_up(df: pd.DataFrame, exclude: str) -> str | None:
-    """The method other than ``exclude`` with the highest mean (None while some run is pending)."""
-    others = df[df["method"] != exclude]
-    if others.empty or others["pending"].any():
-        return None
-    return others.groupby("method", sort=False)["acc"].mean().idxmax()
-
-
-def _paper_t4(n: int, i: int) -> tuple[float, float, str]:
-    row = {m: v[i] for m, v in PAPER_T4[n].items()}
-    med = statistics.median(v for m, v in row.items() if m != "FedAvg")
-    second = max((m for m in row if m != INTR), key=row.get)
-    return row["FedAvg"] - med, row[INTR] - row[second], second
-
-
-def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> list[Verdict]:
-    """Table IV's two claims for each N: FedAvg beats the majority of the regularized methods at the first two
-    reported rounds, and FedIntR (μ = 10) beats every other method at the last one. ``df``: :func:`values_frame` with
-    ``what`` = ``"T=<round>"``; ``left_out``: why this scale does not run Table IV (every claim not testable)."""
-    out = []
-    Ts = {n: PAPER_T4_AT[n] for n in PAPER_T4} if df is None or df.empty else \
-        {int(n): tuple(int(w[2:]) for w in dict.fromkeys(g["what"])) for n, g in df.groupby("N", sort=False)}
-    for n, ts in Ts.items():
-        pn = n if n in PAPER_T4 else max(PAPER_T4)
-        for i, T in enumerate(ts[:2]):
-            claim = f"FedAvg beats the majority of the other methods early in training (N = {n}, T = {T})"
-            src = f"{T4_SOURCE}: 'vanilla FedAvg outperforms the majority of other approaches in the early training " \
-                  f"rounds (i.e., T = 100 and T = 200)'"
-            eff = _paper_t4(pn, i)[0]
-            paper = f"FedAvg − median of the others: {eff:+.2f} at N = {pn}, T = {PAPER_T4_AT[pn][i]}"
-            if left_out:
-                out.append(not_testable(claim, src, left_out, paper))
-                continue
-            at = df[(df["N"] == n) & (df["what"] == f"T={T}")]
-            if at["pending"].any():
-                out.append(pending(claim, src))
-                continue
-            wide = at.pivot(index="seed", columns="method", values="acc")
-            others = [m for m in wide.columns if m != "FedAvg"]
-            d = {int(s): float(wide.loc[s, "FedAvg"] - wide.loc[s, others].median()) for s in wide.index}
-            out.append(decide(claim, src, d, kind="greater", names=("FedAvg − median of the others", ""),
-                              chance=float(at["chance"].max()), runs=list(at["acc"]),
-                              diverged=list(at.loc[at["diverged"], "name"]), paper=paper))
-        T = ts[-1]
-        _, eff, second = _paper_t4(pn, len(PAPER_T4_AT[pn]) - 1)
-        claim = f"FedIntR (μ = 10) beats every other method after enough rounds (N = {n}, T = {T})"
-        src = f"{T4_SOURCE}: 'with a sufficient number of training rounds, FedIntR with μ = 10 can significantly " \
-              f"outperform all other approaches'"
-        paper = f"{eff:+.2f} over the second best, {second}, at N = {pn}, T = {PAPER_T4_AT[pn][-1]}"
-        if left_out:
-            out.append(not_testable(claim, src, left_out, paper))
-            continue
-        at = df[(df["N"] == n) & (df["what"] == f"T={T}")]
-        other = _runner_up(at, INTR)
-        out.append(pending(claim, src) if other is None else
-                   _compare(claim, src, at[at["method"] == INTR], at[at["method"] == other], (INTR, other),
-                            "greater", paper))
-    return out
-
-
-def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal: pd.DataFrame | None = None,
-                  rounds: Mapping[int, int] | None = None) -> list[Verdict]:
-    """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
-    ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5.
-    ``df``: :func:`values_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale leaves out the E
-    beyond ``default_e`` it does not run: with none run those claims are not testable, else decided on those run and
-    the note says which. ``rounds`` (``{E: rounds}``) and ``equal`` (:func:`fig5_frame`
-    at the default E's rounds): where E = 1 runs longer than the default E (to its plateau), "E = 1 is poor" is
-    decided twice: at the end of each run, and in the same rounds, as the paper runs every E."""
-    out = []
-    Es = sorted(set(df["E"]))
-    methods = list(dict.fromkeys(df["method"]))
-    above = [e for e in Es if e > default_e]
-    partly = (f"of the E above {default_e}, decided on E = {', '.join(f'{e:g}' for e in above)} alone; not run at "
-              f"this scale: {budget_note}") if above and budget_note else ""
-    r1, rd = (rounds or {}).get(1), (rounds or {}).get(default_e)
-    both = equal is not None and r1 is not None and rd is not None and r1 > rd
-    src = f"{FIG5_SOURCE}: 'setting E = 1 results in poor accuracy for all approaches'"
-    for m in methods:
-        d = df[df["method"] == m]
-        claim = f"E = 1 gives {m} a lower accuracy than E = {default_e}" + (
-            f", each run to its plateau ({r1} and {rd} rounds)" if both else "")
-        out.append(_compare(claim, src, d[d["E"] == 1], d[d["E"] == default_e], ("E=1", f"E={default_e}"), "less"))
-        if both:
-            e1 = equal[(equal["method"] == m) & (equal["E"] == 1)]
-            out.append(_compare(f"E = 1 gives {m} a lower accuracy than E = {default_e} in the same {rd} rounds "
-                                f"(the paper's setup: the same rounds for every E)", src, e1, d[d["E"] == default_e],
-                                (f"E=1 at round {rd}", f"E={default_e}"), "less"))
-    for m in methods:
-        d = df[df["method"] == m]
-        claim = f"{m} is best at the default E = {default_e} (the paper's 10)"
-        src = f"{FIG5_SOURCE}: 'setting E = 10 enables them to achieve their best performance'"
-        rest = [e for e in Es if e not in (1, default_e)]
-        if not rest:
-            out.append(not_testable(claim, src, budget_note or "no E besides 1 and the default was run"))
-            continue
-        if d["pending"].any():
-            out.append(pending(claim, src))
-            continue
-        best = d[d["E"].isin(rest)].groupby("E")["acc"].mean().idxmax()
-        out.append(_compare(claim, src, d[d["E"] == default_e], d[d["E"] == best], (f"E={default_e}", f"E={best}"),
-                            "greater").noted(partly))
-    for m in methods:
-        d = df[df["method"] == m]
-        claim = f"E ≥ 20 lowers {m}'s accuracy below E = {default_e}"
-        src = f"{FIG5_SOURCE}: 'using a larger number of local epochs (i.e., 20 or 40) can decrease the performance " \
-              f"for all approaches'"
-        if not above:
-            out.append(not_testable(claim, src, budget_note or f"no E above {default_e} was run"))
-            continue
-        if d["pending"].any():
-            out.append(pending(claim, src))
-            continue
-        best = d[d["E"].isin(above)].groupby("E")["acc"].mean().idxmax()  # the better of the large E's
-        out.append(_compare(claim, src, d[d["E"] == best], d[d["E"] == default_e], (f"E={best}", f"E={default_e}"),
-                            "less").noted(partly))
-    intr = next((m for m in methods if m.startswith("FedIntR")), None)  # at Table I's μ for the dataset
-    if intr is None:
-        out.append(not_testable("FedIntR beats the other methods at every E but 5",
-                                f"{FIG5_SOURCE}: 'FedIntR achieves the best performance in most settings except E = 5'",
-                                budget_note or "FedIntR was not run at this scale"))
-    for e in [e for e in Es if e != 5] if intr else []:
-        at = df[df["E"] == e]
-        claim = f"{intr} beats {', '.join(m for m in methods if m != intr)} at E = {e}"
-        src = f"{FIG5_SOURCE}: 'FedIntR achieves the best performance in most settings except E = 5'"
-        other = _runner_up(at, intr)
-        out.append(pending(claim, src) if other is None else
-                   _compare(claim, src, at[at["method"] == intr], at[at["method"] == other], (intr, other),
-                            "greater"))
-    return out

@@ -1,20 +1,18 @@
-"""Notebook 08: FedSHIBU Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 as tables and verdicts (their figures:
-:mod:`fedlib.artifacts.fedshibu_figures`).
+"""Notebook 08: FedSHIBU Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 as tables (their figures:
+:mod:`fedlib.artifacts.fedshibu_figures`; their verdicts: :mod:`fedlib.artifacts.fedshibu_claims`).
 
 Runs come as ``{FedSHIBURunId: Record | Pending | Diverged}`` (:func:`fedlib.grid.fetch_runs` over
 :func:`fedlib.plans.fedshibu_plan`); :func:`personal_frame` reads method, s and seed from the run ids
 (:class:`fedlib.plans.FedSHIBURunId`). Accuracies are personalized: the mean over clients of each client's
 accuracy on its own test split (FedBABU and FedSHIBU after fine-tuning the head). Chance is what a constant prediction
 reaches (:func:`personal_chance`): for a model per client the share of its client's most frequent test class (50 %
-for a client holding two classes), for FedAvg's one global model the best single class, averaged over clients. Every
-claim is decided by :func:`fedlib.verdicts.decide` over seeds; a claim whose runs are not stored is pending, and a
-run within 2 points of its chance makes a claim not testable.
+for a client holding two classes), for FedAvg's one global model the best single class, averaged over clients. A run
+with a CRSM carries how far its weights stray from uniform over its second half (:func:`fedlib.crsm.crsm_reading`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -22,19 +20,19 @@ import pandas as pd
 import torch
 
 from ..config import Config
-from ..crsm import label_overlap, offdiag_corr
+from ..crsm import crsm_reading, label_overlap, offdiag_corr
 from ..engine import build_partition, load_data
-from ..grid import Diverged, Run, offs, spoilt
+from ..grid import Diverged, Run
 from ..plans import FedSHIBURunId, Plan
 from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR
 from ..report import compare
 from ..results import Pending, Record
 from ..strategies import Strategy, build_strategy
-from ..verdicts import CHANCE_MARGIN, VERDICTS, Verdict, decide, not_testable, off_plateau, pending
+from ..verdicts import off_plateau
 
-__all__ = ["PAPER_T1", "PAPER_ORDER", "paper_column", "shards_setup", "personal_chance", "overlap", "personal_frame",
-           "seed_summary", "wide", "table1", "table1_versus", "crsm_rounds", "table1_verdicts", "fig1_verdicts",
-           "fig3_verdicts", "fig5_verdicts", "verdicts", "invariants", "personal_table"]
+__all__ = ["PAPER_T1", "PAPER_ORDER", "T1", "paper_column", "shards_setup", "personal_chance", "overlap",
+           "personal_frame", "seed_summary", "wide", "table1", "table1_versus", "crsm_rounds", "invariants",
+           "personal_table"]
 
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
 PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
@@ -131,20 +129,26 @@ def kept_lrs(r: Run) -> dict[str, float]:
 
 
 def personal_frame(runs: Runs) -> pd.DataFrame:
-    """One row per run: ``name, method, s, seed, pending, diverged``, final personalized ``acc`` and ``acc (no ft)``
-    (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, the lr its clients kept
-    when fine-tuning (:func:`kept_lrs`), and ``s / round``."""
+    """One row per run: ``name, method, s, seed, rounds, pending, diverged``, final personalized ``acc`` and
+    ``acc (no ft)`` (%), ``chance`` (%), the last round's ``self-weight`` and ``off-diagonal`` of its CRSM, over its
+    second half the largest ``crsm deviation`` of a weight from 1/N (a share of it) and the ``self-weight min`` /
+    ``max`` of any client (:func:`fedlib.crsm.crsm_reading`; NaN without a CRSM), its ``clients``, the lr its clients
+    kept when fine-tuning (:func:`kept_lrs`), and ``s / round``."""
     rows = []
     for rid, r in runs.items():
         done = isinstance(r, Record)
+        crsm = (crsm_reading(r.history, int(r.cfg.rounds)) if done else None) or {}
         rows.append({"name": str(rid), "method": rid.method, "s": rid.s, "seed": rid.seed,
-                     "pending": isinstance(r, Pending), "diverged": isinstance(r, Diverged),
+                     "rounds": int(getattr(r.cfg, "rounds", 0) or 0), "pending": isinstance(r, Pending),
+                     "diverged": isinstance(r, Diverged),
                      "chance": personal_chance(r.cfg),
                      "off": off_plateau(r, "personal_acc_mean") if done else None,
                      "acc": 100 * _last(r, "personal_acc_mean") if done else np.nan,
                      "acc (no ft)": 100 * _last(r, "personal_noft_acc_mean") if done else np.nan,
                      "self-weight": _last(r, "crsm_self") if done else np.nan,
                      "off-diagonal": _last(r, "crsm_offdiag") if done else np.nan,
+                     "crsm deviation": crsm.get("deviation", np.nan), "self-weight min": crsm.get("self_min", np.nan),
+                     "self-weight max": crsm.get("self_max", np.nan), "clients": r.cfg.num_clients,
                      **kept_lrs(r),
                      "s / round": float(np.median([h["train_time_s"] for h in r.history])) if done else np.nan})
     return pd.DataFrame(rows)
@@ -206,181 +210,6 @@ def crsm_rounds(runs: Runs) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     return pd.DataFrame(rows).groupby(["method", "round"], sort=False).mean().round(3)
-
-
-def _judge(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame | None, names: tuple[str, str], *,
-           col: str = "acc", kind: str = "greater", margin: float = 0.0, paper: str = "",
-           a_vals: Mapping[int, float] | None = None, b_vals: Mapping[int, float] | None = None) -> Verdict:
-    """Decide ``claim`` from the runs of side ``a`` and ``b`` (rows of :func:`personal_frame`): pending while any is
-    missing, unless a finished one diverged or ended off its plateau; not testable when one diverged, is off its
-    plateau or sits within 2 points of its chance; else :func:`decide` on ``col`` per seed (or on ``a_vals`` /
-    ``b_vals``, derived per seed from these runs)."""
-    rows = pd.concat([a] + ([b] if b is not None else []))
-    if rows.empty or (rows["pending"].any() and not spoilt(rows)):
-        return pending(claim, source)
-    if rows["pending"].any():  # a finished run spoils it: decided on what finished
-        rows, a, b = rows[~rows["pending"]], a[~a["pending"]], (b[~b["pending"]] if b is not None else None)
-    low = rows[rows["acc"] <= rows["chance"] + CHANCE_MARGIN]
-    if len(low) and not rows["diverged"].any():
-        return not_testable(claim, source, f"{len(low)} run(s) within {CHANCE_MARGIN:g} points of their chance "
-                                           f"accuracy: {', '.join(low['name'])}", paper)
-    vals = lambda d: {int(s): float(v) for s, v in zip(d["seed"], d[col]) if np.isfinite(v)}  # noqa: E731
-    return decide(claim, source, a_vals if a_vals is not None else vals(a),
-                  None if b is None else (b_vals if b_vals is not None else vals(b)), kind=kind, margin=margin,
-                  names=names, diverged=list(rows.loc[rows["diverged"], "name"]), paper=paper, off=offs(rows))
-
-
-def _pick(frame: pd.DataFrame, method: str, s: int | None = None) -> pd.DataFrame:
-    f = frame[frame["method"] == method]
-    return f if s is None else f[f["s"] == s]
-
-
-def _gap(frame: pd.DataFrame, s: int) -> dict[int, float]:
-    a, b = (_pick(frame, m, s).set_index("seed")["acc"] for m in (LINEAR, BABU))
-    return {int(k): float(v) for k, v in (a - b).dropna().items()}
-
-
-def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10",
-                    runs: Runs | None = None) -> list[Verdict]:
-    """Table 1's claims, each against the CRSM's controls: FedSHIBU beats FedBABU (uniform CRSM) and the identity
-    CRSM (local bodies) for s ≤ 5; the FedSHIBU − FedBABU gap shrinks as s grows; FedSHIBU equals FedBABU on
-    homogeneous data (s = 100); FedBABU beats FedAvg for s > 5 (§4.1)."""
-    levels = sorted(frame["s"].dropna().unique().astype(int))
-    paper = PAPER_T1[column]
-    out = []
-    for s in [s for s in levels if s <= 5]:
-        d = paper[s][0] - paper[s][2]
-        out.append(_judge(f"FedSHIBU (linear CKA) beats FedBABU (the uniform CRSM) at s = {s}",
-                          f"{T1}; §4.3 'When the data is heterogeneous, FedSHIBU outperforms FedBABU'",
-                          _pick(frame, LINEAR, s), _pick(frame, BABU, s), ("FedSHIBU", "FedBABU"),
-                          paper=f"{column}: {d:+.2f}"))
-        out.append(replace(_judge(
-            f"FedSHIBU (linear CKA) beats keeping each client's own body (the identity CRSM) at s = {s}",
-            "the identity-CRSM control of FedSHIBU §1, 'similarity-based aggregation improves the performance of "
-            "clients'", _pick(frame, LINEAR, s), _pick(frame, IDENTITY, s), ("FedSHIBU", "identity CRSM")),
-            control=True))
-        if runs is not None:
-            out.append(_faster(f"FedSHIBU reaches 90 % of FedBABU's final accuracy in fewer rounds than FedBABU at "
-                               f"s = {s}", "FedSHIBU §5, 'FedSHIBU converges faster than FedBABU'",
-                               _pick(frame, LINEAR, s), _pick(frame, BABU, s), runs))
-        if len(_pick(frame, AVG, s)) and s < 5:
-            c100 = PAPER_T1["cifar100"][s]
-            out.append(_judge(f"FedAvg beats FedBABU at s = {s}", "FedSHIBU Table 1; §4.1, 'when s < 5 in CIFAR100, "
-                              "FedAVG outperforms FedBABU. However, the same was not observed in CIFAR10'",
-                              _pick(frame, AVG, s), _pick(frame, BABU, s), ("FedAvg", "FedBABU"),
-                              paper=f"CIFAR-100: {c100[3] - c100[2]:+.2f}; CIFAR-10: "
-                                    f"{PAPER_T1['cifar10'][s][3] - PAPER_T1['cifar10'][s][2]:+.2f}"))
-    lo, hi = min(levels), max(levels)
-    claim = f"The FedSHIBU − FedBABU gap is larger at s = {lo} than at s = {hi}"
-    src = "FedSHIBU Fig. 4 caption, 'With decreasing heterogeneity, the difference in performance decreases'"
-    both = pd.concat([_pick(frame, m, s) for m in (LINEAR, BABU) for s in (lo, hi)])
-    out.append(_judge(claim, src, both, None, ("gap difference", ""), a_vals={
-        k: v - _gap(frame, hi)[k] for k, v in _gap(frame, lo).items() if k in _gap(frame, hi)},
-        paper=f"{column}: {paper[lo][0] - paper[lo][2]:+.2f} at s = {lo}, {paper[hi][0] - paper[hi][2]:+.2f} at "
-              f"s = {hi}") if hi > lo else not_testable(claim, src, "one level of s at this scale"))
-    claim, src = "FedSHIBU equals FedBABU (within 1 point) when the data are homogeneous (s = 100)", \
-        "FedSHIBU §4.3, 'When the data distribution is homogeneous ... FedSHIBU would equal FedBABU'"
-    out.append(_judge(claim, src, _pick(frame, LINEAR, 100), _pick(frame, BABU, 100), ("FedSHIBU", "FedBABU"),
-                      kind="within", margin=1.0, paper=f"{column}: {paper[100][0] - paper[100][2]:+.2f}")
-               if 100 in levels else not_testable(claim, src, f"s = 100 is not run at {scale} scale"))
-    above = [s for s in levels if s > 5 and len(_pick(frame, AVG, s))]
-    for s in above:
-        c100, c10 = PAPER_T1["cifar100"][s], PAPER_T1["cifar10"][s]
-        out.append(_judge(f"FedBABU beats FedAvg at s = {s}", "FedSHIBU §4.1, 'FedBABU performs better than FedAVG "
-                          "when data distribution across clients is heterogeneous (s > 5)' (its Table 1 has it on "
-                          "CIFAR-100 at every s > 5; on CIFAR-10 FedAvg is ahead at s = 50 and 100)",
-                          _pick(frame, BABU, s), _pick(frame, AVG, s), ("FedBABU", "FedAvg"),
-                          paper=f"CIFAR-100: {c100[2] - c100[3]:+.2f}; CIFAR-10: {c10[2] - c10[3]:+.2f}"))
-    if not above:
-        out.append(not_testable("FedBABU beats FedAvg for s > 5", "FedSHIBU §4.1",
-                                f"FedAvg is not run at s > 5 at {scale} scale"))
-    return out
-
-
-def fig1_verdicts(frame: pd.DataFrame) -> list[Verdict]:
-    """Fig. 1: aggregating bodies within each label group beats aggregating all of them (FedBABU)."""
-    grouped, everything = (frame[frame["method"].str.startswith(p)] for p in ("aggregated within", "all bodies"))
-    return [_judge("Aggregating extractors within each label group beats aggregating all of them (FedBABU)",
-                   "FedSHIBU Fig. 1; §1, 'the average performance of all clients where the extractors were grouped "
-                   "is better'", grouped, everything, ("within groups", "all (FedBABU)"))]
-
-
-def _corr(r: Record, ov: torch.Tensor, which: int) -> float:
-    h = [e for e in r.history if "crsm" in e]
-    return offdiag_corr(torch.tensor(h[which]["crsm"]), ov) if h else np.nan
-
-
-def fig3_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
-    """Fig. 3, per reading of D̂_i: the CRSM's correlation with the clients' label overlap is higher at the last
-    round than at the first ('as it converges the groups become more prominent')."""
-    out, named = [], {str(rid): r for rid, r in runs.items()}
-    for method, f in frame.groupby("method", sort=False):
-        claim = (f"The CRSM tracks the clients' label overlap more closely at the end of training than at its start "
-                 f"({method})")
-        src = "FedSHIBU Fig. 3 caption, 'as it converges the groups become more prominent'; §4.3, rounds 150-300"
-        rounds = [named[n].cfg.rounds for n in f["name"] if isinstance(named[n], Record)]
-        if rounds and max(rounds) < 150:
-            out.append(not_testable(claim, src, f"the paper describes the groups forming over rounds 150-300; this "
-                                                f"scale runs {max(rounds)}, and on s = 5 shards neither reading of "
-                                                f"D̂_i follows label overlap at this scale (benchmarks/crsm_groups.json)"))
-            continue
-        first, last = {}, {}
-        for name, seed in zip(f["name"], f["seed"]):
-            r = named[name]
-            if isinstance(r, Record):
-                ov = overlap(r.cfg)
-                first[int(seed)], last[int(seed)] = _corr(r, ov, 0), _corr(r, ov, -1)
-        out.append(_judge(claim, src, f, None, ("last − first round", ""),
-                          a_vals={k: last[k] - first[k] for k in last}))
-    return out
-
-
-def _rounds_to(s: pd.Series, target: float) -> float:
-    hit = s[s >= target]
-    return float(hit.index[0]) if len(hit) else float(s.index[-1] + 1)
-
-
-def fig5_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
-    """Fig. 5 at s = 5: FedAvg+CRSM ends more accurate than FedAvg (the uniform CRSM) and than local-only training
-    (the identity CRSM), and reaches 90 % of FedAvg's final accuracy in fewer rounds."""
-    crsm, avg, local = (_pick(frame, m) for m in ("FedAvg+CRSM", "FedAvg", "Local only"))
-    src = "FedSHIBU Fig. 5; §4.4, 'significant performance improvement along with faster convergence'"
-    out = [_judge("FedAvg+CRSM ends more accurate than FedAvg (the uniform CRSM) at s = 5", src, crsm, avg,
-                  ("FedAvg+CRSM", "FedAvg")),
-           replace(_judge("FedAvg+CRSM ends more accurate than local-only training (the identity CRSM) at s = 5",
-                          "the identity-CRSM control of FedSHIBU Fig. 5", crsm, local, ("FedAvg+CRSM", "local only")),
-                   control=True)]
-    out.append(_faster("FedAvg+CRSM reaches 90 % of FedAvg's final accuracy in fewer rounds than FedAvg", src, crsm,
-                       avg, runs))
-    return out
-
-
-def _faster(claim: str, src: str, fast: pd.DataFrame, slow: pd.DataFrame, runs: Runs) -> Verdict:
-    """Per seed, the rounds ``slow`` takes to reach 90 % of its final personalized accuracy minus the rounds ``fast``
-    takes to reach the same accuracy (> 0: ``fast`` converges faster). Not testable where ``slow`` is there at its
-    first evaluation: no run can be faster by this measure."""
-    saved: dict[int, float] = {}
-    floor: list[str] = []
-    named = {str(rid): r for rid, r in runs.items()}
-    for seed in sorted(set(fast["seed"]) & set(slow["seed"])):
-        a, c = (named.get(f[f["seed"] == seed]["name"].iloc[0]) for f in (slow, fast))
-        if isinstance(a, Record) and isinstance(c, Record):
-            sa, sc = (100 * r.metric("personal_acc_mean") for r in (a, c))
-            saved[int(seed)] = _rounds_to(sa, 0.9 * sa.iloc[-1]) - _rounds_to(sc, 0.9 * sa.iloc[-1])
-            if _rounds_to(sa, 0.9 * sa.iloc[-1]) == sa.index[0]:
-                floor.append(f"seed {seed} (round {sa.index[0]:g})")
-    verdict = _judge(claim, src, pd.concat([fast, slow]), None, ("rounds saved", ""), a_vals=saved)
-    if floor and verdict.verdict in VERDICTS[:3]:  # decided, but on a measure with no room
-        return not_testable(claim, src, f"{slow['method'].iloc[0]} reaches 90 % of its final accuracy at its first "
-                                        f"evaluation in {', '.join(floor)}: no run converges faster by this measure")
-    return verdict
-
-
-def verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Runs], scale: str,
-             column: str = "cifar10") -> list[Verdict]:
-    """Every claim of the notebook: Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 (frames from :func:`personal_frame`)."""
-    return [*table1_verdicts(frames["table1"], scale, column, records.get("table1")), *fig1_verdicts(frames["fig1"]),
-            *fig3_verdicts(frames["fig3"], records["fig3"]), *fig5_verdicts(frames["fig5"], records["fig5"])]
 
 
 def invariants(frames: Mapping[str, pd.DataFrame]) -> dict[str, bool]:

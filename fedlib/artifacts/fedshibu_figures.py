@@ -20,7 +20,7 @@ import torch
 
 from ..crsm import offdiag_corr
 from ..plans.fedshibu import AVG, BABU, IDENTITY, LINEAR
-from ..plots import mean_curves, paper_panel, similarity_heatmap, sweep, t_interval
+from ..plots import mean_curves, offdiag_range, paper_panel, similarity_heatmap, sweep, t_interval
 from ..results import Record
 from ..style import dataset_name
 from .fedshibu import PAPER_ORDER, PAPER_T1, Runs, crsm_rounds, overlap, personal_frame, seed_summary
@@ -86,29 +86,45 @@ def _seeds_range(points: Mapping[float, Mapping[int, float]]) -> str:
     return f"n={n[0]}" if n[0] == n[-1] else f"n={n[0]}-{n[-1]}"
 
 
+def no_ft_anywhere(frame: pd.DataFrame, methods: list[str], pending: list[str]) -> list[str]:
+    """The methods with a final personalized accuracy but none before fine-tuning: they do not fine-tune (FedAvg)."""
+    return [m for m in methods if m not in pending and not frame.loc[frame["method"] == m, "acc (no ft)"].notna().any()]
+
+
 def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int, column: str = "cifar10") -> plt.Figure:
     """Fig. 4: personalized accuracy against shards per user s after and before fine-tuning (seeds' mean, 95 % t
-    interval; fewer than three levels of s run: dots), the methods nudged apart around each s, and the paper's
-    Table 1 ``column`` in a panel of its own."""
+    interval; fewer than three levels of s run: dots), the methods nudged apart around each s, each s's rounds under
+    its tick, seeds off their plateau ringed, and the paper's Table 1 ``column`` in a panel of its own."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained", width_ratios=[1, 1, 1.05])
     levels = sorted(int(s) for s in frame["s"].dropna().unique())
     run = sorted(int(s) for s in frame.loc[frame["acc"].notna(), "s"].unique())
     methods = list(dict.fromkeys(frame["method"]))
+    nudge = {m: 10 ** (0.012 * (j - (len(methods) - 1) / 2)) for j, m in enumerate(methods)}
+    rounds = {s: sorted(r for r in set(g["rounds"]) if r > 0) for s, g in frame[frame["acc"].notna()].groupby("s")} \
+        if "rounds" in frame else {}
     for ax, (col, _, what) in zip(axes, ACC.values()):
-        points = {m: {s * 10 ** (0.012 * (j - (len(methods) - 1) / 2)): dict(zip(g["seed"], g[col]))
-                      for s, g in frame[(frame["method"] == m) & frame[col].notna()].groupby("s")}
-                  for j, m in enumerate(methods)}  # nudged apart (log x: a factor) so no interval hides another
-        note = sweep(ax, {f"{m} ({_seeds_range(p)})": p for m, p in points.items() if p}, xlabel="shards per "
-                     "user s (lower: more heterogeneous)", ylabel="personalized test accuracy (%)")
+        done = {m: frame[(frame["method"] == m) & frame[col].notna()] for m in methods}
+        points = {m: {s * nudge[m]: dict(zip(g["seed"], g[col])) for s, g in d.groupby("s")}
+                  for m, d in done.items()}  # nudged apart (log x: a factor) so no interval hides another
+        labels = {m: f"{m} ({_seeds_range(p)})" for m, p in points.items() if p}
+        off = {labels[m]: {s * nudge[m]: int(g["off"].notna().sum()) for s, g in d.groupby("s")}
+               for m, d in done.items() if m in labels and col == "acc" and "off" in d}
+        note = sweep(ax, {labels[m]: p for m, p in points.items() if p}, xlabel="shards per user s (lower: more "
+                     "heterogeneous)", ylabel="personalized test accuracy (%)", off=off, label_rounds=False,
+                     rounds={labels[m]: {s * nudge[m]: rounds.get(int(s), []) for s in d["s"].unique()}
+                             for m, d in done.items() if m in labels})
         ax.set_xscale("log")
-        ax.set_xticks(run, [str(s) for s in run])
+        ax.set_xticks(run, [str(s) + ''.join(f'\n{r} rounds' for r in rounds.get(s, [])) for s in run],
+                      fontsize=8)
         ax.xaxis.set_minor_locator(plt.NullLocator())
         if run:
             ax.set_xlim(run[0] / 1.6, run[-1] * 1.6)
         pending = [m for m in methods if not _stat(frame, m)[2]]
         no_ft = [m for m in methods if m not in pending and not points[m]]
+        own = [m for m in methods if col == "acc" and m in no_ft_anywhere(frame, methods, pending)]
         ax.set_title(f"{what}\n{note}" + "".join(f"\n{k}: {', '.join(v)}" for k, v in (
-            ("pending", pending), ("does not fine-tune", no_ft)) if v), fontsize=9)
+            ("pending", pending), ("does not fine-tune", no_ft),
+            ("not fine-tuned (no head of its own; its global model, drawn for reference)", own)) if v), fontsize=9)
     pend = [s for s in levels if s not in run]
     rows = [[s, *(f"{v:.2f}" for v in PAPER_T1[column][s])] for s in sorted(PAPER_T1[column])]
     paper_panel(axes[2], rows, ["s", *(m.replace("FedSHIBU (CKA linear)", "SHIBU lin.").replace(
@@ -163,8 +179,9 @@ def describe_fig1(frame: pd.DataFrame) -> str:
 
 def fig3(runs: Runs, dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
     """FedSHIBU Fig. 3: the CRSM per round (:func:`~fedlib.artifacts.fedshibu.crsm_rounds`) and, per reading of
-    D̂_i (a row), the first stored seed's CRSM at four rounds (each titled with its correlation with the label
-    overlap) beside the clients' label overlap, on the fixed 0-1 scale. No figure while no run is stored."""
+    D̂_i (a row), the first stored seed's CRSM at four rounds beside the clients' label overlap: the diagonal blank,
+    each panel coloured on its own off-diagonal range (its colour bar's ends); their correlation with the label
+    overlap is in :func:`describe_fig3`'s text, with its interval. No figure while no run is stored."""
     table = crsm_rounds(runs)
     if table.empty:
         return table, None
@@ -173,29 +190,44 @@ def fig3(runs: Runs, dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
         if isinstance(r, Record):
             first.setdefault(rid.method, (rid, r))
     seeds = sorted({rid.seed for rid, r in runs.items() if isinstance(r, Record)})
-    fig, axes = plt.subplots(len(first), 5, figsize=(15, 3.3 * len(first)), layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(len(first), 5, figsize=(16, 3.4 * len(first)), layout="constrained", squeeze=False)
     for ax, (method, (rid, r)) in zip(axes, first.items()):
         hist, ov = [e for e in r.history if "crsm" in e], overlap(r.cfg)
         picks = sorted({int(round(q * (len(hist) - 1))) for q in (0, 1 / 3, 2 / 3, 1)})
+        mats = {i: np.array(hist[i]["crsm"]) for i in picks}
         for a, i in zip(ax, picks + [None] * (4 - len(picks))):
             if i is None:
                 a.axis("off")
                 continue
-            m, clients = np.array(hist[i]["crsm"]), hist[i].get("crsm_clients") or range(len(hist[i]["crsm"]))
-            im = similarity_heatmap(a, m, [str(c) for c in clients], f"{method.split(' (')[0]} · round "
-                                    f"{hist[i]['round']} · r = {offdiag_corr(torch.tensor(m), ov):+.2f}")
-        similarity_heatmap(ax[4], ov.numpy(), [str(c) for c in range(len(ov))],
-                           f"label overlap (seed {rid.seed})")
+            clients = hist[i].get("crsm_clients") or range(len(mats[i]))
+            vr = offdiag_range([mats[i]])  # each panel its own range: a round's pattern, not the first round's spread
+            im = similarity_heatmap(a, mats[i], [str(c) for c in clients],
+                                    f"{method.split(' (')[0]} · round {hist[i]['round']}", annotate=False, vrange=vr)
+            cb = fig.colorbar(im, ax=a, fraction=0.046, pad=0.02, ticks=[vr[0], vr[1]], format="%.3f")
+            cb.ax.tick_params(labelsize=8)
+        ovm = similarity_heatmap(ax[4], ov.numpy(), [str(c) for c in range(len(ov))],
+                                 f"label overlap (seed {rid.seed})", annotate=False)
         for a in ax:
-            a.set(xlabel="client" if a.images else "", ylabel="client" if a.images else "")
-        fig.colorbar(im, ax=list(ax), fraction=0.02, pad=0.01)
-    last = table.groupby(level="method", sort=False)["corr. with label overlap"].last()
-    fig.suptitle(f"FedSHIBU Fig. 3: CRSM of 10 clients at s = 5 ({dataset_name(dataset)}), each row one seed's "
-                 f"(named on its label overlap); r: correlation of the off-diagonal with the label overlap\n"
-                 f"last round, mean r over {len(seeds)} seed(s) ({', '.join(map(str, seeds))}), no interval drawn: "
-                 + ", ".join(
-                     f"{m.split(' (')[0]} {v:+.2f}" for m, v in last.items()), fontsize=10)
+            drawn = bool(a.collections)
+            a.set(xlabel="client" if drawn else "", ylabel="client" if drawn else "")
+        fig.colorbar(ovm, ax=ax[4], fraction=0.05, pad=0.01).set_label("label overlap (cosine),\noff-diagonal range",
+                                                                       fontsize=8)
+    fig.suptitle(f"FedSHIBU Fig. 3: CRSM of 10 clients at s = 5 ({dataset_name(dataset)}), each row the first stored "
+                 f"seed of a reading; diagonal blank, each panel coloured on its own off-diagonal range (its colour "
+                 f"bar's ends)\nits correlation with the label overlap, over {len(seeds)} seed(s) "
+                 f"({', '.join(map(str, seeds))}), is in the text below the figure", fontsize=10)
     return table, fig
+
+
+def _last_r(runs: Runs) -> dict[str, list[float]]:
+    """``{method: [r per stored seed]}``: the last stored CRSM's off-diagonal correlation with the label overlap."""
+    out: dict[str, list[float]] = {}
+    for rid, r in runs.items():
+        hist = [e for e in r.history if "crsm" in e] if isinstance(r, Record) else []
+        if hist:
+            r_ = offdiag_corr(torch.tensor(np.array(hist[-1]["crsm"])), overlap(r.cfg))
+            out.setdefault(rid.method, []).append(float(r_))
+    return out
 
 
 def describe_fig3(runs: Runs) -> str:
@@ -209,17 +241,24 @@ def describe_fig3(runs: Runs) -> str:
         (r0, first), (r1, last) = ((i[1], t.loc[i]) for i in (t.index[0], t.index[-1]))
         parts.append(f"{method}: r = {first['corr. with label overlap']:+.2f} at round {r0}, "
                      f"{last['corr. with label overlap']:+.2f} at round {r1}, self-weight {last['self-weight']:.2f}")
+    last = []
+    for m, v in _last_r(runs).items():
+        mean, half, k = t_interval(v)
+        last.append(f"{m} {mean:+.2f}" + (f" ± {half:.2f}" if k > 1 else "") + f" ({k} seed{'s' * (k > 1)})")
     return (f"Correlation r of the CRSM's off-diagonal with the clients' label overlap and the mean self-weight "
             f"(1: each client keeps its own body; 0.1: uniform over 10 clients), mean over {n} stored run(s) of "
-            f"{len(runs)}: " + "; ".join(parts) + ".")
+            f"{len(runs)}: " + "; ".join(parts) + ". At the last round, r with its 95 % t interval over seeds: "
+            + "; ".join(last) + ". The CRSM's off-diagonal cells span a few hundredths (the figure colours that "
+            "range), so r reads a pattern in small differences.")
 
 
 SHORT = {LINEAR: "FedSHIBU", BABU: "FedBABU", IDENTITY: "identity CRSM", AVG: "FedAvg"}
 
 
 def describe_fig4(frame: pd.DataFrame) -> str:
-    """Fig. 4 in numbers: per level of s run, each method's final accuracy after (and before) fine-tuning, the
-    FedSHIBU − FedBABU difference paired by seed, and what is pending."""
+    """Fig. 4 in numbers: per level of s run, its rounds, each method's final accuracy after (and before)
+    fine-tuning, the runs still rising at the end, the FedSHIBU − FedBABU difference paired by seed, and what is
+    pending."""
     levels = sorted(int(s) for s in frame["s"].dropna().unique())
     run = [s for s in levels if frame.loc[frame["s"] == s, "acc"].notna().any()]
     if not run:
@@ -234,9 +273,15 @@ def describe_fig4(frame: pd.DataFrame) -> str:
                 f" ({pre:.1f} % before fine-tuning)" if np.isfinite(pre) else "") + f", {n} seed(s)" if n
                 else SHORT.get(m, m))
         d, h, n = _paired(frame, LINEAR, BABU, s)
-        parts.append(f"at s = {s}, " + "; ".join(have) + (
-            f"; FedSHIBU − FedBABU {_pm(d, h, 'points')} over {n} paired seed(s)" if n else "") +
-            (f"; pending: {', '.join(missing)}" if missing else ""))
+        at = frame[(frame["s"] == s) & frame["acc"].notna()]
+        rounds = sorted(r for r in set(at["rounds"]) if r > 0) if "rounds" in at else []
+        rising = [f"{SHORT.get(m, m)} {int(g['off'].notna().sum())} of {len(g)}"
+                  for m, g in at.groupby("method", sort=False) if "off" in g and g["off"].notna().any()]
+        head = f"at s = {s}" + (f" ({', '.join(f'{r} rounds' for r in rounds)})" if rounds else "")
+        parts.append(head + ", " + "; ".join(have)
+                     + (f"; still rising at the end (ringed): {', '.join(rising)}" if rising else "")
+                     + (f"; FedSHIBU − FedBABU {_pm(d, h, 'points')} over {n} paired seed(s)" if n else "")
+                     + (f"; pending: {', '.join(missing)}" if missing else ""))
     pend = [s for s in levels if s not in run]
     return (f"Final personalized accuracy, mean over seeds ({_stored(frame)}; ± 95 % t): " + ". ".join(parts) + "."
             + (f" Not run yet: s = {', '.join(map(str, pend))}." if pend else ""))

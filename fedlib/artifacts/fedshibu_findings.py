@@ -25,7 +25,7 @@ CRSM_GROUPS = Path(__file__).resolve().parents[2] / "benchmarks" / "crsm_groups.
 SETTINGS = {"groups_local": "label groups, bodies trained alone", "groups_shared": "label groups, FedSHIBU (shared)",
             "shards_local": "shards s = 5, bodies trained alone", "iid_local": "IID, bodies trained alone"}
 READINGS = {"own": "own samples", "shared": "shared samples"}
-STYLES = {"own samples": dict(ls="--", marker="o", mfc="none"), "shared samples": dict(ls="-", marker="s")}
+STYLES = {"own samples": dict(ls=":", marker="o", mfc="none"), "shared samples": dict(ls="--", marker="s")}  # one seed: dashed
 
 
 def _finding(df: pd.DataFrame) -> str:
@@ -60,17 +60,18 @@ def crsm_readings(path: Path = CRSM_GROUPS) -> tuple[pd.DataFrame, plt.Figure]:
                   if not (col == "corr" and s.startswith("IID"))}  # IID: no label overlap to follow
         curves = {name: {0: g.set_index("steps")[col]} for name, (_, _, g) in groups.items()}
         note = mean_curves(ax, curves, percent=False, ylabel=label, xlabel="local steps per client")
-        for line in ax.get_lines():  # colour: the setting; solid squares: shared samples, dashed circles: own
-            setting, reading, _ = groups[line.get_label()]
+        for line in ax.get_lines():  # colour: the setting; dashed squares: shared samples, dotted circles: own
+            setting, reading, _ = groups[line.get_label().rsplit(" (n=", 1)[0]]
             line.set(color=colors[setting], **STYLES[reading])
-        ax.get_legend().remove()
-        ax.set_title(note, fontsize=9)
+        ax.legend(fontsize=8, loc="center right")  # each panel its own: the left one has no IID
+        left = [s for s in SETTINGS.values() if s.startswith("IID")] if col == "corr" else []
+        ax.set_title(note + (f"\nnot drawn: {', '.join(left)} (no label overlap to correlate with)" if left else ""),
+                     fontsize=9)
     axes[0].axhline(0, color="grey", lw=0.8)
     axes[1].axhline(0.1, color="grey", lw=0.8, ls=":")
     axes[1].text(0, 0.12, "uniform (1/10)", color="grey", fontsize=8)
     axes[0].set_ylim(-1.05, 1.05)
     axes[1].set_ylim(0, 1)
-    axes[1].legend(*axes[1].get_legend_handles_labels(), fontsize=7, loc="center right")
     fig.suptitle(f"What the CRSM detects (benchmarks/crsm_groups.py, 10 clients, one seed)\n{_finding(df)}",
                  fontsize=10)
     return df.round(3), fig

@@ -12,6 +12,7 @@ to :data:`PAPERS` (docs/design.md shows one).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Callable
 
 from ..config import SCALES
@@ -19,6 +20,7 @@ from ..grid import fetch_runs
 from ..plans import Plan
 from ..report import Report, claim_cells
 from ..results import Store
+from ..verdicts import VERDICTS
 from . import baselines, fedcka, feder, fedintr, fedshibu
 from .paper import DATASET_FIRST, DEFAULT_PRIORITY, Notebook, Paper, artifact_id
 
@@ -86,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             for nb in p.notebooks:
                 print(f"  {nb.name}: datasets {', '.join(nb.datasets)}; priorities {dict(nb.priorities) or '-'}")
         return 0
+    if a.store and not Path(a.store).is_dir():
+        what = "not a folder" if Path(a.store).exists() else "no such folder"
+        ap.error(f"--store {a.store}: {what}; give a results folder (one that holds records/; the default at scale "
+                 f"{a.scale}: {Store.for_scale(a.scale).root}).")
     try:
         report = judge(a.notebook, a.scale, dataset=a.dataset, store=Store(a.store) if a.store else None)
     except ValueError as e:
@@ -94,5 +100,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{report.notebook}: {len(rows)} {title} at scale {a.scale} on {a.dataset}")
         for row in rows:
             cells = claim_cells(row)
-            print("  " + " | ".join(cells[k] for k in ("verdict", "claim", "d [95 % interval]")))
+            why = f" | why: {row['why']}" if row.get("why") and cells["verdict"] not in VERDICTS[:2] else ""
+            print("  " + " | ".join(cells[k] for k in ("verdict", "claim", "d [95 % interval]")) + why)
     return 0

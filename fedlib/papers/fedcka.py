@@ -12,7 +12,7 @@ from ..artifacts.fedcka import (ablation_verdicts, cost_verdicts, fig5_verdicts,
 from ..artifacts.fedcka_accuracy import Table2, epoch_rounds, epochs_at, seed_curves
 from ..artifacts.fedcka_ablations import metrics_frame
 from ..artifacts.fedcka_layers import N_EVAL, R50_TAPS
-from ..grid import runs_frame
+from ..grid import offs, runs_frame
 from ..plans import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan
 from ..plans.fedcka import (FEDCKA_MU, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
                             similarity_scope)
@@ -35,12 +35,13 @@ def similarity_claims(records: Records, *, scale: str, dataset: str = "fmnist", 
     sims = {c.seed: run_similarity(c, store=store, train=False, n_eval=n_eval) for c in runs["simple_cnn"].values()}
     sims50 = {c.seed: run_similarity(c, store=store, train=False, n_eval=n_eval, taps=R50_TAPS)
               for c in runs.get("resnet50", {}).values()}
-    return similarity_verdicts(sims, sims50, scope)
+    return similarity_verdicts(sims, sims50, scope, off=offs(runs_frame(records["simple_cnn"])))
 
 
 def heterogeneity_claims(records: Records, *, scale: str, dataset: str = "fmnist", device: str = "cpu",
                          seeds: Any = None, executor: str = "auto", **params: Any) -> list[Verdict]:
-    """Table 2 (every α, each method at its best μ) and Appl. Sci. Fig. 5 (rounds and local epochs)."""
+    """Table 2 (every α, each method at the paper's μ for the setting) and Appl. Sci. Fig. 5 (rounds and local
+    epochs)."""
     scope = heterogeneity_scope(scale, dataset=dataset, device=device, seeds=seeds, executor=executor)
     runs = scope.plan()
     seed_list = sorted({c.seed for rs in runs.values() for c in rs.values()})
@@ -67,8 +68,10 @@ def ablations_claims(records: Records, *, scale: str, dataset: str = "fmnist", s
     costs = {name: cached_costs(s["configs"], s["dataset"], s["n_train"], reps=s["reps"], store=store, train=False)
              for name, s in setups.items()}
     m_df, bounds = runs_frame(records["M"]), runs_frame({**records["bounds"], **records["M"]})
+    off = offs(runs_frame(records["variance"]))  # the runs whose clients' models the similarity rows read
     return [*ablation_verdicts(m_df, bounds, scope), *table3_verdicts(metrics_frame(records["metrics"]), scope),
-            *cost_verdicts(costs, scope, scale), *variance_verdicts(sims, scope), *premise_verdicts(sims)]
+            *cost_verdicts(costs, scope, scale), *variance_verdicts(sims, scope, off=off),
+            *premise_verdicts(sims, off=off)]
 
 
 PAPER = Paper(

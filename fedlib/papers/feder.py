@@ -7,14 +7,23 @@ from typing import Any, Mapping
 from ..artifacts import feder
 from ..plans import feder_plan
 from ..plans.feder import FEDER_LEFT_OUT
+from ..presets import preset
+from ..report import label_rows
 from ..verdicts import Verdict
 from .paper import Notebook, Paper
 
 
 def grid_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dataset: str = "fmnist",
                 **params: Any) -> list[Verdict]:
-    """Table 4.2: FedER against FedAvg and non-federated training per optimizer, and the generalization gaps."""
-    return feder.verdicts(feder.grid_frame(records), dataset, FEDER_LEFT_OUT[scale])
+    """Table 4.2 and its figures' sentences: FedER against FedAvg and non-federated training per optimizer, the
+    curves and the generalization gaps, each row saying what this scale changes from the thesis's setup."""
+    rows = feder.verdicts(feder.grid_frame(records), dataset, FEDER_LEFT_OUT[scale])
+    cfgs = list(feder_plan(scale, dataset=dataset)["table4.2"].values())
+    rounds = sorted({c.rounds for c in cfgs})
+    base = next(c for c in cfgs if c.rounds == rounds[0])
+    more = "; ".join(f"the {' and '.join(sorted({c.label.split('/')[2] for c in cfgs if c.rounds == r}))} rows: "
+                     f"{r} rounds" for r in rounds[1:])
+    return label_rows(rows, base, preset("feder", "paper", dataset=dataset), {".": more}, who="the thesis")
 
 
 PAPER = Paper(

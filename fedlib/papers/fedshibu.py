@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..artifacts import fedshibu as art
+from ..artifacts import fedshibu_claims as claims
+from ..data import CLASSES
 from ..plans import fedshibu_plan
 from ..verdicts import Verdict
 from .paper import Notebook, Paper
@@ -12,9 +14,12 @@ from .paper import Notebook, Paper
 
 def shards_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dataset: str = "fmnist",
                   **params: Any) -> list[Verdict]:
-    """Table 1 against the CRSM's controls, Fig. 1's groups, Fig. 3's CRSM and Fig. 5's FedAvg + CRSM."""
+    """Table 1 against the CRSM's controls, Fig. 1's groups, Fig. 3's CRSM and Fig. 5's FedAvg + CRSM, each row
+    labelled with what this scale changes of the paper's setup (the paper-scale plan's, on the paper's column)."""
     frames = {a: art.personal_frame(rs) for a, rs in records.items()}
-    return art.verdicts(frames, records, scale, art.paper_column(dataset))
+    column = art.paper_column(dataset)
+    paper = {a: next(iter(rs.values())) for a, rs in fedshibu_plan("paper", dataset=column).items()}
+    return claims.verdicts(frames, records, scale, column, dataset, paper, CLASSES.get(dataset, 10))
 
 
 PAPER = Paper(

@@ -20,9 +20,9 @@ FEDER_SEEDS = {"paper": 5, "quick": 5, "smoke": 1}  # seeds per run: a compariso
 FEDER_QUICK_RUNS = (("Adam", "non-federated"), ("Adam", "FedAvg"), ("Adam + StepLR", "FedAvg"),
                     ("AdamP", "non-federated"), ("AdamP", "FedAvg"))
 FEDER_QUICK_ONCE = (("Adam", "FedER"),)  # quick: the first seed only (the floored share and the curves: no claim)
-_FLOOR = ("at quick EVBMF keeps no component in about 65 % of FedER's client-layers even after 1,000 local steps "
+_FLOOR = ("at quick EVBMF keeps no component in most of FedER's client-layers even after 1,000 local steps "
           "(benchmarks/feder_floor.json), where FedER is FedAvg, so no FedER claim is testable at this scale; quick "
-          "trains Adam · FedER with one seed to show it (Table 4.2's FedER column and the stable rank at 5 seeds "
+          "trains Adam · FedER with one seed to measure it (Table 4.2's FedER column and the stable rank at 5 seeds "
           "would add about 16 single-thread worker-hours)")
 # What a scale leaves out, with why: the notebook reports the claims that need it as not testable at that scale.
 # "feder": Table 4.2's FedER column (its claims against FedAvg); "figA1": FedER with the stable rank.

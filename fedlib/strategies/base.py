@@ -3,7 +3,8 @@ owns every loop and the executors (:mod:`fedlib.executors`) run local training w
 
 A strategy is FedAvg plus whatever its paper changes. Declarations (:class:`~fedlib.local.Needs`, one place):
 ``needs.taps``, ``needs.references``, ``needs.tensors``, ``needs.global_params``, ``needs.exact_batches``,
-``needs.vectorizable``, ``needs.persistent_optimizer``; and ``centralized`` (one client holds all the data).
+``needs.vectorizable``, ``needs.persistent_optimizer``; ``centralized`` (one client holds all the data); and
+``lr_rounding`` (how ``Config.lr_milestones`` fall on rounds: :func:`fedlib.schedule.round_lr`).
 
 Hooks, in the order the engine calls them each round::
 
@@ -46,10 +47,12 @@ from ..local import ClientContext, LocalBatch, Needs
 from ..options import option_problems, signature_options
 from ..params import Params
 
-__all__ = ["Strategy", "FineTune", "SELECTS", "ClientContext", "LocalBatch", "Needs", "Params", "weighted_average"]
+__all__ = ["Strategy", "FineTune", "SELECTS", "LR_ROUNDINGS", "ClientContext", "LocalBatch", "Needs", "Params",
+           "weighted_average"]
 
 
 SELECTS = ("first", "best")  # FineTune.select (fedlib.finetune.select)
+LR_ROUNDINGS = ("ceil", "floor")  # Strategy.lr_rounding (fedlib.schedule.round_lr)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class Strategy:
     needs = Needs()
     centralized = False  # one client holds the whole training set (the centralized baseline)
     trains_global_model = True  # False: only the personalized evaluation is a result (personal_eval=True)
+    lr_rounding = "ceil"  # lr milestone m decays from round ⌈m · rounds⌉ ("floor": ⌊m · rounds⌋; fedlib.schedule)
     # the valid range (fedlib.options.Interval) or values (a tuple) of each __init__ option; types come from the
     # signature. Config.validate and build_strategy check strategy_kw against both (fedlib.options)
     option_ranges: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 """FedBABU (Oh et al. 2022): train and aggregate the body only; fine-tune the head per client to evaluate.
 
 The head stays at its shared random initialization during federated training (lr 0: it is not trained); the body
-is averaged (FedAvg's weights) and broadcast. ``head`` says which layers form it: ``"last"`` (default), the final
+is averaged (``body_mean``) and broadcast. ``head`` says which layers form it: ``"last"`` (default), the final
 linear layer (``FedModel.head``; FedBABU's Fig. 1: "the head (i.e., the last linear classifier)"); ``"dense"``,
 every dense layer following the extractor (FedSHIBU §3.3: "All dense layers following the extractor form the
 classifier"; with the FedIntR CNN fc1, fc2 and fc3). Both papers' networks (ResNet-18, 4convNet) end in one dense
@@ -32,17 +32,31 @@ and a round's personalized accuracy swings by 10-20 points with it. Measured on 
 With ``ft_part="head"`` the head trains on its input features computed once per client (``FineTune.features``).
 Training: lr 0.1 decayed ×0.1 at 1/2 and 3/4 of the rounds (``Config.lr_milestones``), momentum 0.9, batch 50 — the
 ``fedshibu`` preset.
+
+Body average of the m uploads θ_i (FedSHIBU §3.1, FedBABU's aggregation; FedSHIBU's reported global body too):
+
+    θ_G,ext = Σ_i |D_i| / Σ_j |D_j| · θ_i,ext       (``body_mean="weighted"``, the paper: FedAvg's weights)
+    θ_G,ext = (1/m) Σ_i θ_i,ext                      (``body_mean="plain"``: FedBABU's code, unbalanced runs included)
+
+Equal, bitwise, when the clients are equally large (shards; tested). Milestones (``lr_rounding``): milestone m
+decays the lr from 0-based round ⌈m·R⌉ (``"ceil"``, the paper's "at 1/2 and 3/4 of the rounds": once that fraction
+of the R rounds has passed) or ⌊m·R⌋ (``"floor"``: FedBABU's code, ⌊R/2⌋ and ⌊3R/4⌋); they differ exactly when m·R
+is not a whole number (:func:`fedlib.schedule.round_lr`; tested).
 """
 
 from __future__ import annotations
 
-from torch import nn
+from typing import Any
+
+import torch
+from torch import Tensor, nn
 
 from ..options import at_least, between
-from .base import SELECTS, FineTune, Strategy
+from .base import LR_ROUNDINGS, SELECTS, ClientContext, FineTune, Params, Strategy, weighted_average
 
 FT_PARTS = ("head", "full")
 HEADS = ("last", "dense")
+BODY_MEANS = ("weighted", "plain")
 
 
 def head_layers(model: nn.Module, head: str = "last") -> tuple[str, ...]:
@@ -71,13 +85,15 @@ class FedBABU(Strategy):
     cost_family = "personal"
     option_ranges = {"ft_epochs": at_least(0), "ft_lr": at_least(0), "ft_momentum": between(0, 1, hi_open=True),
                      "ft_batch_size": at_least(1), "ft_part": FT_PARTS, "head": HEADS, "ft_backtrack": at_least(0),
-                     "ft_select": SELECTS}
+                     "ft_select": SELECTS, "body_mean": BODY_MEANS, "lr_rounding": LR_ROUNDINGS}
 
     def __init__(self, ft_epochs: int = 5, ft_lr: float = 1e-3, ft_momentum: float = 0.9, ft_batch_size: int = 50,
-                 ft_part: str = "head", head: str = "last", ft_backtrack: int = 3, ft_select: str = "first") -> None:
+                 ft_part: str = "head", head: str = "last", ft_backtrack: int = 3, ft_select: str = "first",
+                 body_mean: str = "weighted", lr_rounding: str = "ceil") -> None:
         self.ft_epochs, self.ft_lr, self.ft_momentum = int(ft_epochs), float(ft_lr), float(ft_momentum)
         self.ft_batch_size, self.ft_part, self.head = int(ft_batch_size), ft_part, head
         self.ft_backtrack, self.ft_select = int(ft_backtrack), ft_select
+        self.body_mean, self.lr_rounding = body_mean, lr_rounding
         self._head: frozenset[str] = frozenset()
         self._tap: str | None = None
 
@@ -94,6 +110,15 @@ class FedBABU(Strategy):
 
     def trainable(self, name: str) -> bool:
         return not self.is_head(name)
+
+    def body_average(self, uploads: list[Params], weights: Tensor) -> Params:
+        """The uploads' mean: by sample-size ``weights`` or, with ``body_mean="plain"``, 1/m each."""
+        return weighted_average(uploads, torch.full_like(weights, 1 / len(uploads)) if self.body_mean == "plain"
+                                else weights)
+
+    def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
+                  ctxs: list[ClientContext]) -> tuple[Params, dict[str, Any]]:
+        return self.body_average(uploads, weights), {}
 
     def finetune(self) -> FineTune | None:
         if self.ft_epochs == 0:

@@ -6,11 +6,11 @@ output, which feeds the head) on ``n`` random samples; the server computes ``CRS
 (``sim``: "linear" or "rbf") and gives client i the body ``Σ_j CRSM[i, j] / Σ_j' CRSM[i, j'] · θ_j``
 (:mod:`fedlib.crsm`), which it starts from next round and is evaluated with, after fine-tuning its classifier
 (§3.2: "The classifiers ... are fine-tuned to enhance the personalization performance of the client models") by
-FedBABU's protocol and options (``ft_*``, :mod:`fedlib.strategies.fedbabu`).
+FedBABU's protocol and options (``ft_*``, ``body_mean``, ``lr_rounding``: :mod:`fedlib.strategies.fedbabu`).
 
 Controls (``sim``): ``"identity"`` keeps every client's own body (pure local training of the body: the limit of a
-CRSM whose off-diagonal is 0); ``"uniform"`` makes every row equal (FedBABU: the same body for all, equal to its
-sample-weighted average when the clients are equally large, as shards make them); ``"groups"`` with
+CRSM whose off-diagonal is 0); ``"uniform"`` makes every row equal (FedBABU: the same body for all, its plain mean,
+equal to its sample-weighted average when the clients are equally large, as shards make them); ``"groups"`` with
 ``groups=[[0..4], [5..9]]`` is Fig. 1's oracle grouping (aggregation within each group). Every round's history
 entry carries ``crsm_self`` (the mean weight a client keeps of its own body, the diagonal of the row-normalized
 CRSM) and ``crsm_offdiag`` (the mean off-diagonal similarity), and the CRSM itself (``crsm``, ``crsm_clients``)
@@ -43,7 +43,7 @@ weights stay within a few percent of 1/m (FedSHIBU stays close to FedBABU); and 
 reading follows the graded label overlap at quick scale.
 
 Other choices the paper leaves open: ``n = 100`` samples (exposed); the CRSM mixes the round's participants
-(m = N in the paper); the "global" model reported as ``test_acc`` is the sample-weighted body average (FedBABU's).
+(m = N in the paper); the "global" model reported as ``test_acc`` is FedBABU's body average (``body_mean``).
 
 FedAvg+CRSM (Algorithm 4) applies the same aggregation to the whole model, without decoupling or fine-tuning (its
 ``head`` only chooses the representation D̂_i); with ``sim="identity"`` it is local-only training, with
@@ -58,7 +58,7 @@ from torch import Tensor
 
 from ..crsm import CONTROLS, SIMS, control_crsm, crsm, crsm_stats, group_crsm, mix, row_weights
 from ..options import above, at_least
-from .base import ClientContext, FineTune, Params, weighted_average
+from .base import ClientContext, FineTune, Params
 from .fedbabu import FedBABU, extractor_tap
 
 SAMPLES = ("own", "shared")
@@ -114,7 +114,7 @@ class FedSHIBU(FedBABU):
         metrics = crsm_stats(S)
         if len(ctxs) <= self.keep_crsm:
             metrics.update(crsm=S.cpu().tolist(), crsm_clients=[c.cid for c in ctxs])
-        return weighted_average(uploads, weights), metrics
+        return self.body_average(uploads, weights), metrics
 
     def eval_params(self, cid: int, global_params: Params, state: dict[str, Any]) -> Params:
         return self.own(state, global_params)
