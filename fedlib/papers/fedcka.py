@@ -12,7 +12,7 @@ from ..artifacts.fedcka import (ablation_verdicts, cost_verdicts, fig5_verdicts,
 from ..artifacts.fedcka_accuracy import Table2, epoch_rounds, epochs_at, seed_curves
 from ..artifacts.fedcka_ablations import metrics_frame
 from ..artifacts.fedcka_layers import N_EVAL, R50_TAPS
-from ..grid import offs, runs_frame
+from ..grid import fetch_runs, offs, runs_frame
 from ..plans import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan
 from ..plans.fedcka import (FEDCKA_MU, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
                             similarity_scope)
@@ -68,7 +68,9 @@ def ablations_claims(records: Records, *, scale: str, dataset: str = "fmnist", s
     costs = {name: cached_costs(s["configs"], s["dataset"], s["n_train"], reps=s["reps"], store=store, train=False)
              for name, s in setups.items()}
     m_df, bounds = runs_frame(records["M"]), runs_frame({**records["bounds"], **records["M"]})
-    off = offs(runs_frame(records["variance"]))  # the runs whose clients' models the similarity rows read
+    variance = records.get("variance") or fetch_runs(scope.plan()["variance"], store=store, train=False,
+                                                     progress=False)
+    off = offs(runs_frame(variance))  # the runs whose clients' models the similarity rows read
     return [*ablation_verdicts(m_df, bounds, scope), *table3_verdicts(metrics_frame(records["metrics"]), scope),
             *cost_verdicts(costs, scope, scale), *variance_verdicts(sims, scope, off=off),
             *premise_verdicts(sims, off=off)]
