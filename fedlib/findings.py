@@ -162,7 +162,8 @@ def paragraph(df: pd.DataFrame, paper: str, findings: dict[str, str] | None = No
     for name in sub["finding"].dropna().unique():
         if name:
             k = int((sub["finding"] == name).sum())
-            parts.append(f"*{name}* ({k} rows, one phenomenon): {(findings or {}).get(name, '')}".rstrip(": "))
+            text = (findings or {}).get(name, "")
+            parts.append(f"*{name}* ({k} rows, one phenomenon)" + (f": {text}" if text else "."))
     return " ".join(parts)
 
 
