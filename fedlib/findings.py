@@ -179,7 +179,9 @@ def claims_view(df: pd.DataFrame) -> object:
         "d [95 % interval]": ["—" if e is None or e != e else f"{e:+.2f} [{i[0]:+.2f}, {i[1]:+.2f}]"
                               for e, i in zip(df["estimate"], iv)],
         "paper's effect": ["—" if p is None or p != p else f"{p:+.2f}" for p in df["paper_d"]],
-        "seeds a side to decide": ["—" if s is None or s != s else str(int(s)) for s in df["seeds"]],
+        "seeds a side to decide": ["—" if st != "inconclusive" or e is None or e != e else "> 1,000"
+                                   if s is None or s != s else str(int(s))
+                                   for s, st, e in zip(df["seeds"], df["status"], df["estimate"])],
         "size": df["size"].fillna("").replace("", "—"), "holm": df["holm"].replace("", "—")})[cols]
     view = view.rename(columns={"study": "paper", "status": "verdict", "holm": "Holm (per paper)"})
     return Tables([view.style.set_uuid("09-findings").hide(axis="index")
@@ -213,7 +215,8 @@ def readme_block(df: pd.DataFrame, scale: str) -> str:
     lines = [README_BEGIN, "", f"**What we found** (scale `{scale}`, Fashion-MNIST; not the papers' setup: read "
              "[notebook 09](notebooks/09_findings.ipynb) first, every row in "
              f"[results/claims-{scale}.md](results/claims-{scale}.md)):", "",
-             "| paper | reproduced | contradicted | inconclusive | not testable | headline |", "|---|--:|--:|--:|--:|---|"]
+             "| paper | reproduced | contradicted | inconclusive | not testable | headline |",
+             "|---|--:|--:|--:|--:|---|"]
     lines += [f"| {p} | " + " | ".join(str(int(fam.loc[p, v])) for v in VERDICTS) + f" | {headline(df, p)} |"
               for p in fam.index]
     return "\n".join([*lines, "", README_END])

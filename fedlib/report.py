@@ -263,7 +263,9 @@ def claim_cells(c: Mapping[str, Any]) -> dict[str, str]:
     d = "—" if c.get("estimate") is None else f"{_fmt(c['estimate'])} [{_fmt(iv[0])}, {_fmt(iv[1])}]"
     status = c.get("status", c.get("verdict", "?"))
     size = f"{c['size']} ({_fmt(c.get('paper_d'))})" if c.get("size") else "—"
-    seeds = f"{c['seeds']} seeds a side would decide it" if c.get("seeds") else ""
+    power = status == "inconclusive" and c.get("estimate") is not None
+    seeds = f"{c['seeds']} seeds a side would decide it" if c.get("seeds") else \
+        "no count up to 1,000 seeds a side would decide it" if power else ""
     cells = [status, c.get("claim", ""), c.get("source", ""),
              (c.get("data") or "the paper's data and model") if status in DECIDED else "—",
              ", ".join(f"{k} {v}" for k, v in (c.get("n") or {}).items()) or "—",
