@@ -138,6 +138,7 @@ def test_the_campaign_and_reproduce_stop_long_cpu_work_with_one_message(tmp_path
         pytest.skip("Fashion-MNIST is not on this machine (README, Data)")
     plans(**{"05_x": lambda scale, **kw: {"table1": {"a": tiny_paper()}}})
     monkeypatch.setattr(costs, "LONG_RUN_S", 1e-3)
+    monkeypatch.delenv("MAKELEVEL", raising=False)  # the flag form, as typed outside make
     args = ["run", "--scale", "paper", "--budget", "10m", "--store", str(tmp_path), "--costs", str(tmp_path / "c.json")]
     assert campaign.main(args) == 2
     err = capsys.readouterr().err

@@ -50,7 +50,7 @@ def test_claims_come_from_the_records_alone_and_an_empty_store_decides_nothing(n
 def test_a_notebook_is_found_by_number_and_a_wrong_name_lists_the_valid_ones():
     assert notebook("05") is notebook("05_fedintr_benchmarks")
     with pytest.raises(ValueError, match="05_fedintr_benchmarks"):
-        notebook("09")
+        notebook("10")
     with pytest.raises(ValueError, match="two digits"):
         Notebook("fedintr")
 
