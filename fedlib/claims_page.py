@@ -3,14 +3,16 @@ per paper a batch of renders ends with (:func:`findings`; notebook 09 reads them
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any, Mapping, Sequence
 
 from .report import claim_cells
-from .verdicts import holm
+from .verdicts import PENDING, VERDICTS, holm
 
-__all__ = ["VERDICT_COLUMNS", "PAPERS", "paper_of", "claim_figures", "claims_overview", "findings"]
+__all__ = ["VERDICT_COLUMNS", "PAPERS", "paper_of", "holm_readings", "claim_figures", "claims_overview", "findings"]
 
-VERDICT_COLUMNS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale", "pending")
+VERDICT_COLUMNS = (*VERDICTS, PENDING)
 
 
 def _cell(v: object) -> str:
@@ -20,6 +22,17 @@ def _cell(v: object) -> str:
 
 PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
 _ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8}
+
+
+def holm_readings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The family-wise reading of each stored claim row of one family (``status`` and ``p``, as
+    :meth:`fedlib.verdicts.Verdict.to_dict` holds them): "holds" / "not after Holm" for a decided t row (:func:`fedlib.verdicts.holm`), "" else."""
+    tested = [i for i, r in enumerate(rows) if r.get("status") in VERDICTS[:2] and r.get("p") is not None
+              and math.isfinite(float(r["p"]))]
+    out = [""] * len(rows)
+    for i, held in zip(tested, holm([float(rows[i]["p"]) for i in tested])):
+        out[i] = "holds" if held else "not after Holm"
+    return out
 
 
 def claim_figures(source: str, figures: list[str]) -> list[str]:
@@ -79,19 +92,16 @@ def claims_overview(rows: list[dict], scale: str) -> str:
         if not claims:
             continue
         n = {v: sum(c.get("status") == v for _, c in claims) for v in VERDICT_COLUMNS}
-        tested = [i for i, (_, c) in enumerate(claims) if c.get("status") in ("reproduced", "contradicted")
-                  and c.get("p") is not None]
-        held = dict(zip(tested, holm([float(claims[i][1]["p"]) for i in tested])))
+        fam = holm_readings([c for _, c in claims])
         lines += [f"## {paper}", "", ", ".join(f"{k}: {v}" for k, v in n.items() if v) + f"; decided t rows holding "
-                  f"after Holm: {sum(held.values())} of {len(held)}", "",
+                  f"after Holm: {fam.count('holds')} of {sum(map(bool, fam))}", "",
                   "| verdict | Holm | size | claim | source | decided on | d [95 % interval] | notebook | figure |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for i, (nb, c) in enumerate(claims):
             cells = claim_cells(c)
             figs = claim_figures(c.get("source", ""), figures.get(nb, []))
-            h = "—" if i not in held else "holds" if held[i] else "not after Holm"
             lines.append("| " + " | ".join(_cell(x) for x in (
-                cells["verdict"], h, cells["size"], cells["claim"], cells["source"], cells["decided on"],
+                cells["verdict"], fam[i] or "—", cells["size"], cells["claim"], cells["source"], cells["decided on"],
                 cells["d [95 % interval]"], f"[{nb}](../notebooks/{nb}.ipynb)")) + " | "
                 + (", ".join(f"[{f}](../figures/{scale}/{f}.png)" for f in figs) or "—") + " |")
         lines.append("")

@@ -23,14 +23,14 @@ import pandas as pd
 
 from . import results
 from .artifacts.fedcka import FINDINGS as FEDCKA_FINDINGS
-from .claims_page import PAPERS, paper_of
+from .claims_page import PAPERS, VERDICT_COLUMNS, holm_readings, paper_of
 from .report import VERDICT_COLOURS as CELL_COLOURS, Tables
-from .verdicts import CONFIDENCE, MARGINS, VERDICTS, holm
+from .verdicts import CONFIDENCE, MARGINS, VERDICTS
 
-__all__ = ["PAPERS", "VERDICT_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest", "paragraph",
+__all__ = ["PAPERS", "MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest", "paragraph",
            "claims_view", "headline", "readme_block", "write_readme", "README_BEGIN", "README_END"]
 
-VERDICT_COLOURS = {"reproduced": "#1b7837", "contradicted": "#b2182b", "inconclusive": "#e08214",
+MARKER_COLOURS = {"reproduced": "#1b7837", "contradicted": "#b2182b", "inconclusive": "#e08214",
                    "not testable at this scale": "#878787"}
 FINDINGS: dict[str, str] = {**FEDCKA_FINDINGS}  # named findings: rows that are one phenomenon, with the mechanism
 UNITS = {"points": "d (accuracy points)", "CKA": "d (CKA)", "ratio": "ratio"}
@@ -65,10 +65,7 @@ def load(scale: str, root: Path | None = None) -> pd.DataFrame:
             df[col] = None
     df["holm"] = ""
     for _, idx in df.groupby("study").groups.items():
-        sub = df.loc[idx]
-        tested = sub[sub["status"].isin(VERDICTS[:2]) & sub["p"].notna()]
-        held = holm([float(p) for p in tested["p"]])
-        df.loc[tested.index, "holm"] = ["holds" if h else "not after Holm" for h in held]
+        df.loc[idx, "holm"] = holm_readings(df.loc[idx].to_dict("records"))
     return df
 
 
@@ -78,7 +75,7 @@ def family(df: pd.DataFrame) -> pd.DataFrame:
     out = []
     for paper in [p for p in PAPERS if p in set(df.get("study", []))]:
         sub = df[df["study"] == paper]
-        n = {v: int((sub["status"] == v).sum()) for v in (*VERDICTS, "pending")}
+        n = {v: int((sub["status"] == v).sum()) for v in VERDICT_COLUMNS}
         decided = n["reproduced"] + n["contradicted"]
         held = int((sub["holm"] == "holds").sum())
         tested = int(sub["holm"].isin(["holds", "not after Holm"]).sum())
@@ -119,7 +116,7 @@ def forest(df: pd.DataFrame, paper: str, caption: str = "") -> plt.Figure | None
         for y, (_, r) in enumerate(rows.iterrows()):
             margin = MARGINS.get(unit, 0.0) if r.get("kind") in ("within", "at_least") else 0.0
             _region(ax, y, r.get("kind") or "", margin, unit, span)
-            colour = VERDICT_COLOURS.get(r["status"], "black")
+            colour = MARKER_COLOURS.get(r["status"], "black")
             ax.plot([lo[y], hi[y]], [y, y], color=colour, lw=2.2, solid_capstyle="butt")
             ax.plot(r["estimate"], y, "o", color=colour, ms=5)
             if math.isfinite(pd_[y]):
@@ -132,7 +129,7 @@ def forest(df: pd.DataFrame, paper: str, caption: str = "") -> plt.Figure | None
         ax.axvline(1.0 if unit == "ratio" else 0.0, color="black", lw=0.6)
         ax.set_xlabel(UNITS[unit], fontsize=9)
         ax.tick_params(axis="x", labelsize=8)
-    handles = [plt.Line2D([], [], color=c, lw=2.2, marker="o", label=v) for v, c in VERDICT_COLOURS.items()]
+    handles = [plt.Line2D([], [], color=c, lw=2.2, marker="o", label=v) for v, c in MARKER_COLOURS.items()]
     handles += [plt.Line2D([], [], ls="", marker="D", mfc="none", mec="black", label="the paper's effect"),
                 plt.Rectangle((0, 0), 1, 1, color="#c6dbef", alpha=0.55, label="the claim's region")]
     axes[0, 0].legend(handles=handles, fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False)
@@ -150,7 +147,7 @@ def paragraph(df: pd.DataFrame, paper: str, findings: dict[str, str] | None = No
         return f"{paper}: no claim rows are stored at this scale."
     n = sub["status"].value_counts()
     parts = [f"**{paper}** — {len(sub)} claims: " + ", ".join(f"{int(n.get(v, 0))} {v}"
-                                                              for v in (*VERDICTS, "pending") if n.get(v, 0)) + "."]
+                                                              for v in VERDICT_COLUMNS if n.get(v, 0)) + "."]
     rep = sub[sub["status"] == "reproduced"]["claim"].tolist()
     if rep:
         parts.append("Reproduced: " + "; ".join(rep[:6]) + (f"; and {len(rep) - 6} more" if len(rep) > 6 else "")
