@@ -30,7 +30,7 @@ from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.executors import make_executor  # noqa: E402
 from fedlib.local import ClientJob  # noqa: E402
-from fedlib.results import device_name, git_commit  # noqa: E402
+from fedlib.companion.results import device_name, git_commit  # noqa: E402
 
 
 def epoch_timer(n_clients: int, per_client: int, device: str, executor: str, data) -> tuple:

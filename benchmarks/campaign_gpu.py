@@ -10,7 +10,7 @@
     round). Target: <= 2x FedAvg each.
 (c) FedIntR Table I's Fashion-MNIST column at the best mu, 3 seeds of FedAvg, FedProx, MOON, FedCKA and FedIntR
     (15 runs): projected from (a) and (b)'s seconds per round. Target: <= 25 min on one H100. The runs themselves
-    are the campaign's: ``python -m fedlib.campaign run --scale paper --device cuda --only 05 01 --budget 25m``.
+    are the campaign's: ``python -m fedlib.companion.campaign run --scale paper --device cuda --only 05 01 --budget 25m``.
 
 Prints one table; nothing is stored in results/.
 """
@@ -28,8 +28,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fedlib.engine import Engine  # noqa: E402
-from fedlib.presets import preset  # noqa: E402
-from fedlib.results import device_name, git_commit  # noqa: E402
+from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.results import device_name, git_commit  # noqa: E402
 
 METHODS = {"FedAvg": ("fedavg", {}), "FedProx": ("fedprox", {"mu": 0.001}), "MOON": ("moon", {}),
            "FedCKA": ("fedcka", {}), "FedIntR": ("fedintr", {})}

@@ -2,7 +2,7 @@
 
 Two tables are learnt from the same records (in memory; ``results/costs.json`` is not touched): one counting a
 round as its training and test forwards only, one also counting the reference models' forwards
-(:func:`fedlib.costs.reference_passes`, ``REF_FORWARD`` each). A ratio of 1.00 is a perfect estimate; each key's
+(:func:`fedlib.companion.costs.reference_passes`, ``REF_FORWARD`` each). A ratio of 1.00 is a perfect estimate; each key's
 estimate is the median over its runs, so a ratio measures how far a setting sits from the others of its key.
 
     python benchmarks/cost_model.py [--scale quick]
@@ -15,9 +15,9 @@ import statistics
 from collections import defaultdict
 from unittest import mock
 
-from fedlib import costs
+from fedlib.companion import costs
 from fedlib.config import Config
-from fedlib.results import Store
+from fedlib.companion.results import Store
 
 
 def ratios(records: list, ref_forward: float) -> dict[tuple, list[float]]:

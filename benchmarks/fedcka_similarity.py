@@ -14,7 +14,7 @@ epochs' own shuffles) under:
 * two controls at μ = 3: ``previous = global`` (a client's first visit: Eq. 2 is then log 2 with a zero gradient, so
   training must equal μ = 0's), and ``pull only``: ``−μ · mean_n CKA(a_n, a_g,n)``, Eq. 2's positive side alone.
 
-At logged steps: linear CKA (float64, :func:`fedlib.similarity.layer_cka`, the committed analyses' routine) of the
+At logged steps: linear CKA (float64, :func:`fedlib.companion.similarity.layer_cka`, the committed analyses' routine) of the
 local model to the global and to the previous model per layer on ``--n-eval`` fixed test images (the quick preset's
 class-stratified test subset); on the step's mini-batch, the loss terms averaged since the last log (cross-entropy,
 ℓ_cka, s_g = CKA(a, a_g), s_p = CKA(a, a_p) per regularized layer) and, before the step, the gradient norms over
@@ -69,9 +69,9 @@ from fedlib.engine import Engine  # noqa: E402
 from fedlib.executors.sequential import batches  # noqa: E402
 from fedlib.local import forward, local_loss  # noqa: E402
 from fedlib.params import load_params_  # noqa: E402
-from fedlib.presets import preset  # noqa: E402
+from fedlib.companion.presets import preset  # noqa: E402
 from fedlib.schedule import num_batches  # noqa: E402
-from fedlib.similarity import layer_cka  # noqa: E402
+from fedlib.companion.similarity import layer_cka  # noqa: E402
 from test_fedcka_reference import as_f64, ref_ell_cka, ref_linear_cka, ref_simple_cnn  # noqa: E402
 
 OUT = Path(__file__).with_suffix(".json")
@@ -287,7 +287,7 @@ def run(args, start_with: str) -> dict[str, Any]:
             for k in REG:
                 worst = max(worst, abs(r["to_global"][k] - row["cka_to_global"][k]),
                             abs(r["to_previous"][k] - row["cka_to_previous"][k]))
-    checks["reference vs fedlib.similarity, CKA on the test images (first, last): max abs diff"] = worst
+    checks["reference vs fedlib.companion.similarity, CKA on the test images (first, last): max abs diff"] = worst
     # where the term moves the regularized layers, in parameter space
     move = {}
     for k in ("conv1.weight", "conv2.weight"):

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from fedlib.models import build_model  # noqa: E402
 from fedlib.params import clone_params  # noqa: E402
-from fedlib.results import device_name, git_commit  # noqa: E402
+from fedlib.companion.results import device_name, git_commit  # noqa: E402
 from fedlib.strategies import FedER, weighted_average  # noqa: E402
 
 

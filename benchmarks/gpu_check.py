@@ -4,7 +4,7 @@
     python benchmarks/gpu_check.py --smoke            # the same code on a CPU in seconds (tiny data, no graph path)
     python benchmarks/gpu_check.py --datasets fmnist  # only the campaign's default dataset
 
-The cases are the paper plans' (``fedlib.plans``, scale ``paper``): one per (cost key, strategy) — model and its
+The cases are the paper plans' (``fedlib.companion.common``, scale ``paper``): one per (cost key, strategy) — model and its
 options, input shape, strategy, batch size, optimizer, clients — in the campaign's priority order, for the datasets
 given (default ``fmnist cifar100``: the campaign's default, and the CIFAR-100 setups that use ResNet-20 and
 ResNet-50). That covers the simple CNN, the FedIntR CNN and ResNet-18/20/50 with every strategy the plans train.
@@ -24,7 +24,7 @@ per second of the path ``executor="auto"`` takes, timed again with PyTorch's def
 training time over its training sample-passes: the round's fixed costs weigh more than in a paper run, so the
 rate errs low). Those rates are written to the cost table (``--costs``, default ``results/costs.json``) as
 measurements of this GPU by its device name (the slowest strategy of a cost family), so that ``python -m
-fedlib.campaign plan --device cuda`` then states "measured on <GPU>" instead of the default model; with ``--smoke``
+fedlib.companion.campaign plan --device cuda`` then states "measured on <GPU>" instead of the default model; with ``--smoke``
 nothing is written unless ``--costs`` is given.
 
 A vectorized path that differs from the sequential one in float32 is trained again, with the sequential path, in
@@ -52,14 +52,15 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fedlib.campaign import collect, parse_budget  # noqa: E402
+from fedlib.companion.campaign import collect, parse_budget  # noqa: E402
 from fedlib.config import Config  # noqa: E402
 from fedlib.errors import as_typed  # noqa: E402
-from fedlib.costs import DEFAULT_COSTS, CostTable, cost_key, device_type, fmt_s, sample_passes  # noqa: E402
+from fedlib.companion.costs import DEFAULT_COSTS, CostTable, cost_key, device_type, sample_passes  # noqa: E402
+from fedlib.progress import fmt_s  # noqa: E402
 from fedlib.data import DEFAULT_AUGMENT, load_dataset  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.executors import VectorizedExecutor  # noqa: E402
-from fedlib.results import Store, device_name, git_commit  # noqa: E402
+from fedlib.companion.results import Store, device_name, git_commit  # noqa: E402
 
 ATOL, RTOL = 1e-5, 1e-4  # tests/test_cuda.py's close()
 ATOL64, RTOL64 = 1e-9, 1e-7  # float64: the same mathematics to rounding (the smoke ResNets agree within ~1e-15)
@@ -147,7 +148,7 @@ def why_not(path: str, eng: Engine) -> str:
     if eng.executor_name != "vectorized":
         return VectorizedExecutor.can_run(eng.task())[1] or "the vectorized executor does not run it"
     if path == "graph" and not (eng.executor.static and getattr(eng.executor, "capture", False)):
-        return "the CUDA graph does not apply (fedlib/executors/static.py: padded mode, SGD, no taps/references)"
+        return "the CUDA graph does not apply (fedlib/executors/fast/static.py: padded mode, SGD, no taps/references)"
     return ""
 
 

@@ -5,7 +5,7 @@
 On the CPU the model trains in channels_last, but averaged (or CRSM-mixed) weights come back contiguous, and a
 convolution's output takes its weight's format: evaluated as they came, the global model ran every conv and
 max-pool in NCHW (max-pooling ~10x slower), and so did the reference taps of MOON, FedIntR and FedCKA (the global
-and previous models over every client's samples, once a round). ``fedlib.executors.layout.in_layout`` puts them
+and previous models over every client's samples, once a round). ``fedlib.executors.fast.layout.in_layout`` puts them
 back in the model's strides. Here each setup runs two rounds of its quick preset (one thread, as a campaign worker
 trains) both ways, interleaved over ``--reps`` repeats: "before" replaces ``in_layout`` in the engine by the
 identity. The table gives the second round's seconds (training with the reference tables, and the whole round with
@@ -28,8 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import fedlib.engine as engine  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
-from fedlib.presets import preset  # noqa: E402
-from fedlib.provenance import device_name, git_commit  # noqa: E402
+from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.provenance import device_name, git_commit  # noqa: E402
 
 # name: (preset, strategy, strategy_kw, label)
 SETUPS = {

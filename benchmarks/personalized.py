@@ -36,11 +36,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fedlib.presets import preset  # noqa: E402
+from fedlib.companion.presets import preset  # noqa: E402
 from fedlib.crsm import crsm, mix, row_weights  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.finetune import HeadTuner  # noqa: E402
-from fedlib.results import device_name, git_commit  # noqa: E402
+from fedlib.companion.results import device_name, git_commit  # noqa: E402
 
 
 def _sync(dev: torch.device) -> None:

@@ -4,7 +4,7 @@
     python benchmarks/plateau_records.py 08 --rounds 40      # the same runs as stored at 40 rounds (an older plan)
 
 For every planned run whose record is stored (``--rounds R``: the run's config at R rounds, the key a shorter plan
-had), one line per artifact and method, per seed, sorted: the verdicts' plateau rule (:func:`fedlib.verdicts.
+had), one line per artifact and method, per seed, sorted: the verdicts' plateau rule (:func:`fedlib.companion.verdicts.
 plateau_rise`: a least-squares line through the second half of the curve, read as its rise over the last 20 % of
 rounds; off the plateau above 1 point), the rule's earlier form (the median of the last 3 rounds minus that of the 3
 ending at 80 %), and the residual spread about the line (the round-to-round noise). Personalized runs are read on
@@ -22,9 +22,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fedlib.papers import PLANS, plan  # noqa: E402
-from fedlib.results import Store  # noqa: E402
-from fedlib.verdicts import PLATEAU_RISE, plateau_rise  # noqa: E402
+from fedlib.companion.papers import PLANS, plan  # noqa: E402
+from fedlib.companion.results import Store  # noqa: E402
+from fedlib.companion.verdicts import PLATEAU_RISE, plateau_rise  # noqa: E402
 from plateau_rule import median_rise  # noqa: E402 — the rule's earlier form, beside this script
 
 

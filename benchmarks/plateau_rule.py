@@ -9,7 +9,7 @@ readings, both against the rule's 1 point:
 
 * ``medians`` — the rule's earlier form (:func:`median_rise`): the median of the last 3 rounds minus that of the 3
   ending at round(0.8 R);
-* ``fit`` — the rule now (:func:`fedlib.verdicts.plateau_rise`): a least-squares line through rounds (R/2, R], read
+* ``fit`` — the rule now (:func:`fedlib.companion.verdicts.plateau_rise`): a least-squares line through rounds (R/2, R], read
   as its rise over the last 20 % of rounds.
 
 Printed: per noise level and true rise, the share of 4,000 simulated runs each reading calls off the plateau, and
@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from fedlib.verdicts import PLATEAU_RISE, plateau_rise
+from fedlib.companion.verdicts import PLATEAU_RISE, plateau_rise
 
 
 def median_rise(acc: dict[int, float], rounds: int) -> float:

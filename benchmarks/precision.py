@@ -42,10 +42,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fedlib.config import Config  # noqa: E402
-from fedlib.presets import preset  # noqa: E402
+from fedlib.companion.presets import preset  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
-from fedlib.results import device_name, git_commit  # noqa: E402
+from fedlib.companion.results import device_name, git_commit  # noqa: E402
 
 VARIANTS = ("fp32", "bf16", "graph", "bf16+graph", "compile", "other")
 

@@ -8,7 +8,7 @@ For each setup, FedAvg is trained with the quick preset's settings (global test 
 ``horizon`` times its rounds; with a constant learning rate the first R rounds are exactly the quick run. The
 table gives, at the quick preset's last round R: local SGD steps per client in round 1 and in all, sample-passes,
 FedAvg's accuracy (mean over seeds of the median of the last 3 rounds), the rise over the last 20 % of its rounds
-(:func:`fedlib.verdicts.plateau_rise`, the line through the second half; the plateau criterion: at most 1 point;
+(:func:`fedlib.companion.verdicts.plateau_rise`, the line through the second half; the plateau criterion: at most 1 point;
 tables in benchmarks/RESULTS.md before 2026-11-26 used the 3-round medians at each end), what the longer horizon
 would still add, and seconds per round.
 Curves are written to ``--out`` (JSON) after every run, so an interrupted measurement keeps what finished.
@@ -27,13 +27,13 @@ from typing import Any
 
 import torch
 
-from fedlib.plans.fedcka import QUICK_EPOCH_ROUNDS, QUICK_ROUNDS
-from fedlib.plans.fedintr import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
-from fedlib.plans.fedshibu import QUICK_ROUNDS as FEDSHIBU_ROUNDS
-from fedlib.presets import preset
+from fedlib.companion.papers.fedcka.plans import QUICK_EPOCH_ROUNDS, QUICK_ROUNDS
+from fedlib.companion.papers.fedintr.plans import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
+from fedlib.companion.papers.fedshibu.plans import QUICK_ROUNDS as FEDSHIBU_ROUNDS
+from fedlib.companion.presets import preset
 from fedlib.engine import Engine
 from fedlib.schedule import num_batches
-from fedlib.verdicts import plateau_rise
+from fedlib.companion.verdicts import plateau_rise
 
 # the setup each paper's global-model claims use; FedSHIBU's claims are on personalized accuracy (FedBABU with
 # FedSHIBU's head at s = 5, as notebook 08 runs it): its curve is the mean accuracy over clients after fine-tuning

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from fedlib.results import Store
+from fedlib.companion.results import Store
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
     for key in a.keys:
         rec = store.get(key)
         if rec is None:
-            raise SystemExit(f"{key}: no such record in {a.root}/records; `python -m fedlib.campaign plan` lists "
+            raise SystemExit(f"{key}: no such record in {a.root}/records; `python -m fedlib.companion.campaign plan` lists "
                              "the keys.")
         t = [h["time_s"] for h in rec.history[1:] if isinstance(h.get("time_s"), (int, float))]
         if not t:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.engine import Engine
-from fedlib.presets import preset
+from fedlib.companion.presets import preset
 
 
 def main(argv: list[str] | None = None) -> int:

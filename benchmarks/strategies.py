@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from fedlib.config import Config  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
-from fedlib.results import device_name, git_commit  # noqa: E402
-from fedlib.timing import prepare_round  # noqa: E402
+from fedlib.companion.results import device_name, git_commit  # noqa: E402
+from fedlib.companion.timing import prepare_round  # noqa: E402
 
 STRATEGIES = {  # label: (strategy, strategy_kw, model_kw, target ratio)
     "FedAvg": ("fedavg", {}, {}, None),

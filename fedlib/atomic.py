@@ -2,7 +2,7 @@
 
 Each writer writes a hidden temporary file next to the target (``.<name>.tmp<pid>``) and renames it over the
 target (``os.replace`` is atomic on POSIX); a writer that fails removes its temporary file, and one left by a killed
-process is removed by :meth:`fedlib.results.Store.clean_temp`.
+process is removed by :meth:`fedlib.companion.results.Store.clean_temp`.
 
 Text and bytes writers leave a file alone when it already holds exactly the new content: regenerating outputs
 that did not change (figures, summaries, ledgers) leaves ``git status`` clean and the file's mtime as it was.

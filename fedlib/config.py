@@ -1,13 +1,13 @@
-"""Experiment configuration: :class:`Config`, its validation and identity (the presets are in :mod:`fedlib.presets`).
+"""Experiment configuration: :class:`Config`, its validation and identity (the presets are in :mod:`fedlib.companion.presets`).
 
-An experiment is a :class:`Config`; ``fedlib.results.run(cfg)`` turns it into a record. Every field that can
+An experiment is a :class:`Config`; ``fedlib.companion.results.run(cfg)`` turns it into a record. Every field that can
 change a number is part of the config's identity (:meth:`Config.key`); fields that only say *where* or *how fast*
 it runs (device, executor, checkpointing) are not, and are recorded as provenance instead.
 
 :meth:`Config.validate` checks every field (types too: an ``int`` field takes no float, bool or string) and
 raises one :class:`ConfigError` naming each bad field, its value and the fix; :meth:`Config.from_dict`,
 :meth:`Config.replace` and :func:`preset` reject unknown keys instead of dropping them (docs/bad-inputs.md). The
-per-paper presets are in :func:`fedlib.presets.preset`.
+per-paper presets are in :func:`fedlib.companion.presets.preset`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Any, Callable
 
 import torch
 
-from . import augment, data, models, optim, partition, strategies
-from .data import canonical_name
-from .errors import OneLineError
-from .validation import config_option_problems
+from fedlib import augment, data, models, optim, partition, strategies
+from fedlib.data import canonical_name
+from fedlib.errors import OneLineError
+from fedlib.validation import config_option_problems
 
 SCALES = ("smoke", "quick", "paper")
 EXECUTORS = ("auto", "sequential", "vectorized")
@@ -98,11 +98,11 @@ class Config:
     executor: str = "auto"  # "sequential" | "vectorized" | "auto"
     chunk_size: int | None = None  # clients per vectorized chunk (None: all sampled clients)
     # rounds between checkpoints; 0: none; None (auto): every round when the run is estimated over a minute
-    # (fedlib.costs.CHECKPOINT_AFTER_S, before_run), so a killed run resumes
+    # (fedlib.companion.costs.CHECKPOINT_AFTER_S, before_run), so a killed run resumes
     checkpoint_every: int | None = None
     compile: bool = False  # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
     # vectorized executor on CUDA: fixed-shape steps replayed from one captured CUDA graph (the same training up to
-    # float rounding: fedlib/executors/static.py, benchmarks/RESULTS.md). None (auto): whenever they apply on CUDA;
+    # float rounding: fedlib/executors/fast/static.py, benchmarks/RESULTS.md). None (auto): whenever they apply on CUDA;
     # True: also say why when they do not; False: never (the eager vectorized steps)
     cuda_graph: bool | None = None
     label: str = ""

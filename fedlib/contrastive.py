@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .kernels import rbf_cka
+from fedlib.kernels import rbf_cka
 
 __all__ = ["two_way_nll", "moon_loss", "linear_cka_to", "FEDCKA_SIMILARITIES", "fedcka_loss", "fedintr_loss",
            "CKA_MIN_SAMPLES"]

@@ -24,8 +24,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from .kernels import cka_matrix
-from .params import Params
+from fedlib.kernels import cka_matrix
+from fedlib.params import Params
 
 __all__ = ["SIMS", "CONTROLS", "crsm", "control_crsm", "crsm_stats", "group_crsm", "row_weights", "mix",
            "label_overlap", "offdiag_corr", "chance_crsm", "feature_crsm", "UNIFORM_SHARE", "uniform_deviation",

@@ -48,8 +48,8 @@ import torch
 from torch import Tensor
 
 # Re-exported: augmentation (fedlib.augment) and the file readers' errors (fedlib.loaders) are part of this API.
-from .augment import AUGMENTATIONS, CUTOUT, DEFAULT_AUGMENT, apply_augment, augment_batch, augment_params
-from .loaders import CIFAR_FILES, LOADERS, CorruptDataError, DatasetNotFoundError, Raw, find_fmnist
+from fedlib.augment import AUGMENTATIONS, CUTOUT, DEFAULT_AUGMENT, apply_augment, augment_batch, augment_params
+from fedlib.loaders import CIFAR_FILES, LOADERS, CorruptDataError, DatasetNotFoundError, Raw, find_fmnist
 
 __all__ = [
     "DATASETS", "NORMALIZATION", "DEFAULT_AUGMENT", "AUGMENTATIONS", "FedDataset", "DatasetNotFoundError",

@@ -29,20 +29,20 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.func import functional_call
 
-from .atomic import atomic_save
-from .config import Config, ConfigError
-from .data import FedDataset, load_dataset
-from .executors import Executor, make_executor
-from .executors.layout import in_layout
-from .finetune import HeadTuner, Tuned, head_path_problem, select
-from .local import ClientContext, ClientJob, ClientResult, LocalTask, Needs
-from .models import build_model, representations
-from .optim import OptimizerSpec
-from .params import Params, clone_params, first_non_finite, tree_to
-from .partition import PERSONAL_SCHEMES, Partition, make_partition
-from .progress import ROUND_LOG_ENV, RoundProgress, progress_mode
-from .schedule import NonFiniteLossError, epoch_plan, num_batches, rng_key, round_lr, sample_clients
-from .strategies import Strategy, build_strategy
+from fedlib.atomic import atomic_save
+from fedlib.config import Config, ConfigError
+from fedlib.data import FedDataset, load_dataset
+from fedlib.executors import Executor, make_executor
+from fedlib.executors.fast.layout import in_layout
+from fedlib.finetune import HeadTuner, Tuned, head_path_problem, select
+from fedlib.local import ClientContext, ClientJob, ClientResult, LocalTask, Needs
+from fedlib.models import build_model, representations
+from fedlib.optim import OptimizerSpec
+from fedlib.params import Params, clone_params, first_non_finite, tree_to
+from fedlib.partition import PERSONAL_SCHEMES, Partition, make_partition
+from fedlib.progress import ROUND_LOG_ENV, RoundProgress, progress_mode
+from fedlib.schedule import NonFiniteLossError, epoch_plan, num_batches, rng_key, round_lr, sample_clients
+from fedlib.strategies import Strategy, build_strategy
 
 __all__ = ["Engine", "NonFiniteLossError", "load_data", "build_partition", "used_parameters", "clone_params",
            "rng_key", "sample_clients", "round_lr", "num_batches", "epoch_plan"]

@@ -29,10 +29,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from .optim import EPOCH_END, OptimizerSpec
-from .params import Params, load_params_
-from .schedule import NonFiniteLossError, epoch_plan, num_batches
-from .strategies.base import SELECTS
+from fedlib.optim import EPOCH_END, OptimizerSpec
+from fedlib.params import Params, load_params_
+from fedlib.schedule import NonFiniteLossError, epoch_plan, num_batches
+from fedlib.strategies.base import SELECTS
 
 __all__ = ["SELECTS", "Tuned", "select", "HeadTuner", "head_path_problem"]
 

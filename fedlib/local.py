@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from .optim import OptimizerSpec
-from .params import Params
+from fedlib.optim import OptimizerSpec
+from fedlib.params import Params
 
 __all__ = ["ClientContext", "Needs", "LocalBatch", "LocalTask", "ClientJob", "ClientResult", "local_loss",
            "forward"]

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from .options import Option, at_least, option_problems, signature_options
+from fedlib.options import Option, at_least, option_problems, signature_options
 
 __all__ = ["FedModel", "SimpleCNN", "IntrCNN", "ResNet", "MODELS", "build_model", "model_options",
            "conv_pool_relu"]

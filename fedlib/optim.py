@@ -43,7 +43,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from .options import Option, at_least, between, option_problems, signature_options
+from fedlib.options import Option, at_least, between, option_problems, signature_options
 
 __all__ = ["OptimizerSpec", "OPTIMIZERS", "OPTIMIZER_OPTIONS", "optimizer_options", "FUNCTIONAL", "EPOCH_END",
            "ATTRIBUTE_STATE", "sgd_step", "adam_step", "init_optimizer_state"]

@@ -3,14 +3,14 @@
 :class:`RoundProgress` is what :meth:`fedlib.engine.Engine.run` reports each finished round to. Where it goes
 (:func:`progress_mode`):
 
-* a terminal (``python -m fedlib.campaign``, scripts): one line per round on stdout,
+* a terminal (``python -m fedlib.companion.campaign``, scripts): one line per round on stdout,
   ``[fedlib] fedintr/paper fedavg · round 3/100 · acc 71.23 % · loss 0.8123 · 2.10 s/round · ETA 3.4 min``;
 * JupyterLab: a tqdm widget bar when ``ipywidgets`` is installed (a dev dependency), otherwise the same line
   rewritten in place (a carriage return), never tqdm's "IProgress not found" warning;
 * ``progress=False``: nothing.
 
 Independently, ``$FEDLIB_ROUND_LOG=<file>`` appends every round's line to that file whatever ``progress`` says:
-``python -m fedlib.reproduce`` sets it for the notebooks it executes and prints the lines in its terminal.
+``python -m fedlib.companion.reproduce`` sets it for the notebooks it executes and prints the lines in its terminal.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from .costs import fmt_s
+import math
 
 __all__ = ["RoundProgress", "progress_mode", "in_jupyter", "format_round", "ROUND_LOG_ENV"]
 
@@ -97,3 +97,10 @@ class RoundProgress:
             print(file=self.stream or sys.stdout, flush=True)
         if self.bar is not None:
             self.bar.close()
+
+
+def fmt_s(s: float) -> str:
+    """Seconds as ``42 s``, ``3.5 min`` or ``2.1 h``."""
+    if not math.isfinite(s):
+        return "inf"
+    return f"{s / 3600:.1f} h" if s >= 5400 else (f"{s / 60:.1f} min" if s >= 90 else f"{s:.0f} s")

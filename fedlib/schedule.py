@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .config import Config
-from .augment import augment_params
-from .strategies.base import LR_ROUNDINGS
+from fedlib.config import Config
+from fedlib.augment import augment_params
+from fedlib.strategies.base import LR_ROUNDINGS
 
 __all__ = ["NonFiniteLossError", "rng_key", "sample_clients", "round_lr", "num_batches", "epoch_plan",
            "non_finite_loss"]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .models import MODELS, model_options
-from .optim import OPTIMIZERS, OptimizerSpec, optimizer_fixed, optimizer_options
-from .options import Option, option_problems, options_or_none
-from .partition import PERSONAL_SCHEMES
-from .strategies import STRATEGIES, build_strategy, strategy_options
+from fedlib.models import MODELS, model_options
+from fedlib.optim import OPTIMIZERS, OptimizerSpec, optimizer_fixed, optimizer_options
+from fedlib.options import Option, option_problems, options_or_none
+from fedlib.partition import PERSONAL_SCHEMES
+from fedlib.strategies import STRATEGIES, build_strategy, strategy_options
 
 __all__ = ["config_option_problems"]
 

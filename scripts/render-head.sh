@@ -4,7 +4,7 @@
 # campaign writes meanwhile are not mixed into the render: commit records first, then run this, then commit.
 # An uncommitted edit is never overwritten: the script refuses to start while a file it writes differs from HEAD,
 # and a file edited while it rendered is copied to .render-backup/<time>/ before the render replaces it.
-# Extra arguments go to fedlib.reproduce (e.g. --only 01).
+# Extra arguments go to fedlib.companion.reproduce (e.g. --only 01).
 set -euo pipefail
 SCALE=${SCALE:-quick}
 root=$(git rev-parse --show-toplevel)
@@ -18,7 +18,7 @@ fi
 wt=$(mktemp -d)/render
 git -C "$root" worktree add -q --detach "$wt" HEAD
 trap 'git -C "$root" worktree remove --force "$wt"' EXIT
-(cd "$wt" && PYTHONPATH="$wt" "$root/.venv/bin/python" -m fedlib.reproduce --scale "$SCALE" --no-train \
+(cd "$wt" && PYTHONPATH="$wt" "$root/.venv/bin/python" -m fedlib.companion.reproduce --scale "$SCALE" --no-train \
   --write-back "$@")
 changed=$(git -C "$wt" status --porcelain --untracked-files=all | awk '{print $2}')  # new figures too
 backup="$root/.render-backup/$(date +%Y%m%d-%H%M%S)"

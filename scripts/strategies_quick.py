@@ -4,7 +4,7 @@
 
 Runs FedAvg, FedProx, SCAFFOLD, MOON, FedCKA and FedIntR with ``preset("fedintr", scale)`` and, for the methods
 with a μ, the value FedIntR Table I found best on Fashion-MNIST; each run is a record in ``results/records/``
-(reused when it exists, like every ``fedlib.results.run``: all but SCAFFOLD are notebook 05's Table I runs at the
+(reused when it exists, like every ``fedlib.companion.results.run``: all but SCAFFOLD are notebook 05's Table I runs at the
 same scale, where notebook 05's plan keeps them), and the table goes to ``results/strategies-<scale>.md``
 (``results/smoke/`` for smoke). Quick scale is the preset's 40 rounds of 6 local epochs on 12,000 training images at
 batch 64: about 7 min on a 2-core CPU, SCAFFOLD's run (the other five are notebook 05's committed records; all six
@@ -21,9 +21,9 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fedlib.presets import preset  # noqa: E402
-from fedlib.plans.fedintr import FEDINTR_LAST  # noqa: E402
-from fedlib.results import Store, run  # noqa: E402
+from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers.fedintr.plans import FEDINTR_LAST  # noqa: E402
+from fedlib.companion.results import Store, run  # noqa: E402
 
 # name: (strategy, strategy_kw, FedIntR Table I on Fashion-MNIST, 100 rounds × 10 epochs; None: not in the table)
 METHODS = {

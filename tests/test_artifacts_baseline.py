@@ -7,14 +7,14 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from fedlib.artifacts.baseline import (ALPHAS, PAPER_T1, baseline_verdicts, curves_figure,  # noqa: E402
+from fedlib.companion.papers.baselines.tables import (ALPHAS, PAPER_T1, baseline_verdicts, curves_figure,  # noqa: E402
                                        describe_baseline, dirichlet_stats, label_entropy, partition_checks,
                                        partition_figure, per_run_frame, summary_table, versus_paper)
 from fedlib.config import Config  # noqa: E402
-from fedlib.grid import Diverged  # noqa: E402
+from fedlib.companion.grid import Diverged  # noqa: E402
 from fedlib.partition import dirichlet, label_groups, shards  # noqa: E402
-from fedlib.plans import RunId  # noqa: E402
-from fedlib.results import Pending, Record  # noqa: E402
+from fedlib.companion.common import RunId  # noqa: E402
+from fedlib.companion.results import Pending, Record  # noqa: E402
 
 LABELS = np.repeat(np.arange(10), 60)
 TEST_LABELS = np.repeat(np.arange(10), 20)

@@ -10,14 +10,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fedlib.artifacts.fedcka import (FIG5_ROUNDS, compare_runs, cost_verdicts, fig5_verdicts, table2_verdicts,  # noqa: E402
+from fedlib.companion.papers.fedcka.claims import (FIG5_ROUNDS, compare_runs, cost_verdicts, fig5_verdicts, table2_verdicts,  # noqa: E402
                                     variance_verdicts)
-from fedlib.artifacts.fedcka_ablations import similarity_levels  # noqa: E402
+from fedlib.companion.papers.fedcka.ablations import similarity_levels  # noqa: E402
 from fedlib.config import Config  # noqa: E402
-from fedlib.plans.fedcka import TIMING_PART, ablations_scope, heterogeneity_scope  # noqa: E402
-from fedlib.results import Pending  # noqa: E402
-from fedlib.similarity import LayerSimilarity  # noqa: E402
-from fedlib.verdicts import VERDICTS
+from fedlib.companion.papers.fedcka.plans import TIMING_PART, ablations_scope, heterogeneity_scope  # noqa: E402
+from fedlib.companion.results import Pending  # noqa: E402
+from fedlib.companion.similarity import LayerSimilarity  # noqa: E402
+from fedlib.companion.verdicts import VERDICTS
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE = VERDICTS
 
@@ -236,7 +236,7 @@ def test_similarity_levels_average_the_stored_seeds_and_draw_fedavg_beside_fedck
 def test_premise_verdict_compares_the_regularized_layers_similarity_with_fedavgs_per_seed():
     from types import SimpleNamespace
 
-    from fedlib.artifacts.fedcka import premise_verdicts
+    from fedlib.companion.papers.fedcka.claims import premise_verdicts
 
     def sim(level):
         return SimpleNamespace(frame=lambda: pd.DataFrame(

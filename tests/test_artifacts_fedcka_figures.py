@@ -9,18 +9,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.artifacts.fedcka import PAPER_T3
-from fedlib.artifacts.fedcka_ablations import (PAPER_M, T3_COLUMNS, describe_levels, describe_m_layers,
+from fedlib.companion.papers.fedcka.claims import PAPER_T3
+from fedlib.companion.papers.fedcka.ablations import (PAPER_M, T3_COLUMNS, describe_levels, describe_m_layers,
                                                describe_table3, describe_table4, describe_variance, layer_variance,
                                                m_layers, similarity_levels, table3, table4)
-from fedlib.artifacts.fedcka_accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
+from fedlib.companion.papers.fedcka.accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
                                               epochs_artifact, epochs_at, mean_rounds, rounds_figure, seed_curves,
                                               table2_setup)
 from fedlib.config import Config
-from fedlib.grid import Diverged
-from fedlib.plans import FedCKARunId, RunId
-from fedlib.results import Pending, Record
-from fedlib.similarity import LayerSimilarity
+from fedlib.companion.grid import Diverged
+from fedlib.companion.common import FedCKARunId, RunId
+from fedlib.companion.results import Pending, Record
+from fedlib.companion.similarity import LayerSimilarity
 
 
 def _rec(cfg: Config, accs) -> Record:

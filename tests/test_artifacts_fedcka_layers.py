@@ -8,14 +8,14 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from fedlib.artifacts.fedcka_layers import (PAPER_SIMILAR_LAYERS, R50_TAPS, between_figure,  # noqa: E402
+from fedlib.companion.papers.fedcka.layers import (PAPER_SIMILAR_LAYERS, R50_TAPS, between_figure,  # noqa: E402
                                             client_matrices_figure, describe_between, describe_matrices,
                                             describe_runs, describe_to_global, layer_orders, layer_table,
                                             resnet50_artifact, resnet50_left_out, seed_table, setup_text, stored,
                                             to_global_figure)
 from fedlib.config import Config  # noqa: E402
-from fedlib.results import Pending, Record  # noqa: E402
-from fedlib.similarity import LayerSimilarity  # noqa: E402
+from fedlib.companion.results import Pending, Record  # noqa: E402
+from fedlib.companion.similarity import LayerSimilarity  # noqa: E402
 
 TAPS = ("conv1", "conv2", "fc1", "fc2", "l1", "l2", "l3")
 

@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 from matplotlib.colors import LogNorm
 
-from fedlib.artifacts.feder import (FLOOR, FLOORED_MAX, PAPER, grid_frame, grid_table, invariants,
+from fedlib.companion.papers.feder.tables import (FLOOR, FLOORED_MAX, PAPER, grid_frame, grid_table, invariants,
                                     mean_table, plateau_rise, stored, verdicts, versus_paper)
-from fedlib.artifacts.feder_figures import (THESIS_FIGURES, describe_floored, describe_rank_weights,
+from fedlib.companion.papers.feder.figures import (THESIS_FIGURES, describe_floored, describe_rank_weights,
                                             describe_training_curves, figure_runs, floored_share_figure,
                                             rank_weights, stable_rank_figure, training_curves)
-from fedlib.grid import Diverged
-from fedlib.papers import plan
-from fedlib.plans import FedERRunId
-from fedlib.plans.feder import FEDER_LEFT_OUT
-from fedlib.presets import preset
-from fedlib.results import Pending, Record
+from fedlib.companion.grid import Diverged
+from fedlib.companion.papers import plan
+from fedlib.companion.common import FedERRunId
+from fedlib.companion.papers.feder.plans import FEDER_LEFT_OUT
+from fedlib.companion.presets import preset
+from fedlib.companion.results import Pending, Record
 from fedlib.schedule import num_batches
 
 
@@ -341,7 +341,7 @@ def test_a_figures_footer_states_only_the_settings_it_draws():
 
 def test_the_setup_line_gives_each_optimizer_rows_rounds():
     """Quick trains the Adam rows longer than AdamP: the one-line setup says which rows run how many rounds."""
-    from fedlib.artifacts.feder import grid_setup
+    from fedlib.companion.papers.feder.tables import grid_setup
 
     line = grid_setup(plan("07_feder_optimizer_grid", "quick"), "quick", "fmnist", {})
     assert "40 rounds (Adam, Adam + StepLR), 30 rounds (AdamP) x 1 local epoch(s)" in line
@@ -349,8 +349,8 @@ def test_the_setup_line_gives_each_optimizer_rows_rounds():
 
 
 def test_rows_say_what_quick_changes_from_the_thesis_setup():
-    from fedlib.report import label_rows
-    from fedlib.verdicts import not_testable
+    from fedlib.companion.report import label_rows
+    from fedlib.companion.verdicts import not_testable
 
     q, thesis = preset("feder", "quick", dataset="fmnist"), preset("feder", "paper", dataset="fmnist")
     v = label_rows([not_testable("c", "FedER thesis Table 4.2", "why")], q, thesis, {".": "the Adam rows: 40 rounds"},

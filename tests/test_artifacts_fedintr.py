@@ -10,13 +10,13 @@ from dataclasses import replace  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from fedlib.artifacts import fedintr as fi  # noqa: E402
-from fedlib.artifacts import fedintr_claims as fc  # noqa: E402
-from fedlib.artifacts import fedintr_figures as ff  # noqa: E402
+from fedlib.companion.papers.fedintr import tables as fi  # noqa: E402
+from fedlib.companion.papers.fedintr import claims as fc  # noqa: E402
+from fedlib.companion.papers.fedintr import figures as ff  # noqa: E402
 from fedlib.config import Config  # noqa: E402
-from fedlib.grid import Diverged  # noqa: E402
-from fedlib.plans import FedIntRRunId as R  # noqa: E402
-from fedlib.results import Pending, Record  # noqa: E402
+from fedlib.companion.grid import Diverged  # noqa: E402
+from fedlib.companion.common import FedIntRRunId as R  # noqa: E402
+from fedlib.companion.results import Pending, Record  # noqa: E402
 
 ROUNDS = 12
 
@@ -240,7 +240,7 @@ def test_table1_reads_each_dataset_as_section_iv_b_does_at_the_margin_policy():
 
 
 def test_a_case_by_case_margin_is_an_error():
-    from fedlib.verdicts import decide
+    from fedlib.companion.verdicts import decide
 
     with pytest.raises(ValueError, match="margin policy"):
         decide("FedIntR performs like MOON", "FedIntR Table I", [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], kind="within",
@@ -300,8 +300,8 @@ def test_section_iv_c_decides_superiority_at_each_beta_but_table_is_and_fedprox_
 
 
 def test_rows_say_what_the_scale_changes_from_the_papers_setup():
-    from fedlib.presets import preset
-    from fedlib.verdicts import not_testable
+    from fedlib.companion.presets import preset
+    from fedlib.companion.verdicts import not_testable
 
     v = not_testable("c", "FedIntR Table I; §IV-B", "why")
     quick = fc.labelled([v], preset("fedintr", "quick", dataset="fmnist"))[0].data

@@ -7,14 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.artifacts.fedintr import PAPER_T1
-from fedlib.artifacts.fedintr_figures import fmt
-from fedlib.artifacts.fedintr_scaling import (describe_fig4, describe_fig5, fig4_figure, fig5_figure, mean_table,
+from fedlib.companion.papers.fedintr.tables import PAPER_T1
+from fedlib.companion.papers.fedintr.figures import fmt
+from fedlib.companion.papers.fedintr.scaling import (describe_fig4, describe_fig5, fig4_figure, fig5_figure, mean_table,
                                               values_frame)
-from fedlib.artifacts.fedintr_scaling_claims import BEST_E_FINDING, fig5_verdicts, table4_verdicts
-from fedlib.plots import OFF_NOTE, t_interval
-from fedlib.plans import FedIntRRunId as R
-from fedlib.results import Pending
+from fedlib.companion.papers.fedintr.scaling_claims import BEST_E_FINDING, fig5_verdicts, table4_verdicts
+from fedlib.companion.plots import OFF_NOTE, t_interval
+from fedlib.companion.common import FedIntRRunId as R
+from fedlib.companion.results import Pending
 
 ACC = {"acc": lambda r: r.acc}
 
@@ -134,7 +134,7 @@ def test_table4_fedavg_against_the_median_of_the_others_per_seed():
 
 
 def test_paper_table4_has_every_printed_n_and_method():
-    from fedlib.artifacts.fedintr_scaling import PAPER_T4, PAPER_T4_AT, paper_table4
+    from fedlib.companion.papers.fedintr.scaling import PAPER_T4, PAPER_T4_AT, paper_table4
     tables = paper_table4()
     assert set(tables) == set(PAPER_T4)
     for n, t in tables.items():
@@ -220,7 +220,7 @@ def test_describe_fig4_names_the_leader_early_and_late_or_why_not():
 
 def _climbing(cfg, rounds: int, top: float, rise: int, s: int):
     """A Fashion-MNIST record that climbs linearly from 30 % to ``top`` over ``rise`` rounds, then stays there."""
-    from fedlib.results import Record
+    from fedlib.companion.results import Record
 
     accs = [min(top, 0.30 + (top - 0.30) * r / rise) + 0.001 * s for r in range(1, rounds + 1)]
     hist = [{"round": r, "test_acc": a, "train_time_s": 1.0} for r, a in enumerate(accs, 1)]
@@ -231,7 +231,7 @@ def _climbing(cfg, rounds: int, top: float, rise: int, s: int):
 def test_where_e_1_runs_longer_its_poor_accuracy_is_decided_at_its_end_and_in_the_same_rounds_as_the_paper():
     """E = 1 run to its plateau (450 rounds) ends above E = 6's 40 rounds, but at round 40 it is far below: the two
     readings of 'E = 1 results in poor accuracy' give opposite verdicts, each named with its rounds."""
-    from fedlib.artifacts.fedintr_scaling import fig5_equal, fig5_frame
+    from fedlib.companion.papers.fedintr.scaling import fig5_equal, fig5_frame
     from fedlib.config import Config
 
     base = Config(dataset="fmnist")
@@ -266,5 +266,5 @@ def test_where_e_1_runs_longer_its_poor_accuracy_is_decided_at_its_end_and_in_th
     e1 = [c for c in ax.containers if c.get_label() == "FedAvg (n=5)"][0].lines[0].get_ydata()[0]
     assert e1 == pytest.approx(41.3150, abs=1e-3)  # E = 1's solid point: its runs at round 40
     fig.canvas.draw()
-    from fedlib.figcheck import figure_facts, figure_problems
+    from fedlib.companion.figcheck import figure_facts, figure_problems
     assert not [p for p in figure_problems(figure_facts(fig)) if "rounds" in p]

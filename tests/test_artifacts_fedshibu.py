@@ -9,17 +9,17 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from fedlib.artifacts import fedshibu as art  # noqa: E402
-from fedlib.artifacts import fedshibu_claims as fc  # noqa: E402
-from fedlib.artifacts import fedshibu_figures as ff  # noqa: E402
-from fedlib.artifacts.fedshibu import PAPER_ORDER, PAPER_T1  # noqa: E402
-from fedlib.artifacts.fedshibu_figures import plot_shards  # noqa: E402
-from fedlib.artifacts.fedshibu_findings import crsm_readings, describe_crsm_readings, finetune_table  # noqa: E402
+from fedlib.companion.papers.fedshibu import tables as art  # noqa: E402
+from fedlib.companion.papers.fedshibu import claims as fc  # noqa: E402
+from fedlib.companion.papers.fedshibu import figures as ff  # noqa: E402
+from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, PAPER_T1  # noqa: E402
+from fedlib.companion.papers.fedshibu.figures import plot_shards  # noqa: E402
+from fedlib.companion.papers.fedshibu.findings import crsm_readings, describe_crsm_readings, finetune_table  # noqa: E402
 from fedlib.config import Config  # noqa: E402
-from fedlib.plans import FedSHIBURunId as R  # noqa: E402
-from fedlib.plans.fedshibu import AVG, BABU, IDENTITY, LINEAR  # noqa: E402
-from fedlib.results import Pending, Record  # noqa: E402
-from fedlib.style import method_style  # noqa: E402
+from fedlib.companion.common import FedSHIBURunId as R  # noqa: E402
+from fedlib.companion.papers.fedshibu.plans import AVG, BABU, IDENTITY, LINEAR  # noqa: E402
+from fedlib.companion.results import Pending, Record  # noqa: E402
+from fedlib.companion.style import method_style  # noqa: E402
 
 BASE = Config(dataset="synthetic", model="intr_cnn", partition="shards", partition_kw={"shards_per_user": 5},
               num_clients=10, n_train=400, n_test=200, personal_eval=True)
@@ -301,9 +301,9 @@ def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_f
 def test_quick_runs_take_their_shard_levels_rounds_and_the_other_scales_the_presets():
     """Every quick run of notebook 08 runs the rounds of its shard level (QUICK_ROUNDS) or of its figure (Figs. 1, 3
     and 5), every method of a level alike; paper and smoke keep the preset's rounds."""
-    from fedlib.papers import plan
-    from fedlib.plans.fedshibu import QUICK_ROUNDS
-    from fedlib.presets import preset
+    from fedlib.companion.papers import plan
+    from fedlib.companion.papers.fedshibu.plans import QUICK_ROUNDS
+    from fedlib.companion.presets import preset
     quick = plan("08_fedshibu_shards", "quick")
     for art, rs in quick.items():
         assert {c.rounds for rid, c in rs.items()} == ({QUICK_ROUNDS[art]} if art in QUICK_ROUNDS else
@@ -319,7 +319,7 @@ def test_chance_is_the_clients_majority_class_for_a_model_per_client_and_one_cla
     """At s = 2 a fine-tuned or local model can reach a two-class client's majority share (about 50 %) by a constant
     prediction; FedAvg's one global model, predicting alike on every client, only the best single class's mean
     share (about 1/classes)."""
-    from fedlib.presets import preset
+    from fedlib.companion.presets import preset
     base = preset("fedshibu", "smoke", dataset="synthetic").replace(partition="shards",
                                                                      partition_kw={"shards_per_user": 2})
     babu = base.replace(strategy="fedbabu", strategy_kw={"head": "dense"})

@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 import torch
 
-import fedlib.papers
-from fedlib import campaign
-from fedlib.campaign import collect, dataset_missing, parse_budget
-from fedlib.papers import priority
-from fedlib.costs import CostTable, cost_key
-from fedlib.plans import RunId
-from fedlib.presets import preset
-from fedlib.provenance import worker_seconds
-from fedlib.results import Store, run
-from fedlib.workers import cores
+import fedlib.companion.papers
+from fedlib.companion import campaign
+from fedlib.companion.campaign import collect, dataset_missing, parse_budget
+from fedlib.companion.papers import priority
+from fedlib.companion.costs import CostTable, cost_key
+from fedlib.companion.common import RunId
+from fedlib.companion.presets import preset
+from fedlib.companion.provenance import worker_seconds
+from fedlib.companion.results import Store, run
+from fedlib.companion.workers import cores
 
 REPO = Path(__file__).resolve().parent.parent
 TIMES = ("time_s", "train_time_s")
@@ -47,7 +47,7 @@ def same_record(a, b) -> None:
 def plans(monkeypatch):
     """Replace the plan registry with the given plans for one test."""
     def use(**fns):
-        monkeypatch.setattr(fedlib.papers, "PLANS", dict(fns))
+        monkeypatch.setattr(fedlib.companion.papers, "PLANS", dict(fns))
     return use
 
 
@@ -191,7 +191,7 @@ def _earlier(costs: CostTable, cfg, dev: str, s_per_pass: float, runs: int = 9) 
 
 def _timed(rec, s_per_round: float):
     """``rec`` as a host that takes ``s_per_round`` seconds a round would have recorded it."""
-    from fedlib.results import Record
+    from fedlib.companion.results import Record
 
     doc = json.loads(json.dumps(rec.to_json()))
     doc["history"] = [{**h, "time_s": s_per_round} for h in doc["history"]]
@@ -201,7 +201,7 @@ def _timed(rec, s_per_round: float):
 def test_a_campaign_admits_runs_at_the_pace_its_finished_runs_took(tmp_path, plans):
     """A host slower than the machines the cost table was measured on: once a run has taken twice its estimate,
     the next run is admitted on twice its estimate, and is not begun where that does not fit the budget."""
-    from fedlib.provenance import device_name
+    from fedlib.companion.provenance import device_name
 
     a, b = smoke(), smoke(seed=1)
     plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"a": a, "b": b}}})
@@ -227,7 +227,7 @@ def test_a_slow_hosts_own_measurements_are_not_scaled_by_its_pace_again(tmp_path
     and the table learns its time. The next run's estimate is then this host's own, not 20 times it: the pace is
     taken against the table as it stands after learning (about 1), not against the estimate at admission. The
     measurements of the threads the runs train on come first (a 2-thread entry of another machine sorts first)."""
-    from fedlib.provenance import device_name
+    from fedlib.companion.provenance import device_name
 
     a, b = smoke(), smoke(seed=1)
     plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"a": a, "b": b}}})
@@ -253,7 +253,7 @@ def test_a_slow_hosts_own_measurements_are_not_scaled_by_its_pace_again(tmp_path
 def test_estimates_read_the_measurements_of_the_threads_a_run_trains_on(tmp_path, plans):
     """A single-thread worker's run is estimated from single-thread measurements, not from the campaign process's
     own thread count (the summary's hours left are single-thread worker-hours)."""
-    from fedlib.provenance import device_name
+    from fedlib.companion.provenance import device_name
 
     a = smoke()
     plans(**{"05_x": lambda scale, **kw: {"table1": {"a": a}}})
@@ -266,7 +266,7 @@ def test_estimates_read_the_measurements_of_the_threads_a_run_trains_on(tmp_path
 
 
 def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
-    from fedlib.ledger import ledger
+    from fedlib.companion.ledger import ledger
 
     runs = {RunId("FedAvg", s): smoke(seed=s) for s in (0, 1)}
     plans(**{"01_fedavg_baseline": lambda scale, **kw: {"table1": runs}})
@@ -287,9 +287,9 @@ def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
 
 RESUME_SCRIPT = """
 import sys
-import fedlib.papers as P
-from fedlib.presets import preset
-from fedlib.campaign import main
+import fedlib.companion.papers as P
+from fedlib.companion.presets import preset
+from fedlib.companion.campaign import main
 P.PLANS.clear()
 P.PLANS["05_resume"] = lambda scale, **kw: {"table1": {"FedAvg": preset("fedintr", "smoke", rounds=8)}}
 sys.exit(main(["run", "--scale", "smoke", "--budget", "10m", "--jobs", "1", "--store", sys.argv[1], "--costs", sys.argv[2]]))
@@ -393,7 +393,7 @@ def test_doc_regenerates_the_plans_numbers_in_their_block_only(tmp_path, plans):
     assert campaign.main(args) == 0
     text = doc.read_text()
     assert text.startswith("# head\n\nkept\n") and text.endswith(f"{campaign.DOC_END}\ntail kept\n")
-    assert "old numbers" not in text and "python -m fedlib.campaign doc" in text
+    assert "old numbers" not in text and "python -m fedlib.companion.campaign doc" in text
     assert "**3 distinct runs," in text and "| 05_fedintr_benchmarks | 2 | fmnist |" in text
     assert "| 08_x | 1 | fmnist |" in text  # a shared run counts once, under the first notebook listing it
     assert "| 10 | 05 · Table I | 2 |" in text and "| 45 | 08 · fig1 | 1 |" in text
@@ -404,7 +404,7 @@ def test_doc_regenerates_the_plans_numbers_in_their_block_only(tmp_path, plans):
 
 
 def test_the_ledger_never_overwrites_the_batch_summary(tmp_path, plans, monkeypatch):
-    from fedlib import ledger
+    from fedlib.companion import ledger
 
     monkeypatch.setattr(ledger, "DEFAULT_ROOT", tmp_path)
     (tmp_path / "summary-quick.md").write_text("the committed batch summary")
@@ -427,7 +427,7 @@ def _diverge(cfg, store):
 
 
 def test_a_diverged_run_is_a_finished_result_and_is_retried_only_when_asked(tmp_path, plans, capsys):
-    from fedlib.ledger import ledger
+    from fedlib.companion.ledger import ledger
 
     cfg = smoke()
     plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {"FedAvg": cfg}}})
@@ -475,7 +475,7 @@ def test_a_divergence_during_a_campaign_sends_its_settings_other_seeds_last(tmp_
 
 def _rising(cfg, store, rise: float):
     """Store a record of ``cfg`` whose test accuracy climbs ``rise`` points a round: off its plateau when > 0."""
-    from fedlib.results import Record
+    from fedlib.companion.results import Record
 
     history = [{"round": r, "test_acc": 0.5 + rise * r / 100} for r in range(1, 11)]
     rec = Record(key=cfg.key(), config=cfg.replace(rounds=10).to_dict(), history=history, provenance={},
@@ -513,7 +513,7 @@ def test_a_run_ending_off_its_plateau_during_a_campaign_sends_its_settings_other
 
 
 def test_a_record_with_nan_metrics_is_diverged_not_done(tmp_path, plans):
-    from fedlib.results import Record
+    from fedlib.companion.results import Record
 
     cfg = smoke()
     plans(**{"05_x": lambda scale, **kw: {"table1": {"a": cfg}}})
@@ -558,9 +558,9 @@ def test_an_unwritable_store_is_one_error_before_any_training(tmp_path, plans, c
 
 
 def test_plan_names_a_planned_runs_unreadable_record(tmp_path):
-    from fedlib.campaign import collect
-    from fedlib.plan_text import format_plan
-    from fedlib.results import Store
+    from fedlib.companion.campaign import collect
+    from fedlib.companion.plan_text import format_plan
+    from fedlib.companion.results import Store
 
     store = Store(tmp_path)
     items = collect("smoke", "cpu", store=store, only=["01"])
@@ -598,7 +598,7 @@ def test_the_committed_campaign_doc_block_is_the_current_plans(tmp_path):
     def block(path: Path) -> str:
         text = path.read_text().split(campaign.DOC_BEGIN, 1)[1].split(campaign.DOC_END, 1)[0]
         return re.sub(r"at commit [\w-]+", "at commit X", text)  # -dirty: a tree with edits
-    assert block(doc) == block(fresh), "docs/campaign.md's plan block is stale: run `python -m fedlib.campaign doc`"
+    assert block(doc) == block(fresh), "docs/campaign.md's plan block is stale: run `python -m fedlib.companion.campaign doc`"
 
 
 def test_no_smoke_run_is_planned_by_notebooks_of_two_test_units(tmp_path):

@@ -1,4 +1,4 @@
-"""`python -m fedlib run` / `show`: one experiment from a preset with overrides, stored as run() stores it; bad
+"""`python -m fedlib.companion run` / `show`: one experiment from a preset with overrides, stored as run() stores it; bad
 overrides named before training; per-round scalars to TensorBoard, read back."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.cli import main, parse_overrides
-from fedlib.presets import preset
-from fedlib.results import Store, run
+from fedlib.companion.cli import main, parse_overrides
+from fedlib.companion.presets import preset
+from fedlib.companion.results import Store, run
 
 
 def test_overrides_are_json_then_python_literals_then_strings():
@@ -68,7 +68,7 @@ def test_show_prints_config_provenance_and_final_metrics_by_key_or_prefix(tmp_pa
 
 
 def test_cli_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
-    from fedlib.cli import main
+    from fedlib.companion.cli import main
 
     assert main(["run", "fedintr", "rounds=1", "rounds=3", "--store", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
@@ -110,7 +110,7 @@ def test_ctrl_c_saves_says_how_to_resume_and_the_resumed_run_ends_as_an_uninterr
 def test_help_is_plain_text_and_lists_every_entry_point(capsys):
     import re
 
-    from fedlib.cli import main
+    from fedlib.companion.cli import main
 
     with pytest.raises(SystemExit):
         main(["--help"])
@@ -136,7 +136,7 @@ def test_a_warning_during_run_is_one_line(tmp_path, monkeypatch, capsys):
         warnings.warn("The last run of this config failed in round 2", RuntimeWarning, stacklevel=2)
         return SimpleNamespace(key="k", history=[{"round": 1, "test_acc": 0.5}])
 
-    monkeypatch.setattr("fedlib.cli.run", warned)
+    monkeypatch.setattr("fedlib.companion.cli.run", warned)
     assert main(["run", "fedintr", "--scale", "smoke", "rounds=1", "--store", str(tmp_path)]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["fedlib run: RuntimeWarning: The last run of this config failed in round 2"]

@@ -8,19 +8,19 @@ from pathlib import Path
 import pytest
 import torch
 
-import fedlib.papers
-from fedlib import campaign, costs
-from fedlib.campaign import collect
-from fedlib.costs import CostTable, LongRunError, before_run, cost_key, no_check
-from fedlib.grid import fetch_runs
-from fedlib.presets import preset
-from fedlib.results import Store, device_name, run
+import fedlib.companion.papers
+from fedlib.companion import campaign, costs
+from fedlib.companion.campaign import collect
+from fedlib.companion.costs import CostTable, LongRunError, before_run, cost_key, no_check
+from fedlib.companion.grid import fetch_runs
+from fedlib.companion.presets import preset
+from fedlib.companion.results import Store, device_name, run
 
 
 @pytest.fixture
 def plans(monkeypatch):
     def use(**fns):
-        monkeypatch.setattr(fedlib.papers, "PLANS", dict(fns))
+        monkeypatch.setattr(fedlib.companion.papers, "PLANS", dict(fns))
     return use
 
 
@@ -132,7 +132,7 @@ def test_paper_scale_on_a_cpu_stops_before_training_unless_allowed(tmp_path, mon
 
 
 def test_the_campaign_and_reproduce_stop_long_cpu_work_with_one_message(tmp_path, plans, monkeypatch, capsys):
-    from fedlib import reproduce
+    from fedlib.companion import reproduce
 
     if campaign.dataset_missing("fmnist"):
         pytest.skip("Fashion-MNIST is not on this machine (README, Data)")
@@ -175,7 +175,7 @@ def test_runs_longer_than_a_few_minutes_checkpoint_by_default_and_resume(tmp_pat
 
 def test_rendering_reads_a_timing_of_this_cpu_taken_with_another_thread_count(tmp_path, monkeypatch):
     from fedlib.config import Config
-    from fedlib.timing import cached_costs
+    from fedlib.companion.timing import cached_costs
 
     cfg = Config(dataset="synthetic", n_train=32, n_test=16, num_clients=2, rounds=2, batch_size=16)
     configs = {"FedAvg": cfg, "FedProx": cfg.replace(strategy="fedprox", strategy_kw={"mu": 0.01})}
@@ -244,7 +244,7 @@ def test_a_round_counts_the_reference_models_forwards_once_per_table():
     assert costs.reference_passes(e6) == costs.reference_passes(e1)  # one table per round whatever E
     ratio = costs._work(e6, [2]) / costs._work(e1, [2])
     assert 3.3 < ratio < 3.9  # the records: 25.5 / 7.0 = 3.6 (an E-proportional count would say about 5.4)
-    from fedlib.plans.budget import estimate_s  # the stated model, which sizes the quick plans, counts them too
+    from fedlib.companion.budget import estimate_s  # the stated model, which sizes the quick plans, counts them too
     assert estimate_s(e6) / estimate_s(e1) == pytest.approx(ratio, rel=0.05)
     crops = e1.replace(augment="crop_flip", local_epochs=3)
     assert costs.reference_passes(crops) == pytest.approx(costs.REF_FORWARD * 2 * 3 * n)  # with every batch
@@ -292,9 +292,9 @@ def test_a_narrow_resnets_stated_cost_falls_with_its_width_not_its_flops():
     times faster a sample-pass than the full one (a narrow ResNet's many small convolutions cost more than their
     FLOPs on one thread; benchmarks/RESULTS.md has the measurement), and so agree with each other on FedER's quick
     runs. Other models and a full-width ResNet are not scaled."""
-    from fedlib.costs import width_speedup
-    from fedlib.plans.budget import estimate_s
-    from fedlib.presets import feder_grid
+    from fedlib.companion.costs import width_speedup
+    from fedlib.companion.budget import estimate_s
+    from fedlib.companion.presets import feder_grid
 
     narrow = feder_grid("quick")[("AdamP", "FedAvg")]
     full = narrow.replace(model_kw={})
@@ -312,9 +312,9 @@ def test_the_feder_columns_hours_that_quick_leaves_out_are_the_stated_models():
     """The reason quick leaves FedER's column and the stable rank out names their cost: the budget's estimate."""
     import re
 
-    from fedlib.plans.budget import estimate_s
-    from fedlib.plans.feder import FEDER_LEFT_OUT, FEDER_SEEDS
-    from fedlib.presets import feder_grid
+    from fedlib.companion.budget import estimate_s
+    from fedlib.companion.papers.feder.plans import FEDER_LEFT_OUT, FEDER_SEEDS
+    from fedlib.companion.presets import feder_grid
 
     grid = feder_grid("quick")
     hours = FEDER_SEEDS["quick"] * (sum(estimate_s(c) for (_, s), c in grid.items() if s == "FedER")

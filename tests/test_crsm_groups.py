@@ -21,7 +21,7 @@ import torch
 from fedlib.config import Config
 from fedlib.crsm import chance_crsm, crsm, feature_crsm, label_overlap, offdiag_corr, row_weights
 from fedlib.engine import Engine
-from fedlib.plans.fedshibu import GROUPS
+from fedlib.companion.papers.fedshibu.plans import GROUPS
 
 M = 10
 GROUP = torch.tensor([0 if c in GROUPS[0] else 1 for c in range(M)])

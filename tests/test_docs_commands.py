@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.costs import CHECKPOINT_AFTER_S, CostTable
-from fedlib.presets import preset
-from fedlib.provenance import device_name
-from fedlib.results import Store
+from fedlib.companion.costs import CHECKPOINT_AFTER_S, CostTable
+from fedlib.companion.presets import preset
+from fedlib.companion.provenance import device_name
+from fedlib.companion.results import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 DOCS = {p.relative_to(ROOT).as_posix(): p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]}
 # Commands that only read: run here, each within a minute.
-READS = ("-m fedlib show ", "-m fedlib.papers claims ", "-m fedlib.campaign plan ")
+READS = ("-m fedlib show ", "-m fedlib.companion.papers claims ", "-m fedlib.companion.campaign plan ")
 # Commands that train nothing or whose length is their budget: they need no duration.
 NO_TRAINING = ("make test", "make lab", "make bundle", "--no-train", "make reproduce", "BUDGET=", "--budget")
 DURATION = re.compile(r"~?\d+(\.\d+)?(-\d+)?\s*(s|min|h)\b|minutes|GPU")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fedlib.grid import fetch_runs
-from fedlib.results import Store
+from fedlib.companion.grid import fetch_runs
+from fedlib.companion.results import Store
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "design.md"
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fedlib.config import Config
-from fedlib.presets import preset
+from fedlib.companion.presets import preset
 from fedlib.engine import Engine, NonFiniteLossError, round_lr, sample_clients
-from fedlib.results import Store, run
+from fedlib.companion.results import Store, run
 
 
 def small(**kw) -> Config:
@@ -107,7 +107,7 @@ def test_fedavg_learns_and_records_provenance(tiny_data, tmp_path):
 
 
 def test_host_cpu_names_the_model_and_its_matrix_units():
-    import fedlib.provenance as prov
+    import fedlib.companion.provenance as prov
 
     info = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor @ 2.50GHz\nflags\t\t: fpu avx2 avx512f "
             "amx_tile amx_bf16\n\nprocessor\t: 1\nmodel name\t: other\n")
@@ -190,7 +190,7 @@ def test_bf16_precision_is_part_of_the_identity_and_trains(tiny_data):
 def test_provenance_commit_is_dirty_only_for_code_changes(tmp_path):
     import subprocess
 
-    from fedlib.results import git_commit
+    from fedlib.companion.results import git_commit
 
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
@@ -213,7 +213,7 @@ def test_provenance_commit_is_dirty_only_for_code_changes(tmp_path):
 def test_a_run_is_stamped_with_the_code_its_process_imported(monkeypatch):
     """A campaign worker or notebook kernel runs the code it imported: a commit made on disk while it trains (what
     ``git_commit`` reads now) is not stamped on its records; ``$FEDLIB_COMMIT`` still is."""
-    import fedlib.provenance as prov
+    import fedlib.companion.provenance as prov
 
     monkeypatch.delenv("FEDLIB_COMMIT", raising=False)
     imported = prov.running_commit()
@@ -311,7 +311,7 @@ def test_evaluated_and_reference_models_keep_the_models_memory_format(tiny_data,
     weight's format: the global model (what evaluation and MOON's reference taps run), a strategy's mixed
     per-client models and a resumed checkpoint's weights are put back in the model's strides, values unchanged."""
     import fedlib.engine as engine_mod
-    from fedlib.executors.layout import in_layout
+    from fedlib.executors.fast.layout import in_layout
 
     eng = Engine(small(strategy="moon", strategy_kw={"mu": 1.0}, num_clients=2, rounds=2), data=tiny_data,
                  progress=False)

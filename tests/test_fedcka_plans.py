@@ -9,18 +9,18 @@ import pandas as pd
 import pytest
 
 from fedlib.config import Config
-from fedlib.timing import cached_costs, repeat_times, round_costs, synthetic_like
-from fedlib.grid import cell, runs_frame, seed_summary
-from fedlib.report import compare
-from fedlib.papers import plan
-from fedlib.plans import FedCKARunId, RunId
-from fedlib.plans.budget import MAX_PART_S, Part, estimate_s, fit
-from fedlib.plans.fedcka import (PAPER_T2_MU, FEDCKA_MU_GRID, QUICK_EPOCH_ROUNDS, TIMING_PART, ablations_scope, cost_setups,
+from fedlib.companion.timing import cached_costs, repeat_times, round_costs, synthetic_like
+from fedlib.companion.grid import cell, runs_frame, seed_summary
+from fedlib.companion.report import compare
+from fedlib.companion.papers import plan
+from fedlib.companion.common import FedCKARunId, RunId
+from fedlib.companion.budget import MAX_PART_S, Part, estimate_s, fit
+from fedlib.companion.papers.fedcka.plans import (PAPER_T2_MU, FEDCKA_MU_GRID, QUICK_EPOCH_ROUNDS, TIMING_PART, ablations_scope, cost_setups,
                                  heterogeneity_scope, keeps_artifacts, similarity_scope, table2_part)
-from fedlib.report import check_params
-from fedlib.presets import preset
-from fedlib.results import Pending, Record, Store, fetch
-from fedlib.similarity import run_similarity
+from fedlib.companion.report import check_params
+from fedlib.companion.presets import preset
+from fedlib.companion.results import Pending, Record, Store, fetch
+from fedlib.companion.similarity import run_similarity
 
 
 def _keys(p):
@@ -45,7 +45,7 @@ def test_paper_plans_are_the_papers_grids():
 def test_runs_shared_between_notebooks_are_one_config(scale):
     """Notebook 04's α = 5 runs are notebook 03's: Table 2's α = 5 column (at quick, where Table 2 runs longer for
     MOON, the local-epoch sweep's runs at the preset's E instead), trained once and keeping their models once."""
-    from fedlib.plans.fedcka import QUICK_ROUNDS
+    from fedlib.companion.papers.fedcka.plans import QUICK_ROUNDS
     p3, p4 = plan("03_fedcka_heterogeneity", scale), plan("04_fedcka_ablations", scale)
     rounds = QUICK_ROUNDS[5.0] if scale == "quick" else preset("fedcka", scale).rounds
     at5 = [c.replace(rounds=rounds) for c in p3["table2"].values() if c.partition_kw["beta"] == 5.0]
@@ -67,7 +67,7 @@ def test_runs_shared_between_notebooks_are_one_config(scale):
 def test_the_campaign_keeps_the_models_of_every_run_a_similarity_notebook_reads(scale):
     """Notebook 02 (IID FedAvg) and notebook 04's variance runs read their clients' models: the campaign's workers
     keep them (keeps_models), so that rendering with train=False finds them instead of leaving the claims pending."""
-    from fedlib.plans import keeps_models
+    from fedlib.companion.papers.fedcka.plans import keeps_models
     p2, p4 = plan("02_fedcka_layer_similarity", scale), plan("04_fedcka_ablations", scale)
     assert all(keeps_models(c) for c in [*p2["simple_cnn"].values(), *p4["variance"].values()])
     assert not any(keeps_models(c) for c in p4["M"].values() if c.strategy_kw.get("M", 2) != 2)
@@ -78,7 +78,7 @@ def test_quick_runs_take_their_alphas_rounds_and_the_other_scales_the_presets():
     notebook 04 are at α = 5; the sweep's E below the preset's run QUICK_EPOCH_ROUNDS), Table 2's the rounds of its
     column (TABLE2_ROUNDS: longer where MOON needs them), every method of a column the same; paper and smoke keep the
     preset's rounds whatever the α."""
-    from fedlib.plans.fedcka import QUICK_ROUNDS, TABLE2_ROUNDS
+    from fedlib.companion.papers.fedcka.plans import QUICK_ROUNDS, TABLE2_ROUNDS
     for nb in ("03_fedcka_heterogeneity", "04_fedcka_ablations"):
         for art, rs in plan(nb, "quick").items():
             rounds = TABLE2_ROUNDS if art == "table2" else QUICK_ROUNDS
@@ -206,8 +206,8 @@ def test_check_params_names_bad_seeds_and_train(bad, words):
 
 
 def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, monkeypatch):
-    import fedlib.grid as grid
-    from fedlib.presets import preset
+    import fedlib.companion.grid as grid
+    from fedlib.companion.presets import preset
 
     cfg = preset("fedcka", "smoke", dataset="fmnist", lr=1e6, rounds=2)
     store = Store(tmp_path)

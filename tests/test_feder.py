@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from fedlib.config import Config
-from fedlib.presets import feder_grid, preset
+from fedlib.companion.presets import feder_grid, preset
 from fedlib.engine import Engine
 from fedlib.executors import make_executor
 from fedlib.models import build_model
 from fedlib.optim import EPOCH_END, OptimizerSpec
-from fedlib.results import Store, run
+from fedlib.companion.results import Store, run
 from fedlib.strategies import FedER, weighted_average
 from fedlib.strategies.feder import floored_share
 

@@ -144,7 +144,7 @@ def test_table1_verdicts_judge_fedshibu_against_both_controls_and_chance():
     """FedSHIBU above FedBABU but level with the identity control: reproduced against the uniform CRSM, not
     against the identity one; a level whose runs sit within 2 points of their chance (50 % for two classes) is not
     testable."""
-    from fedlib.artifacts.fedshibu_claims import table1_verdicts
+    from fedlib.companion.papers.fedshibu.claims import table1_verdicts
 
     acc = {("FedSHIBU (CKA linear)", 2): 90.0, ("FedBABU", 2): 80.0, ("identity CRSM (local bodies)", 2): 90.0,
            ("FedSHIBU (CKA linear)", 5): 51.0, ("FedBABU", 5): 50.5, ("identity CRSM (local bodies)", 5): 51.0}
@@ -183,7 +183,7 @@ def test_a_uniform_crsm_makes_its_rows_not_testable_and_a_grouping_one_leaves_th
     """The CRSM's precondition, from the runs' own readings: at s = 5 every FedSHIBU run's weights stay within 3 %
     of 1/N (uniform: not testable, the measured range stated); at s = 2 they stray 150 % (decided, with the paper's
     effect and its size reading); the finding names the uniform CRSM."""
-    from fedlib.artifacts.fedshibu_claims import UNIFORM, table1_verdicts
+    from fedlib.companion.papers.fedshibu.claims import UNIFORM, table1_verdicts
 
     acc = {(LIN, 2): 80.5, (BABU, 2): 80.0, (LIN, 5): 90.0, (BABU, 5): 80.0, (LIN, 100): 90.0, (BABU, 100): 90.1}
     dev = {(LIN, 2): 1.5, (LIN, 5): 0.03, (LIN, 100): 0.01}
@@ -214,7 +214,7 @@ def test_rows_are_tested_as_the_paper_states_them_at_s_100_on_cifar_100_and_for_
     """At s = 100 (homogeneous, Table 1's caption) FedBABU and FedAvg are compared as comparable (|d| <= 1 point,
     the margin policy), not "FedBABU beats FedAvg"; §4.1's CIFAR-100 sentence is not testable on 10 classes and
     decided on CIFAR-100; Table 1's RBF column is not testable where RBF CKA is not run, decided where it is."""
-    from fedlib.artifacts.fedshibu_claims import table1_verdicts
+    from fedlib.companion.papers.fedshibu.claims import table1_verdicts
 
     acc = {(LIN, 2): 80.0, (BABU, 2): 70.0, (AVG, 2): 75.0, ("FedSHIBU (CKA RBF)", 2): 85.0,
            (LIN, 100): 90.0, (BABU, 100): 90.2, (AVG, 100): 90.1}

@@ -15,8 +15,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from fedlib.figcheck import figure_facts, figure_problems, flag_figure, note_series  # noqa: E402
-from fedlib.plots import log_t_interval, mean_curves, sweep  # noqa: E402
+from fedlib.companion.figcheck import figure_facts, figure_problems, flag_figure, note_series  # noqa: E402
+from fedlib.companion.plots import log_t_interval, mean_curves, sweep  # noqa: E402
 
 QUICK = Path(__file__).resolve().parent.parent / "figures" / "quick"
 SIDECARS = sorted(QUICK.glob("*.json"))

@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from fedlib import findings  # noqa: E402
-from fedlib.verdicts import decide, not_testable  # noqa: E402
+from fedlib.companion import findings  # noqa: E402
+from fedlib.companion.verdicts import decide, not_testable  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,7 +86,7 @@ def test_the_committed_readme_gives_the_findings_of_the_committed_claim_rows():
 
 
 def test_the_margin_policy_is_stated_in_the_docs():
-    from fedlib.verdicts import MARGINS
+    from fedlib.companion.verdicts import MARGINS
 
     doc = (ROOT / "docs" / "verdicts.md").read_text()
     assert f"±{MARGINS['points']:g} accuracy point" in doc and f"{MARGINS['CKA']:g} CKA" in doc

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fedlib.report import check_params
+from fedlib.companion.report import check_params
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -69,7 +69,7 @@ def test_a_notebook_run_with_scale_huge_stops_before_any_work(nb_path, monkeypat
 
 
 def test_compare_refuses_a_missing_setting_instead_of_a_nan_row():
-    from fedlib.report import compare
+    from fedlib.companion.report import compare
 
     assert compare({"FedAvg": 88.9}, {"FedAvg": 88.0}).loc["FedAvg", "diff"] == -0.9
     with pytest.raises(ValueError, match="FedProx"):
@@ -78,7 +78,7 @@ def test_compare_refuses_a_missing_setting_instead_of_a_nan_row():
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_notebook_reads_as_short_cells_over_fedlib_and_ends_with_its_claims(nb_path):
-    """Code cells of at most 12 lines (the parameters cell excepted): the wrangling lives in fedlib.artifacts; the
+    """Code cells of at most 12 lines (the parameters cell excepted): the wrangling lives in fedlib.companion.papers; the
     last code cell stores the summary and shows the claims table."""
     nb = nbformat.read(nb_path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])]
@@ -102,7 +102,7 @@ def test_papermill_sees_every_parameter_so_reproduce_can_pass_train_false(nb_pat
     exec(params_src, ns)
     assigned = {k for k in ns if not k.startswith("__") and k != "os"}
     assert set(pm.inspect_notebook(str(nb_path))) == assigned
-    from fedlib.papers import PLANS
+    from fedlib.companion.papers import PLANS
 
     if nb_path.stem not in PLANS:  # a notebook that trains nothing (the findings) needs no train parameter
         return

@@ -28,7 +28,7 @@ def _no_pip_config() -> dict[str, str]:
 
 
 def test_offline_bundle_installs_into_a_fresh_venv_without_an_index(tmp_path):
-    from fedlib.campaign import dataset_missing
+    from fedlib.companion.campaign import dataset_missing
 
     if dataset_missing("fmnist"):
         pytest.skip("Fashion-MNIST is not on this machine (README, Data)")
@@ -51,7 +51,7 @@ def test_offline_bundle_installs_into_a_fresh_venv_without_an_index(tmp_path):
     for name, digest in files.items():
         assert hashlib.sha256((b / "data" / "fashion-mnist" / name).read_bytes()).hexdigest() == digest
     with tarfile.open(b / "fedlib-src.tar.gz") as t:
-        assert {"pyproject.toml", "scripts/setup.sh", "fedlib/campaign.py"} <= set(t.getnames())
+        assert {"pyproject.toml", "scripts/setup.sh", "fedlib/companion/campaign.py"} <= set(t.getnames())
     # the one-line install, offline: a new venv from the bundle's wheels only
     venv = tmp_path / "venv"
     env = _no_pip_config()

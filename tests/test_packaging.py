@@ -22,7 +22,7 @@ def test_environment_yml_agrees_with_pyproject():
 
 
 def test_the_ray_extra_is_pinned_and_installed_by_setup():
-    from fedlib.ray_backend import RAY_VERSION
+    from fedlib.companion.ray_backend import RAY_VERSION
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["ray"] == [f"ray=={RAY_VERSION}"]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fedlib import papers
-from fedlib.papers import NOTEBOOKS, PAPERS, Notebook, judge, notebook, priority
-from fedlib.presets import PRESETS
-from fedlib.results import Store
+from fedlib.companion import papers
+from fedlib.companion.papers import NOTEBOOKS, PAPERS, Notebook, judge, notebook, priority
+from fedlib.companion.presets import PRESETS
+from fedlib.companion.results import Store
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.presets import preset
-from fedlib.papers import plan
-from fedlib.plans import FedIntRRunId
-from fedlib.plans.fedintr import (FEDINTR_BEST_MU, FEDINTR_DEFAULT_E, FEDINTR_METHODS, FEDINTR_QUICK_LEFT_OUT,
+from fedlib.companion.presets import preset
+from fedlib.companion.papers import plan
+from fedlib.companion.common import FedIntRRunId
+from fedlib.companion.papers.fedintr.plans import (FEDINTR_BEST_MU, FEDINTR_DEFAULT_E, FEDINTR_METHODS, FEDINTR_QUICK_LEFT_OUT,
                                   mu_grid, scaling_left_out)
 
 
@@ -33,7 +33,7 @@ def test_paper_grids_are_the_papers():
 def test_table_iii_runs_each_beta_to_its_quick_plateau_and_the_papers_rounds_at_paper_scale():
     """Quick runs β = 0.1 longer (FEDINTR_TABLE3_ROUNDS), every method alike; β = 5 the preset's rounds, as Table I's
     β = 0.5; the paper runs 100 rounds at every β."""
-    from fedlib.plans.fedintr import FEDINTR_TABLE3_ROUNDS
+    from fedlib.companion.papers.fedintr.plans import FEDINTR_TABLE3_ROUNDS
 
     quick = plan("05_fedintr_benchmarks", "quick", dataset="fmnist")
     rounds = {(rid.beta, rid.method): c.rounds for rid, c in quick["table3"].items()}
@@ -73,8 +73,8 @@ def test_notebook_06_leaves_out_at_quick_only_parts_over_the_budget_and_says_how
     """Table IV and each E of Fig. 5 above the default are planned as the paper has them, and each is left out by the
     10-hour rule on its own: E = 20 fits, E = 40 does not. The claims' reason is the stated model's estimate of those
     very runs, and smoke and paper keep every part."""
-    from fedlib.plans.budget import MAX_PART_S, estimate_s
-    from fedlib.plans.fedintr import FIG5_LONG_PART, FIG5_PART, fedintr_scaling_scope
+    from fedlib.companion.budget import MAX_PART_S, estimate_s
+    from fedlib.companion.papers.fedintr.plans import FIG5_LONG_PART, FIG5_PART, fedintr_scaling_scope
 
     scope = fedintr_scaling_scope("quick")
     assert [p.name for p in scope.kept] == [FIG5_PART, f"{FIG5_LONG_PART} at E = 20 (FedAvg and FedIntR, 5 seeds)"]
@@ -130,8 +130,8 @@ def test_run_ids_name_their_settings():
 
 
 def test_the_paper_campaign_plans_every_dataset_column_of_the_papers():
-    from fedlib.campaign import collect
-    from fedlib.papers import PAPER_DATASETS
+    from fedlib.companion.campaign import collect
+    from fedlib.companion.papers import PAPER_DATASETS
 
     items = collect("paper", "cuda", only=["03", "05"])
     got = {(u[0], it.cfg.dataset) for it in items for u in it.uses}
@@ -144,10 +144,10 @@ def test_the_paper_campaign_plans_every_dataset_column_of_the_papers():
 def test_paper_scale_off_cifar_leaves_table_iii_out_and_its_claim_says_why(tmp_path):
     """Table III has CIFAR-10 and CIFAR-100 columns only: at paper scale on Fashion-MNIST the plan has no table3 and
     the notebook's claims render from no records at all (every run pending), Table III's row naming why."""
-    from fedlib.grid import fetch_runs
-    from fedlib.papers import notebook
-    from fedlib.plans.fedintr import benchmarks_left_out
-    from fedlib.results import Store
+    from fedlib.companion.grid import fetch_runs
+    from fedlib.companion.papers import notebook
+    from fedlib.companion.papers.fedintr.plans import benchmarks_left_out
+    from fedlib.companion.results import Store
 
     assert "table3" not in plan("05_fedintr_benchmarks", "paper", dataset="fmnist", seeds=(0,))
     assert "table3" in plan("05_fedintr_benchmarks", "paper", dataset="cifar100", seeds=(0,))

@@ -13,9 +13,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fedlib.config import Config  # noqa: E402
-from fedlib.plots import class_heatmap, provenance_line, save_figure  # noqa: E402
-from fedlib.report import Report  # noqa: E402
-from fedlib.results import Pending, Record  # noqa: E402
+from fedlib.companion.plots import class_heatmap, provenance_line, save_figure  # noqa: E402
+from fedlib.companion.report import Report  # noqa: E402
+from fedlib.companion.results import Pending, Record  # noqa: E402
 
 
 def _figure() -> plt.Figure:
@@ -91,7 +91,7 @@ def test_the_rendering_commit_is_the_last_one_that_changed_code_so_committing_ou
     code commit does."""
     import subprocess
 
-    from fedlib.provenance import code_commit
+    from fedlib.companion.provenance import code_commit
 
     monkeypatch.delenv("FEDLIB_COMMIT", raising=False)
     git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True,  # noqa: E731
@@ -118,7 +118,7 @@ def test_the_rendering_commit_is_the_last_one_that_changed_code_so_committing_ou
 def test_accuracy_curves_keep_overlapping_methods_visible_and_the_reference_line_off_the_frame():
     import pandas as pd
 
-    from fedlib.plots import accuracy_curves
+    from fedlib.companion.plots import accuracy_curves
 
     fig, ax = plt.subplots()
     same = pd.Series([0.5, 0.8, 0.85], index=[1, 2, 3])
@@ -148,7 +148,7 @@ def test_a_figure_no_run_produced_says_where_and_when_it_was_rendered_and_no_see
 def test_a_rendering_stamp_names_the_device_without_its_thread_count(monkeypatch):
     import torch
 
-    from fedlib.plots import provenance_line
+    from fedlib.companion.plots import provenance_line
 
     lines = set()
     for n in (1, 2):
@@ -160,7 +160,7 @@ def test_a_rendering_stamp_names_the_device_without_its_thread_count(monkeypatch
 def test_t_interval_is_scipys_95_percent_interval_and_none_for_one_seed():
     from scipy import stats
 
-    from fedlib.plots import t_interval
+    from fedlib.companion.plots import t_interval
 
     v = [84.1, 85.0, 85.3, 84.7, 85.9]
     lo, hi = stats.t.interval(0.95, len(v) - 1, loc=np.mean(v), scale=stats.sem(v))
@@ -171,7 +171,7 @@ def test_t_interval_is_scipys_95_percent_interval_and_none_for_one_seed():
 
 
 def test_group_panels_draw_a_panel_per_group_that_was_run_on_its_own_scale_and_name_the_others():
-    from fedlib.plots import group_panels
+    from fedlib.companion.plots import group_panels
 
     fig = plt.figure()
     note = group_panels(fig, {"α = 5": {"FedAvg": {0: 88.0, 1: 88.5}, "FedCKA": {0: 87.5, 1: 88.1}},
@@ -187,7 +187,7 @@ def test_group_panels_draw_a_panel_per_group_that_was_run_on_its_own_scale_and_n
 
 
 def test_a_sweep_of_two_settings_is_dots_not_a_line_and_three_are_a_line():
-    from fedlib.plots import sweep
+    from fedlib.companion.plots import sweep
 
     fig, ax = plt.subplots()
     sweep(ax, {"FedAvg": {1: {0: 80.0, 1: 81.0}, 6: {0: 85.0, 1: 85.5}},
@@ -199,7 +199,7 @@ def test_a_sweep_of_two_settings_is_dots_not_a_line_and_three_are_a_line():
 
 
 def test_a_title_says_how_many_seeds_each_point_has_when_they_differ():
-    from fedlib.plots import group_panels, mean_curves, seeds_note, sweep
+    from fedlib.companion.plots import group_panels, mean_curves, seeds_note, sweep
 
     assert seeds_note(range(5), counts=[5, 5]) == "5 seeds (0-4); bars: 95 % t interval of the mean"
     assert seeds_note(range(5), counts=[2, 5, 4]).startswith("5 seeds (0-4), 2 to 5 per point; bars:")
@@ -216,7 +216,7 @@ def test_a_title_says_how_many_seeds_each_point_has_when_they_differ():
 
 
 def test_runs_off_their_plateau_are_ringed_in_sweeps_and_panels_and_the_note_says_so():
-    from fedlib.plots import OFF_NOTE, OFF_SEEDS_NOTE, group_panels, sweep
+    from fedlib.companion.plots import OFF_NOTE, OFF_SEEDS_NOTE, group_panels, sweep
 
     fig, ax = plt.subplots()
     pts = {"FedAvg": {1: {0: 80.0, 1: 82.0}, 6: {0: 85.0, 1: 85.5}}}
@@ -235,7 +235,7 @@ def test_runs_off_their_plateau_are_ringed_in_sweeps_and_panels_and_the_note_say
 
 
 def test_a_method_with_diverged_seeds_gets_no_mean_only_its_finished_seeds_and_the_count_under_its_name():
-    from fedlib.plots import DIVERGED_NOTE, group_panels
+    from fedlib.companion.plots import DIVERGED_NOTE, group_panels
 
     fig = plt.figure()
     groups = {"α = 0.1": {"FedAvg": {0: 86.0, 1: 87.0}, "SCAFFOLD": {3: 88.6}}, "α = 5": {"SCAFFOLD": {}}}
@@ -254,7 +254,7 @@ def test_a_method_with_diverged_seeds_gets_no_mean_only_its_finished_seeds_and_t
 
 
 def test_similarity_heatmaps_blank_the_diagonal_and_colour_the_off_diagonal_on_its_own_range():
-    from fedlib.plots import offdiag_range, similarity_heatmap
+    from fedlib.companion.plots import offdiag_range, similarity_heatmap
 
     m = np.array([[1.0, 0.96, 0.92], [0.96, 1.0, 0.94], [0.92, 0.94, 1.0]])
     fig, ax = plt.subplots()
@@ -269,7 +269,7 @@ def test_similarity_heatmaps_blank_the_diagonal_and_colour_the_off_diagonal_on_i
 
 
 def test_mean_curves_shade_the_interval_over_seeds_and_say_so():
-    from fedlib.plots import mean_curves
+    from fedlib.companion.plots import mean_curves
 
     fig, ax = plt.subplots()
     r = pd.Series([0.5, 0.7, 0.8], index=[1, 2, 3])
@@ -280,11 +280,11 @@ def test_mean_curves_shade_the_interval_over_seeds_and_say_so():
 
 
 def test_a_figure_whose_runs_are_all_pending_is_not_saved_and_one_with_a_finished_run_is(monkeypatch):
-    import fedlib.report
+    import fedlib.companion.report
 
     saved = []
     stamps = {}
-    monkeypatch.setattr(fedlib.report, "save_figure",
+    monkeypatch.setattr(fedlib.companion.report, "save_figure",
                         lambda fig, name, prov, scale: stamps.update({name: str(prov)}) or saved.append(name) or [name])
     pend = [Pending(Config(dataset="fmnist", seed=s).key(), Config(dataset="fmnist", seed=s).to_dict())
             for s in (0, 1)]
@@ -303,7 +303,7 @@ def test_a_figure_whose_runs_are_all_pending_is_not_saved_and_one_with_a_finishe
 
 def test_a_seed_band_past_100_percent_stays_on_the_accuracy_axis():
     """Three seeds far apart early on: the mean's 95 % t band reaches past 100 %, the axis stops at 100."""
-    from fedlib.plots import mean_curves
+    from fedlib.companion.plots import mean_curves
 
     fig, ax = plt.subplots()
     mean_curves(ax, {"FedAvg": {s: pd.Series([a, 0.9], index=[1, 2]) for s, a in enumerate((0.2, 0.6, 0.95))}})
@@ -314,7 +314,7 @@ def test_a_seed_band_past_100_percent_stays_on_the_accuracy_axis():
 def test_a_seed_band_below_zero_keeps_a_log_loss_axis_near_the_seeds():
     """Two seeds' losses far apart: the band's lower edge is at or below zero, and the log axis stays within a
     factor 2 of the lowest seed instead of running down decades."""
-    from fedlib.plots import mean_curves
+    from fedlib.companion.plots import mean_curves
 
     fig, ax = plt.subplots()
     mean_curves(ax, {"FedAvg": {0: pd.Series([1.2, 0.3, 0.25]), 1: pd.Series([1.4, 0.6, 0.26])}},
@@ -325,7 +325,7 @@ def test_a_seed_band_below_zero_keeps_a_log_loss_axis_near_the_seeds():
 
 def test_the_papers_table_panel_fits_each_cells_text():
     """A long row label ("Adam + StepLR") is drawn inside its cell, not cut off by a fixed column width."""
-    from fedlib.plots import paper_panel
+    from fedlib.companion.plots import paper_panel
 
     fig, ax = plt.subplots(figsize=(3, 2))
     paper_panel(ax, [["Adam", "71.71", "76.87", "77.05"], ["Adam + StepLR", "74.54", "75.71", "75.97"]],

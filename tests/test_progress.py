@@ -1,5 +1,5 @@
 """Progress of long work: one line per round in a terminal, Jupyter without a tqdm warning, the round log that
-``fedlib.reproduce`` echoes from the kernels it runs, and the campaign's lines."""
+``fedlib.companion.reproduce`` echoes from the kernels it runs, and the campaign's lines."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from fedlib import progress
-from fedlib.presets import preset
-from fedlib.results import Store, run
+from fedlib.companion.presets import preset
+from fedlib.companion.results import Store, run
 
 LINE = r"\[fedlib\] fedintr/smoke fedavg · round {r}/2 · acc \d+\.\d\d % · test loss \d\.\d{{4}} · \d+\.\d\d s/round · ETA"
 
@@ -54,7 +54,7 @@ def test_jupyter_without_ipywidgets_shows_text_never_a_tqdm_warning(tmp_path, ca
 
 
 def test_reproduce_prints_the_rounds_its_notebooks_report(monkeypatch, capsys, tmp_path):
-    from fedlib import reproduce
+    from fedlib.companion import reproduce
 
     def fake_execute(nb, scale, device, dataset, out_dir, train=True):
         with open(os.environ[progress.ROUND_LOG_ENV], "a") as f:
@@ -72,13 +72,13 @@ def test_reproduce_prints_the_rounds_its_notebooks_report(monkeypatch, capsys, t
 
 
 def test_the_campaign_prints_a_line_per_round_by_default(tmp_path, monkeypatch, capfd):  # fd level: the CPU default trains in worker processes
-    import fedlib.papers
-    from fedlib.campaign import main
+    import fedlib.companion.papers
+    from fedlib.companion.campaign import main
 
-    monkeypatch.setattr(fedlib.papers, "PLANS", {"05_x": lambda scale, **kw: {"table1": {"a": preset("fedintr", scale)}}})
+    monkeypatch.setattr(fedlib.companion.papers, "PLANS", {"05_x": lambda scale, **kw: {"table1": {"a": preset("fedintr", scale)}}})
     args = ["run", "--scale", "smoke", "--budget", "10m", "--store", str(tmp_path), "--costs", str(tmp_path / "c.json")]
     assert main(args) == 0
     out = capfd.readouterr().out
     assert "fedintr/smoke fedavg · round 1/2" in out and "· round 2/2" in out and "ETA" in out
     make = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
-    assert "--no-progress" not in next(x for x in make.splitlines() if "fedlib.campaign run" in x)
+    assert "--no-progress" not in next(x for x in make.splitlines() if "fedlib.companion.campaign run" in x)

@@ -13,7 +13,7 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "render-head.sh"
 FAKE_RENDER = """#!/usr/bin/env bash
-# stands in for python -m fedlib.reproduce: rewrites the notebook in the render's worktree (its cwd)
+# stands in for python -m fedlib.companion.reproduce: rewrites the notebook in the render's worktree (its cwd)
 echo '{"rendered": true}' > notebooks/01_demo.ipynb
 if [ -n "${EDIT_MIDWAY:-}" ]; then echo '{"edited": "midway"}' > "$EDIT_MIDWAY"; fi
 """
@@ -72,12 +72,12 @@ def test_render_head_copies_a_clean_render_and_keeps_an_edit_made_while_it_rende
 @pytest.fixture
 def batch(tmp_path, monkeypatch):
     """reproduce with its results and notebooks in tmp_path; executing a notebook is an error."""
-    import fedlib.reproduce as rp
+    import fedlib.companion.reproduce as rp
 
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
     shutil.copy(rp.NOTEBOOKS / "00_data_partitions.ipynb", nbs)
-    monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path / "results")
+    monkeypatch.setattr("fedlib.companion.results.DEFAULT_ROOT", tmp_path / "results")
     monkeypatch.setattr(rp, "NOTEBOOKS", nbs)
     monkeypatch.setattr(rp, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("executed")))
     return rp, nbs
@@ -94,7 +94,7 @@ def test_write_back_to_read_only_notebooks_is_refused_before_anything_executes(b
 
 
 def test_a_second_batch_in_the_same_tree_refuses_with_one_line(batch, capsys):
-    from fedlib.writeback import batch_lock
+    from fedlib.companion.writeback import batch_lock
 
     rp, nbs = batch
     with batch_lock(nbs / "executed"):
@@ -104,7 +104,7 @@ def test_a_second_batch_in_the_same_tree_refuses_with_one_line(batch, capsys):
 
 
 def test_write_back_leaves_a_notebook_edited_during_its_render_as_it_is(tmp_path):
-    from fedlib.writeback import write_back
+    from fedlib.companion.writeback import write_back
 
     ran = {"cells": [{"cell_type": "code", "source": "x = 1", "outputs": [], "metadata": {}}]}
     mine = {"cells": [{"cell_type": "code", "source": "x = 2  # my edit", "outputs": [], "metadata": {}}]}
@@ -121,7 +121,7 @@ def test_two_renders_at_once_have_their_own_kernel_sockets(tmp_path):
     import nbformat
     import papermill as pm
 
-    from fedlib.ipc_kernel import IPCKernelManager
+    from fedlib.companion.ipc_kernel import IPCKernelManager
 
     a, b = IPCKernelManager(), IPCKernelManager()
     assert Path(a.ip).parent != Path(b.ip).parent and not Path(a.ip).is_relative_to(Path.cwd())
@@ -133,7 +133,7 @@ def test_two_renders_at_once_have_their_own_kernel_sockets(tmp_path):
         try:
             pm.execute_notebook(str(tmp_path / "a.ipynb"), str(tmp_path / f"out{i}.ipynb"), cwd=str(tmp_path),
                                 kernel_name="python3", progress_bar=False,
-                                kernel_manager_class="fedlib.ipc_kernel.IPCKernelManager")
+                                kernel_manager_class="fedlib.companion.ipc_kernel.IPCKernelManager")
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -165,7 +165,7 @@ def test_a_fedlib_error_in_a_notebook_is_one_line_under_papermill(tmp_path):
 
 
 def test_write_back_over_an_uncommitted_notebook_edit_keeps_a_copy_and_says_where(repo):
-    from fedlib.writeback import write_back
+    from fedlib.companion.writeback import write_back
 
     cell = {"cell_type": "code", "source": "x = 1", "outputs": [], "metadata": {}, "execution_count": None}
     nb = repo / "notebooks" / "01_demo.ipynb"

@@ -13,14 +13,14 @@ import nbformat
 import pytest
 import torch
 
-import fedlib.reproduce as rp
-from fedlib.report import check_params, injected_names
+import fedlib.companion.reproduce as rp
+from fedlib.companion.report import check_params, injected_names
 
 
 @pytest.fixture
 def results(tmp_path, monkeypatch):
     """A results folder holding a committed summary; executing a notebook is an error unless a test allows it."""
-    monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
+    monkeypatch.setattr("fedlib.companion.results.DEFAULT_ROOT", tmp_path)
     monkeypatch.setattr(rp, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("executed")))
     monkeypatch.setattr(rp, "pretrain", lambda *a, **k: None)
     monkeypatch.setattr(rp, "batch_lock", lambda folder: nullcontext())  # a render running in this tree meanwhile
@@ -89,7 +89,7 @@ def test_an_unwritable_results_folder_is_one_error_naming_it(results, capsys):
 def test_an_unwritable_results_path_is_one_error_naming_it(tmp_path, monkeypatch, capsys):
     blocker = tmp_path / "not_a_folder"
     blocker.write_text("")  # a file where the results folder should be: unwritable even for root
-    monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", blocker / "results")
+    monkeypatch.setattr("fedlib.companion.results.DEFAULT_ROOT", blocker / "results")
     with pytest.raises(SystemExit) as err:
         rp.main(["--collect", "--scale", "quick"])
     assert err.value.code == 2 and f"cannot write to {blocker / 'results'}" in capsys.readouterr().err
@@ -152,13 +152,13 @@ def _cells(line: str) -> int:
 
 def test_missing_runs_are_trained_by_worker_processes_before_the_notebook_renders(tmp_path, monkeypatch):
     """On a CPU a notebook's pending runs are trained side by side first; the notebook then finds their records."""
-    import fedlib.papers
-    from fedlib.presets import preset
-    from fedlib.results import Store
+    import fedlib.companion.papers
+    from fedlib.companion.presets import preset
+    from fedlib.companion.results import Store
 
-    monkeypatch.setattr("fedlib.results.DEFAULT_ROOT", tmp_path)
+    monkeypatch.setattr("fedlib.companion.results.DEFAULT_ROOT", tmp_path)
     cfgs = {"FedAvg": preset("fedintr", "smoke"), "FedProx": preset("fedintr", "smoke", strategy="fedprox")}
-    monkeypatch.setattr(fedlib.papers, "PLANS", {"05_x": lambda scale, **kw: {"table1": cfgs}})
+    monkeypatch.setattr(fedlib.companion.papers, "PLANS", {"05_x": lambda scale, **kw: {"table1": cfgs}})
     rp.pretrain(rp.Path("notebooks/05_x.ipynb"), "smoke", "cpu", None, jobs=2)
     store = Store.for_scale("smoke")
     assert all(store.get(c) is not None for c in cfgs.values())
@@ -176,8 +176,8 @@ def test_jobs_reach_the_pretraining_and_a_bad_value_is_named(results, monkeypatc
 
 
 def test_claims_table_shows_each_verdict_with_its_numbers_and_colour():
-    from fedlib.report import CLAIM_COLUMNS, VERDICT_COLOURS, Report
-    from fedlib.verdicts import decide, not_testable
+    from fedlib.companion.report import CLAIM_COLUMNS, VERDICT_COLOURS, Report
+    from fedlib.companion.verdicts import decide, not_testable
 
     r = Report("nb", scale="quick", dataset="fmnist")
     r.verdict(decide("A beats B", "Table 1", {0: 80.0, 1: 81.0, 2: 83.0}, {0: 70.0, 1: 71.0, 2: 72.0},

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from fedlib.config import Config
-from fedlib.report import check_params
-from fedlib.results import (CorruptRecordError, Record, RecordMismatchError, Store, StoreNotWritableError,
+from fedlib.companion.report import check_params
+from fedlib.companion.results import (CorruptRecordError, Record, RecordMismatchError, Store, StoreNotWritableError,
                             atomic_write, learning_warnings, run)
 
 
@@ -197,9 +197,9 @@ def test_a_cuda_config_on_a_machine_without_cuda_fails_with_the_fix(tmp_path, mi
 
 
 def test_fetch_without_training_returns_pending_until_the_record_exists(tmp_path, mini_data):
-    from fedlib.report import Report
-    from fedlib.results import Pending, fetch, is_pending
-    from fedlib.verdicts import pending
+    from fedlib.companion.report import Report
+    from fedlib.companion.results import Pending, fetch, is_pending
+    from fedlib.companion.verdicts import pending
 
     store, cfg = Store(tmp_path), mini(rounds=1)
     p = fetch(cfg, store=store, train=False)
@@ -234,7 +234,7 @@ def test_a_copied_record_is_not_the_result_of_another_config(tmp_path, mini_data
 
 
 def test_a_stored_record_with_nan_metrics_is_flagged_and_is_not_a_result(tmp_path):
-    from fedlib.grid import Diverged, fetch_runs
+    from fedlib.companion.grid import Diverged, fetch_runs
 
     store, cfg = Store(tmp_path), mini()
     store.put(_record(cfg, acc=float("nan")))
@@ -279,7 +279,7 @@ def test_a_record_this_version_cannot_read_is_moved_aside_never_overwritten(tmp_
     import json
     import warnings
 
-    from fedlib.results import Store, run
+    from fedlib.companion.results import Store, run
 
     store = Store(tmp_path)
     cfg = Config(dataset="synthetic", n_train=64, n_test=32, num_clients=2, rounds=1, batch_size=16)
@@ -296,7 +296,7 @@ def test_a_record_this_version_cannot_read_is_moved_aside_never_overwritten(tmp_
 
 
 def test_a_record_copied_under_another_seed_is_an_error_naming_both_files(tmp_path):
-    from fedlib.grid import DuplicateSeedError, fetch_runs
+    from fedlib.companion.grid import DuplicateSeedError, fetch_runs
 
     store = Store(tmp_path)
     s1, s2, s3 = (mini(seed=s) for s in (1, 2, 3))

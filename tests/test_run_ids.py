@@ -1,12 +1,12 @@
-"""Run ids: every plan keys its runs by a :class:`~fedlib.plans.RunId` whose ``str()`` is the run's name, unique
+"""Run ids: every plan keys its runs by a :class:`~fedlib.companion.common.RunId` whose ``str()`` is the run's name, unique
 within its artifact and unchanged (the golden names below are the ones tables, ledgers and summaries print)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fedlib.papers import PLANS, plan
-from fedlib.plans import FedCKARunId, FedERRunId, FedIntRRunId, FedSHIBURunId, RunId
+from fedlib.companion.papers import PLANS, plan
+from fedlib.companion.common import FedCKARunId, FedERRunId, FedIntRRunId, FedSHIBURunId, RunId
 
 GOLDEN = [  # (notebook, scale, artifact, run id, its name)
     ("01_fedavg_baseline", "quick", "table1", RunId("FedAvg", 0), "FedAvg | seed=0"),

@@ -1,4 +1,4 @@
-"""Tests for fedlib.similarity: FedCKA's layer-wise CKA between clients and the global model."""
+"""Tests for fedlib.companion.similarity: FedCKA's layer-wise CKA between clients and the global model."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from fedlib.config import Config
 from fedlib.engine import Engine, clone_params
 from fedlib.models import representations
 from fedlib.kernels import linear_cka
-from fedlib.similarity import (LayerSimilarity, layer_cka, layer_cka_between_clients, layer_cka_to_global,
+from fedlib.companion.similarity import (LayerSimilarity, layer_cka, layer_cka_between_clients, layer_cka_to_global,
                                layer_similarity, pair_stats)
 
 TAPS = ("conv1", "conv2", "fc1", "fc2", "l1", "l2", "l3")
@@ -120,7 +120,7 @@ def test_cka_heatmap_draws_annotated_cells():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fedlib.similarity import cka_heatmap
+    from fedlib.companion.similarity import cka_heatmap
 
     fig, ax = plt.subplots()
     m = np.array([[0.9, 0.2, 0.5], [0.8, 0.1, 0.4]])

@@ -1,6 +1,6 @@
 """The style module: one colour per method everywhere, display names for datasets."""
 
-from fedlib.style import METHOD_STYLES, dataset_name, method_style
+from fedlib.companion.style import METHOD_STYLES, dataset_name, method_style
 
 
 def test_dataset_display_names():

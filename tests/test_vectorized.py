@@ -9,7 +9,7 @@ BatchNorm ResNets are chaotic at initialization (a 1e-7 perturbation of the star
 own weights by ~1e-3 within two steps when a ragged batch has a few samples), so they are compared in float64,
 where the same rounding differences stay below 1e-10: that checks the algorithm, not float32 luck. A CNN is
 checked in float64 too. On the CPU the vectorized executor's convolutions, BatchNorm and Linear layers run per
-client with the sequential executor's kernels (fedlib/executors/cpu_conv.py), so there a float32 ResNet run is
+client with the sequential executor's kernels (fedlib/executors/fast/cpu_conv.py), so there a float32 ResNet run is
 also compared bit for bit.
 """
 
@@ -289,7 +289,7 @@ def test_custom_strategies_match_sequential(strategy, tiny_data, monkeypatch):
 def _block_model(rows):
     """A one-block model whose conv runs through the executor's per-client path, and a plain twin."""
     from fedlib.models import conv_pool_relu
-    from fedlib.executors.cpu_conv import per_client_convs as _per_client_convs
+    from fedlib.executors.fast.cpu_conv import per_client_convs as _per_client_convs
 
     class Block(torch.nn.Module):
         def __init__(self):
@@ -382,8 +382,8 @@ def test_per_client_batchnorm_and_linear_are_the_plain_ops_bit_for_bit(train, ra
     the padding rows get zero outputs and input gradients and stay out of the batch statistics."""
     from torch.func import functional_call, vmap
 
-    from fedlib.executors.cpu_conv import per_client_convs as _per_client_convs
-    from fedlib.executors.layout import stack_as as _stack_as
+    from fedlib.executors.fast.cpu_conv import per_client_convs as _per_client_convs
+    from fedlib.executors.fast.layout import stack_as as _stack_as
 
     torch.manual_seed(0)
     plains = [_NormHead().to(memory_format=torch.channels_last).train(train) for _ in range(3)]
@@ -421,7 +421,7 @@ def test_per_client_batchnorm_and_linear_are_the_plain_ops_bit_for_bit(train, ra
 
 
 def test_per_client_batchnorm_and_linear_without_vmap_are_the_plain_modules():
-    from fedlib.executors.cpu_conv import per_client_convs as _per_client_convs
+    from fedlib.executors.fast.cpu_conv import per_client_convs as _per_client_convs
 
     torch.manual_seed(0)
     plain = _NormHead()
@@ -459,7 +459,7 @@ def test_resnet_float32_equals_sequential_on_cpu(small_rgb):
 
 def test_padded_mode_skips_padding_rows_on_cpu(tiny_data, monkeypatch):
     """The executor hands the per-client convs each group's real batch sizes at ragged steps (and only there)."""
-    import fedlib.executors.cpu_conv as V
+    import fedlib.executors.fast.cpu_conv as V
 
     seen = []
     orig = V._StackedConvBlock.forward
@@ -480,7 +480,7 @@ def test_padded_mode_skips_padding_rows_on_cpu(tiny_data, monkeypatch):
 def test_stacks_take_the_models_memory_format():
     """Aggregated global parameters come back contiguous while the CPU model is channels_last: the executor stacks
     every client's parameters in the model's layout (mixed formats made oneDNN's conv backward ~10x slower)."""
-    from fedlib.executors.layout import stack_as as _stack_as
+    from fedlib.executors.fast.layout import stack_as as _stack_as
 
     like = torch.empty(8, 3, 3, 3).contiguous(memory_format=torch.channels_last)
     ts = [torch.randn(8, 3, 3, 3) for _ in range(3)]
@@ -490,7 +490,7 @@ def test_stacks_take_the_models_memory_format():
 
 
 def test_gathered_client_groups_keep_the_memory_format():
-    from fedlib.executors.layout import gather as _gather, stack_as as _stack_as
+    from fedlib.executors.fast.layout import gather as _gather, stack_as as _stack_as
 
     like = torch.empty(16, 8, 3, 3).contiguous(memory_format=torch.channels_last)
     v = _stack_as([torch.randn(16, 8, 3, 3) for _ in range(5)], like)
@@ -583,7 +583,7 @@ def test_default_config_takes_the_graph_path_on_cuda_where_it_applies(tiny_data,
 
 
 def test_old_records_with_cuda_graph_false_still_load():
-    from fedlib.results import Record
+    from fedlib.companion.results import Record
 
     c = cfg()
     d = {**c.to_dict(), "cuda_graph": False}

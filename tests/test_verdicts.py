@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedlib.verdicts import VERDICTS, decide, decide_ratio, not_testable, pending
+from fedlib.companion.verdicts import VERDICTS, decide, decide_ratio, not_testable, pending
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE = VERDICTS
 
@@ -78,7 +78,7 @@ def test_an_inconclusive_row_states_the_seeds_that_would_decide_it():
 
 
 def test_holm_keeps_a_family_wise_level_over_decided_rows():
-    from fedlib.verdicts import holm
+    from fedlib.companion.verdicts import holm
     assert holm([0.001, 0.02, 0.01]) == [True, True, True]  # 0.003, 0.02, 0.02 against 0.025
     assert holm([0.001, 0.02, 0.015, 0.5]) == [True, False, False, False]  # 0.004, then 0.045 > 0.025
     assert holm([math.nan, 0.001]) == [True, True]  # a row that is no t decision is left as it is
@@ -172,7 +172,7 @@ def test_bad_arguments_name_the_fix():
 
 
 def test_plateau_rule_reads_a_line_fitted_to_the_curves_second_half():
-    from fedlib.verdicts import PLATEAU_RISE, plateau_rise
+    from fedlib.companion.verdicts import PLATEAU_RISE, plateau_rise
 
     flat = {r: 80.0 + (0.1 if r % 2 else 0.0) for r in range(1, 31)}
     assert abs(plateau_rise(flat, 30)) <= PLATEAU_RISE
@@ -194,7 +194,7 @@ def test_plateau_rule_reads_a_line_fitted_to_the_curves_second_half():
 def test_noise_about_a_plateau_rarely_reads_as_a_rise():
     """Simulated runs on their plateau with noise of sd 1.5 points (the noisiest quick setups): the rule calls few
     of them off it, and finds a true rise of 3 points over the last 20 % in nearly every run."""
-    from fedlib.verdicts import PLATEAU_RISE, plateau_rise
+    from fedlib.companion.verdicts import PLATEAU_RISE, plateau_rise
 
     rng, rounds = np.random.default_rng(1), 40
     r = np.arange(1, rounds + 1)
@@ -216,7 +216,7 @@ def test_a_run_off_its_plateau_makes_a_claim_not_testable_with_its_name():
 def test_off_plateau_reads_a_records_history():
     from types import SimpleNamespace
 
-    from fedlib.verdicts import off_plateau
+    from fedlib.companion.verdicts import off_plateau
 
     rec = lambda accs: SimpleNamespace(cfg=SimpleNamespace(rounds=len(accs)),  # noqa: E731
                                        history=[{"round": i + 1, "test_acc": a} for i, a in enumerate(accs)])
@@ -231,7 +231,7 @@ def test_off_plateau_reads_a_records_history():
 def test_a_record_missing_a_round_is_an_incomplete_record_and_never_decides(gone):
     from types import SimpleNamespace
 
-    from fedlib.verdicts import off_plateau, off_plateau_by_every_metric
+    from fedlib.companion.verdicts import off_plateau, off_plateau_by_every_metric
 
     flat = [0.5] * 10 + [0.8] * 20
     rec = SimpleNamespace(cfg=SimpleNamespace(rounds=30), history=[
@@ -281,7 +281,7 @@ def test_decide_refuses_negative_or_non_finite_margins_and_chance(kw):
 def test_a_record_is_off_its_plateau_for_the_campaign_only_when_off_by_every_accuracy_it_holds():
     from types import SimpleNamespace
 
-    from fedlib.verdicts import off_plateau_by_every_metric
+    from fedlib.companion.verdicts import off_plateau_by_every_metric
 
     rising, flat = [0.01 * i for i in range(30)], [0.5] * 10 + [0.8] * 20
     rec = lambda **m: SimpleNamespace(cfg=SimpleNamespace(rounds=30), history=[  # noqa: E731
@@ -305,7 +305,7 @@ def test_decide_ratio_rejects_non_finite_ratios():
 
 
 def test_claims_name_what_they_were_decided_on_where_it_differs_from_the_paper():
-    from fedlib.report import Report, decided_on
+    from fedlib.companion.report import Report, decided_on
 
     assert decided_on("FedIntR Table I; §IV-B", "fmnist", "intr_cnn") == ""  # the paper's own column
     assert decided_on("FedIntR §IV-E, Fig. 5 (CIFAR-10)", "fmnist", "intr_cnn") == \
@@ -329,7 +329,7 @@ def test_a_claims_label_names_the_setup_a_scale_shrinks():
     """setup_label: the data and model (decided_on) and each of clients, training images, rounds, local epochs and
     batch where the runs differ from the paper-scale Config; "" when nothing differs."""
     from fedlib.config import Config
-    from fedlib.report import setup_label
+    from fedlib.companion.report import setup_label
 
     paper = Config(dataset="fmnist", model="intr_cnn", num_clients=10, rounds=100, local_epochs=10, batch_size=512)
     quick = [paper.replace(n_train=12000, rounds=r, local_epochs=6, batch_size=64) for r in (40, 80)]
@@ -346,7 +346,7 @@ def test_a_claims_label_names_the_setup_a_scale_shrinks():
 def test_a_record_with_a_round_twice_or_beyond_its_rounds_is_incomplete():
     from types import SimpleNamespace
 
-    from fedlib.verdicts import incomplete
+    from fedlib.companion.verdicts import incomplete
 
     rec = lambda rounds: SimpleNamespace(cfg=SimpleNamespace(rounds=3),  # noqa: E731
                                          history=[{"round": r, "test_acc": 0.5} for r in rounds])

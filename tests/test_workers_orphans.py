@@ -13,7 +13,7 @@ PARENT = textwrap.dedent("""
     import os, sys, time
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
-    from fedlib.workers import _init_worker
+    from fedlib.companion.workers import _init_worker
 
     pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=_init_worker,
                                initargs=(1, os.getpid()))

@@ -16,10 +16,10 @@ from typing import Callable, Union
 
 import torch
 
-from ..local import LocalTask
-from .sequential import SequentialExecutor
-from .static import use_static
-from .vectorized import VectorizedExecutor
+from fedlib.local import LocalTask
+from fedlib.executors.sequential import SequentialExecutor
+from fedlib.executors.fast.static import use_static
+from fedlib.executors.fast.vectorized import VectorizedExecutor
 
 Executor = Union[SequentialExecutor, VectorizedExecutor]
 Notice = Callable[[str], None]
@@ -40,7 +40,7 @@ def make_executor(task: LocalTask, device: torch.device | str, mode: str = "auto
     """The executor ``mode`` ("auto" | "sequential" | "vectorized") asks for, or the sequential one with a one-line
     notice when the vectorized one cannot run ``task`` (on the CPU, ``auto`` prefers sequential silently). On CUDA
     the vectorized executor replays its steps from a CUDA graph whenever they apply (``cuda_graph=None``, see
-    :func:`fedlib.executors.static.use_static`)."""
+    :func:`fedlib.executors.fast.static.use_static`)."""
     if mode not in ("auto", "sequential", "vectorized"):
         raise ValueError(f"Unknown executor {mode!r}; valid executors: 'auto', 'sequential', 'vectorized'.")
     if mode != "sequential":

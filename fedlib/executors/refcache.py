@@ -24,9 +24,9 @@ import os
 import torch
 from torch import Tensor
 
-from ..augment import VIEWS
-from ..local import LocalTask, forward
-from ..params import Params
+from fedlib.augment import VIEWS
+from fedlib.local import LocalTask, forward
+from fedlib.params import Params
 
 __all__ = ["RefTaps", "build_ref_taps"]
 

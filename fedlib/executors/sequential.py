@@ -23,11 +23,11 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-from ..augment import apply_augment
-from ..local import ClientJob, ClientResult, LocalTask, forward, local_loss
-from ..params import load_params_
-from ..schedule import epoch_plan, non_finite_loss, num_batches
-from .refcache import build_ref_taps
+from fedlib.augment import apply_augment
+from fedlib.local import ClientJob, ClientResult, LocalTask, forward, local_loss
+from fedlib.params import load_params_
+from fedlib.schedule import epoch_plan, non_finite_loss, num_batches
+from fedlib.executors.refcache import build_ref_taps
 
 __all__ = ["SequentialExecutor", "batches"]
 

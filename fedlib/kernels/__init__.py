@@ -33,11 +33,11 @@ Conventions (documented choices):
 
 from __future__ import annotations
 
-from ._base import center_gram, no_tf32
-from .cka import MinibatchCKA, choose_cka_form, cka_matrix, debiased_cka, hsic1, linear_cka, rbf_cka
-from .evbmf import EVBMFResult, evbmf, evbmf_tau_bar
-from .rank import condition_number, effective_rank, entropy_of_singular_values, layer_metric, stable_rank, unfold_conv
-from .metrics import DISTANCE_METRICS, SIMILARITIES, frobenius_sq, get_similarity, vec_cosine
+from fedlib.kernels._base import center_gram, no_tf32
+from fedlib.kernels.cka import MinibatchCKA, choose_cka_form, cka_matrix, debiased_cka, hsic1, linear_cka, rbf_cka
+from fedlib.kernels.evbmf import EVBMFResult, evbmf, evbmf_tau_bar
+from fedlib.kernels.rank import condition_number, effective_rank, entropy_of_singular_values, layer_metric, stable_rank, unfold_conv
+from fedlib.kernels.metrics import DISTANCE_METRICS, SIMILARITIES, frobenius_sq, get_similarity, vec_cosine
 
 __all__ = [
     "no_tf32",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ._base import (  # noqa: F401
+from fedlib.kernels._base import (  # noqa: F401
     _as_2d,
     _center_features,
     _check_finite,

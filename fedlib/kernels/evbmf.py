@@ -10,7 +10,7 @@ import torch
 from scipy.optimize import brentq, minimize_scalar
 from torch import Tensor
 
-from ._base import (
+from fedlib.kernels._base import (
     _check_finite,  # noqa: F401
     _svdvals,  # noqa: F401
 )

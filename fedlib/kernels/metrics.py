@@ -7,8 +7,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ._base import _as_2d  # noqa: F401
-from .cka import debiased_cka, linear_cka, rbf_cka  # noqa: F401
+from fedlib.kernels._base import _as_2d  # noqa: F401
+from fedlib.kernels.cka import debiased_cka, linear_cka, rbf_cka  # noqa: F401
 
 
 # ----------------------------------------------------------------------------------------------------

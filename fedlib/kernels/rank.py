@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ._base import _check_finite, _svdvals  # noqa: F401
-from .evbmf import evbmf  # noqa: F401
+from fedlib.kernels._base import _check_finite, _svdvals  # noqa: F401
+from fedlib.kernels.evbmf import evbmf  # noqa: F401
 
 # ----------------------------------------------------------------------------------------------------
 # spectral learning metrics

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..options import Option, option_problems, signature_options
-from .base import ClientContext, FineTune, LocalBatch, Needs, Params, Strategy, weighted_average
-from .centralized import Centralized
-from .fedavg import FedAvg
-from .fedbabu import FedBABU
-from .fedcka import FedCKA
-from .feder import FedER
-from .fedintr import FedIntR
-from .fedprox import FedProx
-from .fedshibu import FedAvgCRSM, FedSHIBU
-from .local_only import LocalOnly
-from .moon import MOON
-from .scaffold import SCAFFOLD
+from fedlib.options import Option, option_problems, signature_options
+from fedlib.strategies.base import ClientContext, FineTune, LocalBatch, Needs, Params, Strategy, weighted_average
+from fedlib.strategies.centralized import Centralized
+from fedlib.strategies.fedavg import FedAvg
+from fedlib.strategies.fedbabu import FedBABU
+from fedlib.strategies.fedcka import FedCKA
+from fedlib.strategies.feder import FedER
+from fedlib.strategies.fedintr import FedIntR
+from fedlib.strategies.fedprox import FedProx
+from fedlib.strategies.fedshibu import FedAvgCRSM, FedSHIBU
+from fedlib.strategies.local_only import LocalOnly
+from fedlib.strategies.moon import MOON
+from fedlib.strategies.scaffold import SCAFFOLD
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "fedavg": FedAvg,

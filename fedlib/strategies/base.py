@@ -43,9 +43,9 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from ..local import ClientContext, LocalBatch, Needs
-from ..options import option_problems, signature_options
-from ..params import Params
+from fedlib.local import ClientContext, LocalBatch, Needs
+from fedlib.options import option_problems, signature_options
+from fedlib.params import Params
 
 __all__ = ["Strategy", "FineTune", "SELECTS", "LR_ROUNDINGS", "ClientContext", "LocalBatch", "Needs", "Params",
            "weighted_average"]
@@ -76,7 +76,7 @@ class Strategy:
     """FedAvg (McMahan et al. 2017). Subclasses override only what their paper changes."""
 
     name = "fedavg"
-    # how its cost per sample-pass compares (fedlib.costs.FAMILY_FACTOR): "fedavg", "prox", "contrastive" (the global
+    # how its cost per sample-pass compares (fedlib.companion.costs.FAMILY_FACTOR): "fedavg", "prox", "contrastive" (the global
     # and previous models' forward passes beside the local one), "feder" (EVBMF ranks every round), "personal"
     cost_family = "fedavg"
     needs = Needs()

@@ -8,7 +8,7 @@ all the data (tested).
 
 from __future__ import annotations
 
-from .base import Needs, Strategy
+from fedlib.strategies.base import Needs, Strategy
 
 
 class Centralized(Strategy):

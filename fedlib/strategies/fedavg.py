@@ -5,7 +5,7 @@ Everything FedAvg does is the default behaviour of :class:`~fedlib.strategies.ba
 
 from __future__ import annotations
 
-from .base import Strategy
+from fedlib.strategies.base import Strategy
 
 
 class FedAvg(Strategy):

@@ -51,8 +51,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..options import at_least, between
-from .base import LR_ROUNDINGS, SELECTS, ClientContext, FineTune, Params, Strategy, weighted_average
+from fedlib.options import at_least, between
+from fedlib.strategies.base import LR_ROUNDINGS, SELECTS, ClientContext, FineTune, Params, Strategy, weighted_average
 
 FT_PARTS = ("head", "full")
 HEADS = ("last", "dense")

@@ -23,10 +23,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..contrastive import FEDCKA_SIMILARITIES, fedcka_loss
-from ..options import at_least
-from .base import ClientContext, LocalBatch, Needs
-from .previous import WithPrevious
+from fedlib.contrastive import FEDCKA_SIMILARITIES, fedcka_loss
+from fedlib.options import at_least
+from fedlib.strategies.base import ClientContext, LocalBatch, Needs
+from fedlib.strategies.previous import WithPrevious
 
 
 class FedCKA(WithPrevious):

@@ -34,9 +34,9 @@ from typing import Any
 
 import torch
 
-from ..kernels import layer_metric
-from ..options import at_least
-from .base import ClientContext, Params, Strategy, weighted_average
+from fedlib.kernels import layer_metric
+from fedlib.options import at_least
+from fedlib.strategies.base import ClientContext, Params, Strategy, weighted_average
 
 METRICS = ("entropy", "entropy_as_printed", "erank", "stable_rank")
 VERSIONS = ("improved", "naive")

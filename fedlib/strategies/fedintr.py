@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..contrastive import fedintr_loss
-from ..options import above, at_least
-from .base import ClientContext, LocalBatch, Needs
-from .previous import WithPrevious
+from fedlib.contrastive import fedintr_loss
+from fedlib.options import above, at_least
+from fedlib.strategies.base import ClientContext, LocalBatch, Needs
+from fedlib.strategies.previous import WithPrevious
 
 
 class FedIntR(WithPrevious):

@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..options import at_least
-from .base import ClientContext, LocalBatch, Needs, Strategy
+from fedlib.options import at_least
+from fedlib.strategies.base import ClientContext, LocalBatch, Needs, Strategy
 
 
 class FedProx(Strategy):

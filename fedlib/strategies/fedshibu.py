@@ -56,10 +56,10 @@ from typing import Any
 
 from torch import Tensor
 
-from ..crsm import CONTROLS, SIMS, control_crsm, crsm, crsm_stats, group_crsm, mix, row_weights
-from ..options import above, at_least
-from .base import ClientContext, FineTune, Params
-from .fedbabu import FedBABU, extractor_tap
+from fedlib.crsm import CONTROLS, SIMS, control_crsm, crsm, crsm_stats, group_crsm, mix, row_weights
+from fedlib.options import above, at_least
+from fedlib.strategies.base import ClientContext, FineTune, Params
+from fedlib.strategies.fedbabu import FedBABU, extractor_tap
 
 SAMPLES = ("own", "shared")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import ClientContext, Params, Strategy
+from fedlib.strategies.base import ClientContext, Params, Strategy
 
 
 class LocalOnly(Strategy):

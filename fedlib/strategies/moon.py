@@ -19,10 +19,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..contrastive import moon_loss
-from ..options import above, at_least
-from .base import ClientContext, LocalBatch, Needs, Params
-from .previous import WithPrevious
+from fedlib.contrastive import moon_loss
+from fedlib.options import above, at_least
+from fedlib.strategies.base import ClientContext, LocalBatch, Needs, Params
+from fedlib.strategies.previous import WithPrevious
 
 
 class MOON(WithPrevious):

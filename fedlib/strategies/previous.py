@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .base import ClientContext, Needs, Params, Strategy
+from fedlib.strategies.base import ClientContext, Needs, Params, Strategy
 
 
 class WithPrevious(Strategy):

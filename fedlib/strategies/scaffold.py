@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .base import ClientContext, Needs, Params, Strategy
+from fedlib.strategies.base import ClientContext, Needs, Params, Strategy
 
 
 class SCAFFOLD(Strategy):

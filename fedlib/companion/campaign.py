@@ -1,0 +1,439 @@
+"""The campaign: every run every notebook plans, costed, prioritized and trained within a time budget.
+
+    python -m fedlib.companion.campaign plan --scale paper --device cuda        # every run: cost, priority, status
+    python -m fedlib.companion.campaign run --scale paper --device cuda --budget 25m [--backend local|ray]
+    python -m fedlib.companion.campaign ledger --scale paper                    # results/ledger-paper.md
+
+The runs come from the notebooks' plans (:data:`fedlib.companion.papers.PLANS`; the notebooks load the same runs with
+``fetch(cfg, train=False)``); a run that several artifacts share (same :meth:`Config.key`) is one run. Its
+**priority** is its notebook's (:attr:`fedlib.companion.papers.Notebook.priorities`, by artifact): the Fashion-MNIST tables
+with paper numbers first (FedIntR Table I, II, V), then FedCKA Table 2, and so on; an artifact no notebook ranks
+gets :data:`DEFAULT_PRIORITY`. Its **status** is ``done`` (a record is in the store), ``diverged`` (it stopped with a
+non-finite loss, ``failed/<key>.json``, or its record holds non-finite metrics: a finished result, never retried
+unless ``--retry-diverged``), ``pending`` (``partial`` when a checkpoint holds some of its rounds) or ``blocked``
+(its dataset's files are not on this machine, or its record file holds another config's record: named, never
+attempted). Its **cost** is :mod:`fedlib.companion.costs`' estimate on the device.
+
+``run`` first finishes the runs a checkpoint holds rounds of (checkpoints live on this machine only: a begun run left
+for later may lose its rounds with the machine), then trains the pending runs in priority order (within one
+priority, the shortest estimate first: a slice that cannot finish a priority completes its cheapest settings'
+columns, so their claims are decided first) and never starts one whose estimate exceeds the remaining budget (it
+goes on with the next one that fits, of a later priority too); once runs have finished, estimates are scaled by the
+pace they were trained at (:class:`Booking`). Once a seed of a setting has diverged or ended off its plateau, that
+setting's other seeds are trained last, as the run goes and in later ones: every claim and mean over those seeds is
+not testable whatever they read (``moot``).
+Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
+records are written atomically by :func:`fedlib.companion.results.run`; a finished run's time updates the cost table. Run
+again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.companion.ledger`;
+never the batch summary) lists artifact × runs finished / needed, the claims' verdicts (from the notebooks'
+``results/summary/*.<scale>.json``) and mean ± std over seeds where a plan has several.
+
+Batching runs that share a model and shapes (seeds, μ values) into one computation was measured on the CPU and
+gains at most 4 %, within noise (``benchmarks/batching.py``, ``docs/campaign.md``): runs are trained one after
+another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from fedlib.companion import papers as registry  # PLANS read at call time: a test may replace them
+from fedlib.companion import ray_backend, workers
+from fedlib.atomic import writable_problem
+from fedlib.config import SCALES, Config, device_problem, field_problem
+from fedlib.companion.costs import DEFAULT_COSTS, CostTable, LongRunError, check_long
+from fedlib.progress import fmt_s as _fmt_s
+from fedlib.data import dataset_missing  # noqa: F401  (re-exported)
+from fedlib.errors import as_typed
+from fedlib.companion.ledger import ledger_path, write_ledger
+from fedlib.companion.plan_text import DOC_BEGIN, DOC_END, format_plan, matching, plan_doc, write_plan_doc  # noqa: F401
+from fedlib.companion.papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
+from fedlib.companion.common import Plan, RunId
+from fedlib.companion.results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
+from fedlib.schedule import NonFiniteLossError
+from fedlib.companion.verdicts import off_plateau_by_every_metric
+from fedlib.companion.workers import default_jobs
+
+__all__ = ["Item", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
+           "run_local", "format_plan", "unknown_notebooks", "main"]
+
+
+@dataclass
+class Item:
+    """One planned run, however many artifacts need it."""
+
+    key: str
+    cfg: Config
+    uses: list[tuple[str, str, RunId]] = field(default_factory=list)  # (notebook, artifact, run id)
+    priority: int = DEFAULT_PRIORITY
+    order: int = 0  # declaration order (ties)
+    status: str = "pending"  # done | diverged | pending | partial | blocked
+    why: str = ""
+    rounds_done: int = 0
+    estimate_s: float = 0.0
+    source: str = ""
+    retry: bool = False  # train it again even if it diverged (--retry-diverged)
+    recompute: bool = False  # its stored record is a diverged one: retrying replaces it
+    off: str = ""  # done, but off its plateau (verdicts.off_plateau_by_every_metric): why
+    moot: str = ""  # why no verdict can depend on it (defer_moot): trained last
+
+    @property
+    def what(self) -> str:
+        """``notebook · artifact · run name [key]`` of its first use (the name: ``str`` of its run id): how the
+        campaign's log names it."""
+        nb, art, name = self.uses[0]
+        return f"{nb} · {art} · {name} [{self.key}]"
+
+    @property
+    def sort_key(self) -> tuple:
+        """A moot run last (:func:`defer_moot`); a run a checkpoint holds rounds of first, whatever its priority
+        (what an earlier slice began ends before new work starts: its checkpoint is on this machine only), then
+        priority, Fashion-MNIST first, the shortest estimate first (the most runs, and the cheapest settings'
+        columns complete, per slice), then declaration order."""
+        return (bool(self.moot), self.status != "partial", self.priority, self.cfg.dataset != DATASET_FIRST,
+                self.estimate_s, self.order)
+
+    @property
+    def setting(self) -> str:
+        """The key of its config but for the seed: the runs whose seeds a comparison pools."""
+        return self.cfg.replace(seed=0).key()
+
+
+def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> Plan:
+    params = inspect.signature(fn).parameters
+    takes = "dataset" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    kw = {"dataset": dataset} if dataset and takes else {}
+    return fn(scale, **kw)
+
+
+def collect(scale: str, device: str = "cpu", *, store: Store | None = None, costs: CostTable | None = None,
+            only: list[str] | None = None, dataset: str | None = None,
+            plans: dict[str, Callable[..., Any]] | None = None, errors: list[str] | None = None,
+            retry_diverged: bool = False, threads: int | None = None) -> list[Item]:
+    """Every run of every plan (``only``: notebook names or number prefixes), deduplicated by key, with its
+    priority, status and estimated cost on ``device`` with ``threads`` threads a run (default: this process's), in
+    the order ``run`` takes them. A plan that fails to build is skipped and its error appended to ``errors``. With
+    ``retry_diverged`` a diverged run is pending."""
+    store = store or Store.for_scale(scale)
+    costs = costs if costs is not None else CostTable()
+    if costs.relearn and scale != "smoke":  # counted another way: learn the stored runs' times again
+        costs.learn_all(store.records())
+        costs.save()
+    items: dict[str, Item] = {}
+    for nb, fn in sorted((plans if plans is not None else registry.PLANS).items()):
+        if only and not any(nb == o or nb.startswith(o) for o in only):
+            continue
+        datasets = (dataset,) if dataset or scale != "paper" or plans is not None else registry.PAPER_DATASETS.get(nb, (None,))
+        try:
+            arts = [(a, r) for ds in datasets for a, r in _call_plan(fn, scale, ds).items()]
+        except Exception as e:  # noqa: BLE001 — one broken plan must not hide the others
+            (errors if errors is not None else []).append(f"{nb}: {type(e).__name__}: {e}")
+            continue
+        for art, runs in arts:
+            for rid, cfg in runs.items():
+                k = cfg.key()
+                it = items.get(k)
+                if it is None:
+                    every = cfg.checkpoint_every or max(1, math.ceil(cfg.rounds / 20))
+                    it = items[k] = Item(k, cfg.replace(device=device, checkpoint_every=every),
+                                         priority=priority(nb, art), order=len(items), retry=retry_diverged)
+                it.uses.append((nb, art, rid))
+                it.priority = min(it.priority, priority(nb, art))
+    missing: dict[str, str | None] = {}
+    dev_name = device_name(device, threads)  # without CUDA here: "cuda (none ...)", never the CPU's name
+    for it in items.values():
+        refresh(it, store, costs, missing, dev_name)
+    defer_moot(list(items.values()))
+    return sorted(items.values(), key=lambda i: i.sort_key)
+
+
+def defer_moot(items: list[Item]) -> None:
+    """Mark the pending runs of a setting one of whose seeds diverged or ended off its plateau (by every accuracy
+    a verdict may read) as moot: such a run makes every claim and mean over that setting's seeds not testable
+    whatever its other seeds read (:func:`fedlib.companion.verdicts.decide`), so they are trained after every run a verdict
+    can still depend on (planned all the same: seeds are fixed before any run)."""
+    spoilt: dict[str, str] = {}
+    for it in sorted(items, key=lambda i: i.cfg.seed):
+        if it.status == "diverged" or (it.status == "done" and it.off):
+            why = "diverged" if it.status == "diverged" else f"ended off its plateau ({it.off})"
+            spoilt.setdefault(it.setting, f"seed {it.cfg.seed} of its setting {why}")
+    for it in items:
+        if it.status in ("pending", "partial") and (why := spoilt.get(it.setting)) is not None:
+            it.moot = f"{why}: no verdict depends on this run (trained last)"
+
+
+def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | None] | None = None,
+            dev_name: str | None = None) -> Item:
+    """Update ``it``'s status and remaining cost from the store and the cost table."""
+    missing = {} if missing is None else missing
+    ds = it.cfg.dataset
+    if ds not in missing:
+        missing[ds] = dataset_missing(ds)
+    it.rounds_done, it.recompute, it.why = 0, False, ""
+    try:
+        rec = store.get(it.key)
+    except RecordMismatchError as e:  # another config's record under this key: the user decides
+        it.status, it.why, it.estimate_s, it.source = "blocked", str(e), 0.0, ""
+        return it
+    except CorruptRecordError as e:  # unreadable: run() recomputes it
+        rec, it.why = None, str(e)
+    why = "; ".join(rec.problems()) if rec is not None else _divergence(store, it.key)
+    if why and not it.retry:
+        it.status, it.why, it.estimate_s, it.source = "diverged", why, 0.0, ""
+        return it
+    if rec is not None and not why:
+        it.status, it.estimate_s, it.source, it.off = "done", 0.0, "", off_plateau_by_every_metric(rec) or ""
+        return it
+    it.recompute = rec is not None
+    if missing[ds]:
+        it.status, it.why = "blocked", missing[ds]
+    else:
+        it.status = "pending"
+        it.rounds_done = store.checkpoint_round(it.key)
+        if it.rounds_done:
+            it.status = "partial"
+    est = costs.estimate(it.cfg, it.cfg.device, rounds_left=it.cfg.rounds - it.rounds_done, device_name=dev_name)
+    it.estimate_s, it.source = est.seconds, est.source
+    return it
+
+
+def _divergence(store: Store, key: str) -> str:
+    """How the last run of ``key`` diverged (a non-finite loss, in ``failed/<key>.json``), or ``""``."""
+    f = store.last_failure(key)
+    if f is None or f.get("error", {}).get("type") != NonFiniteLossError.__name__:
+        return ""
+    return f"diverged in round {f.get('failed_round')}: {f['error'].get('message', '')}"
+
+
+def unknown_notebooks(only: list[str], plans: dict[str, Any] | None = None) -> str | None:
+    """Why some of ``only`` (notebook names or number prefixes) name no notebook with a plan; None if all do."""
+    names = sorted(plans if plans is not None else registry.PLANS)
+    bad = [o for o in only if not any(nb == o or nb.startswith(o) for nb in names)]
+    return f"no notebook with a plan matches {', '.join(map(repr, bad))}; valid: {', '.join(names)}" if bad else None
+
+
+def parse_budget(text: str) -> float:
+    """Seconds in a budget such as ``25m``, ``1h30m``, ``90s`` or ``1.5h`` (a bare number is seconds)."""
+    t = str(text).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", t)
+    if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([hms])", "", t).strip():
+        raise ValueError(f"Budget {text!r} is not a duration; write e.g. 25m, 1h30m, 90s or 1.5h.")
+    return sum(float(v) * {"h": 3600, "m": 60, "s": 1}[u] for v, u in parts)
+
+
+def admit(it: Item, store: Store, costs: CostTable, left: float, out: dict[str, list[str]],
+          log: Callable[[str], None], pace: float = 1.0, dev_name: str | None = None) -> float | None:
+    """The seconds left if ``it`` should start now; None if it is done meanwhile or its estimate exceeds ``left``
+    (then it is listed as skipped). Refreshes its status and estimate first (a checkpoint, a newer measurement of
+    ``dev_name`` first); ``pace`` (:attr:`Booking.pace`) scales the estimate to this machine's speed so far."""
+    refresh(it, store, costs, dev_name=dev_name)
+    if it.status not in ("pending", "partial"):
+        return None
+    if pace != 1.0:
+        it.estimate_s *= pace
+        it.source += f", × {pace:.2f} (this campaign's pace)"
+    if it.estimate_s > left:
+        out["skipped"].append(it.key)
+        log(f"[campaign] skip {it.what}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
+        return None
+    return left
+
+
+def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], secs: float,
+           log: Callable[[str], None]) -> None:
+    """Book a finished run: the cost table learns its time."""
+    if costs.learn(rec):
+        costs.save()
+    out["done"].append(it.key)
+    acc = rec.final("test_acc")
+    log(f"[campaign] done {it.what} in {_fmt_s(secs)}" + (f": test acc {100 * acc:.2f} %" if acc == acc else ""))
+
+
+@dataclass
+class Booking:
+    """What a backend (:func:`fedlib.companion.workers.run_local`, :func:`fedlib.companion.ray_backend.run_ray`) asks the campaign
+    around each run: :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's
+    **pace**: the seconds its finished runs took over what the cost table estimates, as it stands now, for the
+    rounds they trained. The table holds medians over earlier machines; two CPUs of one model name can differ
+    twofold, so a run is admitted on its estimate times the pace (1 until a run has finished), and one that cannot
+    end within the budget is not begun. The table learns each finished run's time: where this campaign's runs are
+    most of a key's measurements, its estimates are already this machine's and the pace stays near 1 (against the
+    estimates they were admitted on, it would count this machine's slowness twice). ``dev_name``: the device name
+    the runs' records carry (:func:`fedlib.companion.provenance.device_name` with the workers' threads), measured first."""
+
+    store: Store
+    costs: CostTable
+    log: Callable[[str], None] = print
+    dev_name: str | None = None
+    _admitted: dict[str, int] = field(default_factory=dict)  # key: the rounds it was admitted to train
+    _finished: list[tuple[Config, int, float]] = field(default_factory=list)  # (config, rounds trained, seconds)
+
+    @property
+    def pace(self) -> float:
+        est = sum(self.costs.estimate(c, c.device, rounds_left=r, device_name=self.dev_name).seconds
+                  for c, r, _ in self._finished)
+        return sum(s for *_, s in self._finished) / est if est > 0 else 1.0
+
+    def admit(self, it: Item, left: float, out: dict[str, list[str]]) -> float | None:
+        got = admit(it, self.store, self.costs, left, out, self.log, self.pace, self.dev_name)
+        if got is not None:
+            self._admitted[it.key] = it.cfg.rounds - it.rounds_done
+        return got
+
+    def failed(self, it: Item, queue: list[Item]) -> None:
+        """``it`` stopped; if it diverged, its setting's seeds still in ``queue`` go last (:func:`defer_moot`)."""
+        if _divergence(self.store, it.key):
+            it.status = "diverged"
+            defer_moot([it, *queue])
+            queue.sort(key=lambda q: q.sort_key)
+
+    def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]],
+               queue: list[Item] | None = None) -> None:
+        """Book ``it``'s record; if it ended off its plateau, its setting's seeds still in ``queue`` go last."""
+        rounds = self._admitted.pop(it.key, 0)
+        finish(rec, it, self.costs, out, secs, self.log)  # the table learns its time first
+        if rounds > 0 and secs > 0:
+            self._finished.append((it.cfg, rounds, secs))
+        it.status, it.off = "done", off_plateau_by_every_metric(rec) or ""
+        if it.off and queue:
+            defer_moot([it, *queue])
+            queue.sort(key=lambda q: q.sort_key)
+
+
+def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, jobs: int = 1,
+              progress: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """The pending ``items`` trained on this machine within ``budget_s`` (:func:`fedlib.companion.workers.run_local`)."""
+    booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu",
+                                                     workers.worker_threads(jobs)))
+    return workers.run_local(items, store, budget_s, booking, jobs=jobs, progress=progress, log=log)
+
+
+def run_ray(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, address: str | None = None,
+            num_cpus: int | None = None, threads: int | None = None,
+            log: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """The pending ``items`` trained as Ray tasks within ``budget_s`` (:func:`fedlib.companion.ray_backend.run_ray`)."""
+    booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu", threads))
+    return ray_backend.run_ray(items, store, budget_s, booking, address=address,
+                               num_cpus=num_cpus, threads=threads, log=log)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fedlib.companion.campaign", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("plan", "run", "ledger", "costs", "doc"):
+        p = sub.add_parser(name)
+        p.add_argument("--scale", default="paper", choices=SCALES)
+        p.add_argument("--device", default="cuda" if name == "doc" else "cpu")
+        p.add_argument("--only", nargs="*", help="notebook names or number prefixes, e.g. 05 01")
+        p.add_argument("--dataset", default=None, help="pass this dataset to every plan that takes one")
+        p.add_argument("--match", nargs="*", default=None,
+                       help="only runs whose 'notebook · artifact · name' contains one of these texts, e.g. "
+                            "'table1 · FedAvg' 'FedIntR / μ=5' (as `plan` prints them)")
+        p.add_argument("--store", default=None, help="results folder (default: results/, results/smoke/ at smoke)")
+        p.add_argument("--costs", default=str(DEFAULT_COSTS),
+                       help="the cost table (JSON; at smoke scale the default one is read, not written)")
+        if name == "run":
+            p.add_argument("--budget", required=True, help="wall-clock budget, e.g. 25m, 1h30m, 90s")
+            p.add_argument("--backend", default="local", choices=["local", "ray"])
+            p.add_argument("--ray-address", default=None, help="a Ray cluster (default: $RAY_ADDRESS or local)")
+            p.add_argument("--jobs", type=int, default=None,
+                           help="runs trained at once by the local backend (default: one single-thread worker per "
+                                "core on a CPU, 1 on a GPU; fedlib.companion.workers)")
+            p.add_argument("--no-progress", dest="progress", action="store_false",
+                           help="no line per round (round, accuracy, loss, s/round, ETA)")
+            p.add_argument("--allow-long", action="store_true",
+                           help="go on when the work within the budget is estimated longer than an hour on a CPU")
+            p.add_argument("--retry-diverged", action="store_true",
+                           help="train the runs that diverged again (by default a diverged run is a result)")
+        if name == "doc":
+            p.add_argument("--file", default=str(Path(__file__).resolve().parents[2] / "docs" / "campaign.md"),
+                           help="the markdown file whose generated block is rewritten")
+        if name == "costs":
+            p.add_argument("--learn", action="store_true", help="add the store's records' times to the table")
+    a = ap.parse_args(argv)
+    if (why := field_problem("device", a.device)) or (a.cmd == "run" and (why := device_problem(a.device))):
+        ap.error(f"--device {a.device!r}: {why}")
+    if a.only and (why := unknown_notebooks(a.only)):
+        ap.error(f"--only {' '.join(a.only)}: {why}")
+    store = Store(a.store) if a.store else Store.for_scale(a.scale)
+    if a.cmd in ("run", "ledger"):
+        subs = ("records", "failed", "checkpoints") if a.cmd == "run" else ("records",)
+        for d in [store.root / sub for sub in subs] + [ledger_path(a.scale, store).parent]:
+            if (why := writable_problem(d)) is not None:
+                ap.error(f"--store {store.root}: cannot write to {d} ({why}); nothing was trained. Make it "
+                         f"writable or pass --store <a writable folder>.")
+    # smoke runs are all set-up: they would spoil the committed table's estimates (an explicit --costs file learns)
+    costs = CostTable(a.costs)
+    if a.scale == "smoke" and a.costs == str(DEFAULT_COSTS):
+        costs.path = None
+    if a.cmd == "costs":
+        if a.learn:
+            print(f"[campaign] learnt {costs.learn_all(store.records())} record(s) into {costs.path}")
+            costs.save()
+        for dev, entries in sorted(costs.table.items()):
+            for k, e in sorted(entries.items()):
+                print(f"{dev} | {k} | {1e6 * e['s_per_pass']:.2f} µs per sample-pass | {e['runs']} run(s)")
+        return 0
+    errors: list[str] = []
+    jobs = default_jobs(a.device) if getattr(a, "jobs", None) is None else a.jobs  # estimates at the workers' threads
+    threads = None if getattr(a, "backend", "local") == "ray" else workers.worker_threads(max(1, jobs))
+    items = collect(a.scale, a.device, store=store, costs=costs, only=a.only, dataset=a.dataset, errors=errors,
+                    retry_diverged=getattr(a, "retry_diverged", False), threads=threads)
+    for e in errors:
+        print(f"[campaign] plan error (skipped): {e}", file=sys.stderr)
+    if a.match:
+        items = matching(items, a.match)
+        if not items:
+            ap.error(f"--match {' '.join(map(repr, a.match))}: no run of the plan(s) contains it; `python -m "
+                     f"fedlib.companion.campaign plan` lists the runs as 'notebook · artifact · name'.")
+    if a.cmd == "plan":
+        print(format_plan(items, a.scale, a.device))
+        return 0
+    if a.cmd == "doc":
+        write_plan_doc(Path(a.file), plan_doc(items, costs, a.scale, a.device))
+        print(f"[campaign] {a.file}: the plan's runs and hours at scale {a.scale} on {a.device}")
+        return 0
+    if a.cmd == "run":
+        try:
+            budget = parse_budget(a.budget)
+        except ValueError as e:
+            ap.error(str(e))
+        if jobs < 1:
+            ap.error(f"--jobs {a.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
+        todo = [i for i in items if i.status in ("pending", "partial")]
+        if todo and a.scale == "paper":  # the work this budget would start: stop first if it is hours on a CPU
+            need = sum(i.estimate_s for i in todo)
+            try:
+                check_long(min(need, budget), a.device, f"campaign: {len(todo)} pending run(s) ({_fmt_s(need)} in "
+                           f"all), budget {_fmt_s(budget)}", flag=as_typed("--allow-long", "FEDLIB_ALLOW_LONG=1 make campaign"),
+                           allow_long=a.allow_long or None)
+            except LongRunError as e:
+                print(f"[campaign] {e}", file=sys.stderr)
+                return 2
+        if not todo:
+            n = {s: sum(i.status == s for i in items) for s in ("done", "diverged", "blocked")}
+            print(f"[campaign] nothing to do: {n['done']} done, {n['diverged']} diverged (a result; "
+                  f"{as_typed('--retry-diverged', 'python -m fedlib.companion.campaign run ... --retry-diverged')} trains "
+                  f"them again), {n['blocked']} blocked.")
+        elif a.backend == "ray":
+            run_ray(items, store, budget, costs, address=a.ray_address)
+        else:
+            run_local(items, store, budget, costs, jobs=jobs, progress=a.progress)
+    every = collect(a.scale, "cpu", store=store, costs=CostTable(None), dataset=a.dataset)
+    path = write_ledger(a.scale, every, store=store)  # every plan, whatever --only ran
+    print(f"[campaign] ledger: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from fedlib.companion.papers import main
+
+sys.exit(main())
