@@ -176,7 +176,8 @@ def test_a_non_finite_fine_tuned_model_is_never_scored(tiny_data):
                strategy="fedbabu", strategy_kw={"ft_epochs": 1, "ft_batch_size": 1000}, personal_eval=True,
                executor="sequential")
     eng = Engine(c, data=tiny_data, progress=False)
-    eng.strategy.ft_lr = float("nan")  # one step that diverges, its loss still finite (Config refuses a NaN ft_lr)
+    # one step that diverges, its loss still finite: past the frozen options (Config refuses NaN)
+    object.__setattr__(eng.strategy.options, "ft_lr", float("nan"))
     with pytest.raises(NonFiniteLossError, match=r"fine-tuned .* non-finite .*fedbabu.*ft_lr"):
         eng.run()
     assert not eng.history
@@ -192,3 +193,14 @@ def test_a_strategy_built_directly_checks_its_options_in_the_same_one_place():
     with pytest.raises(ValueError, match=r"\['M'\] 0.*\['sim'\] 'x'"):  # every bad option in one error
         FedCKA(M=0, sim="x")
     assert FedSHIBU(ft_epochs=2, samples="own").ft_epochs == 2 and FedProx(0.5).mu == 0.5
+
+
+def test_options_are_frozen_where_they_are_built():
+    """A strategy's options are a frozen dataclass: setting one, on the options or as the strategy's
+    attribute, is an error naming the fix, never a value nothing reads."""
+    s = build_strategy("fedprox", mu=0.5)
+    with pytest.raises(AttributeError, match=r"'mu' is an option of strategy 'fedprox'.*mu=\.\.\."):
+        s.mu = 1.0
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
+        s.options.mu = 1.0
+    assert s.mu == s.options.mu == 0.5 and s.describe() == {"mu": 0.5, "squared": True}
