@@ -42,6 +42,7 @@ per-client head fine-tuning before evaluation (FedBABU-shaped).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -115,8 +116,15 @@ class Strategy:
 
     def __init_subclass__(cls, **kw: Any) -> None:
         """Names the strategy's ``Options`` after it (for messages); a strategy that declares none
-        takes its parent's options under its own name."""
+        takes its parent's options under its own name. Options are never ``__init__`` parameters: an
+        ``__init__`` takes ``(*args, **kw)`` on to this one (and sets up state)."""
         super().__init_subclass__(**kw)
+        init = vars(cls).get("__init__")
+        named = [p.name for p in list(inspect.signature(init).parameters.values())[1:]
+                 if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)] if init else []
+        if named:
+            raise TypeError(f"strategy {cls.name!r}: declare {named} as fields of a nested frozen "
+                            f"dataclass Options(StrategyOptions), not as __init__ parameters.")
         if "Options" not in vars(cls):
             cls.Options = dataclasses.make_dataclass(  # type: ignore[misc]
                 "Options", [], bases=(cls.Options,), frozen=True,
