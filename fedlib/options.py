@@ -23,7 +23,7 @@ import math
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 from fedlib.errors import OneLineError
 
@@ -178,7 +178,7 @@ def _closest(name: str, valid: list[str]) -> str | None:
     return m[0] if m else None
 
 
-def option_problems(field: str, owner: str, options: dict[str, Option], kw: dict[str, Any],
+def option_problems(field: str, owner: str, options: Mapping[str, Option], kw: dict[str, Any],
                     fixed: dict[str, str] | None = None) -> list[str]:
     """One line per option of ``kw`` that ``options`` does not allow (``owner``: e.g. "strategy 'moon'"; ``fixed``:
     options the caller sets itself -> how to set them instead)."""
@@ -257,9 +257,9 @@ class TypedOptions:
         return cls.__name__
 
     @classmethod
-    def table(cls) -> dict[str, Option]:
+    def table(cls) -> Mapping[str, Option]:
         """The declared options: name -> :class:`Option` (type, default, valid range or values), in
-        field order."""
+        field order (read-only, computed once per class)."""
         return _table(cls)
 
     @classmethod
@@ -298,7 +298,8 @@ class TypedOptions:
 
 
 @functools.cache
-def _table(cls: type) -> dict[str, Option]:
+def _table(cls: type) -> Mapping[str, Option]:
     hints = typing.get_type_hints(cls)
-    return {f.name: Option(f.name, hints[f.name], f.default, f.metadata.get("valid"))
-            for f in dataclasses.fields(cls)}
+    return types.MappingProxyType({f.name: Option(f.name, hints[f.name], f.default,
+                                                  f.metadata.get("valid"))
+                                   for f in dataclasses.fields(cls)})

@@ -3,7 +3,7 @@ beside it (``<Strategy>.Options``: :class:`~fedlib.strategies.base.StrategyOptio
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from fedlib.options import Option
 from fedlib.strategies.base import (ClientContext, FineTune, LocalBatch, Needs, Params, Strategy,
@@ -43,7 +43,7 @@ def _registered(name: str) -> type[Strategy]:
     return STRATEGIES[name]
 
 
-def strategy_options(name: str) -> dict[str, Option]:
+def strategy_options(name: str) -> Mapping[str, Option]:
     """The options (``Config.strategy_kw``) strategy ``name`` declares: name -> type, default and
     valid range or values (its ``Options`` fields)."""
     return STRATEGIES[name].Options.table()
