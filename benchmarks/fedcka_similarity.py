@@ -64,13 +64,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from fedlib.contrastive import fedcka_loss, linear_cka_to  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.executors.sequential import batches  # noqa: E402
+from fedlib.kernels import linear_cka_to  # noqa: E402
 from fedlib.local import forward, local_loss  # noqa: E402
 from fedlib.params import load_params_  # noqa: E402
 from fedlib.companion.presets import preset  # noqa: E402
 from fedlib.schedule import num_batches  # noqa: E402
+from fedlib.strategies.fedcka import fedcka_loss  # noqa: E402
 from fedlib.companion.similarity import layer_cka  # noqa: E402
 from test_fedcka_reference import as_f64, ref_ell_cka, ref_linear_cka, ref_simple_cnn  # noqa: E402
 

@@ -47,6 +47,12 @@ class ConfigError(OneLineError, ValueError, TypeError):
         self.fields = fields
 
 
+# What a config keeps beside its fields (no field: not in its repr, identity or pickle): the
+# strategy's options built from it (Config.strategy_options) and the repr it was validated at
+# (Config.validate).
+_OPTIONS = "_strategy_options"
+_VALID = "_validated"
+
 # Keys of records written by older versions, applied by ``Config.from_dict(d, migrate=True)`` (reading stored
 # records). Renamed: old key -> current field. Dropped: keys whose field was removed (their value is ignored).
 _RENAMED: dict[str, str] = {}
@@ -120,8 +126,34 @@ class Config:
         return [f.name for f in dataclasses.fields(cls)]
 
     def replace(self, **changes: Any) -> "Config":
+        """This config with ``changes``. The strategy's options built for this one carry over while
+        ``strategy`` and ``strategy_kw`` stay the same (:meth:`strategy_options`); a validated
+        config stays validated when only execution fields change (``EXECUTION_FIELDS``: no rule
+        ties them to other fields) to valid values."""
         reject_unknown(changes, "Config.replace")
-        return dataclasses.replace(self, **changes)
+        new = dataclasses.replace(self, **changes)
+        if _OPTIONS in self.__dict__:
+            object.__setattr__(new, _OPTIONS, self.__dict__[_OPTIONS])
+        if self.__dict__.get(_VALID) == repr(self) and set(changes) <= EXECUTION_FIELDS \
+                and all(_RULES[k](getattr(new, k)) is None for k in changes):
+            object.__setattr__(new, _VALID, repr(new))  # only where it runs changed, validly
+        return new
+
+    def strategy_options(self) -> strategies.StrategyOptions:
+        """The strategy's typed options (``<Strategy>.Options``) built from ``strategy_kw``, and so
+        checked, once per config: later calls, and configs :meth:`replace` makes with the same
+        strategy and options, return the same object. Raises :class:`fedlib.options.OptionError`
+        naming every bad option."""
+        stamp = (self.strategy, repr(self.strategy_kw))  # the repr tells 1 from 1.0 and True
+        cached = self.__dict__.get(_OPTIONS)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, strategies.build_options(self.strategy, self.strategy_kw))
+            object.__setattr__(self, _OPTIONS, cached)
+        return cached[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields alone: a pickled or deep-copied config is checked again where it is used."""
+        return {k: v for k, v in self.__dict__.items() if k not in (_OPTIONS, _VALID)}
 
     def identity(self) -> dict[str, Any]:
         """The fields that determine the numbers (everything but execution details)."""
@@ -165,11 +197,17 @@ class Config:
 
     def validate(self) -> "Config":
         """Return ``self`` if every field is usable, else raise one :class:`ConfigError` naming every bad field,
-        its value and the fix (before any data is loaded or any round is trained)."""
+        its value and the fix (before any data is loaded or any round is trained). Checked once: a
+        config already validated, and unchanged since (its dict fields could change), returns at
+        once."""
+        stamp = repr(self)
+        if self.__dict__.get(_VALID) == stamp:
+            return self
         problems = _problems(self)
         if problems:
             msg = "Invalid config:\n  - " + "\n  - ".join(m for _, m in problems)
             raise ConfigError(msg, list(dict.fromkeys(f for f, _ in problems)))
+        object.__setattr__(self, _VALID, stamp)
         return self
 
 

@@ -106,7 +106,8 @@ class Engine:
         self.device = torch.device(cfg.device)
         self.progress = progress
         self.data = data.to(self.device) if data is not None else load_data(cfg)
-        self.strategy = build_strategy(cfg.strategy, **cfg.strategy_kw)
+        # from the options validate() built: the strategy is constructed once, its options not again
+        self.strategy = build_strategy(cfg.strategy, cfg.strategy_options())
         self.partition = partition or build_partition(cfg, self.data, self.strategy)
         if cfg.personal_eval and self.partition.test_indices is None:
             raise ConfigError(no_personal_tests(cfg, self.strategy.centralized), ["personal_eval"])

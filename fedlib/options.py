@@ -1,10 +1,13 @@
 """Typed checks of the keyword options of strategies, models and optimizers (``Config.strategy_kw``, ``model_kw``,
 ``optimizer_kw``), run by :meth:`fedlib.config.Config.validate` before any data is loaded.
 
-An option's type is its annotation in the signature of what takes it (a strategy's ``__init__``, a model builder,
-an optimizer class), or the type of its default where the signature has none; its range or its valid values are
-declared next to it (``Strategy.option_ranges``, :data:`fedlib.models.MODEL_OPTION_RANGES`,
-:data:`fedlib.optim.OPTIMIZER_OPTIONS`). An ``int`` option takes no float or bool, a ``bool`` option no string, a
+A strategy declares its options as a frozen dataclass (:class:`TypedOptions`: each field's
+annotation is its type, :func:`option` gives its default and valid range or values), checked once,
+when it is built. A model's or an optimizer's option is typed by its annotation in the signature of
+what takes it (a model builder, an optimizer class), or by the type of its default where the
+signature has none; its range or its valid values are declared next to it
+(:data:`fedlib.models.MODEL_OPTION_RANGES`, :data:`fedlib.optim.OPTIMIZER_OPTIONS`). An ``int``
+option takes no float or bool, a ``bool`` option no string, a
 ``float`` option no NaN or inf, and an option the callee does not take is an error, never ignored: nothing is
 coerced (``int(2.5)``, ``bool("False")``) or dropped. Each problem is one line naming ``field['option']``, the
 value and the valid values.
@@ -12,16 +15,20 @@ value and the valid values.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import functools
 import inspect
 import math
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Mapping
+
+from fedlib.errors import OneLineError
 
 __all__ = ["Interval", "at_least", "above", "between", "Option", "signature_options", "option_problems",
-           "options_or_none"]
+           "options_or_none", "OptionError", "TypedOptions", "option"]
 
 
 @dataclass(frozen=True)
@@ -171,7 +178,7 @@ def _closest(name: str, valid: list[str]) -> str | None:
     return m[0] if m else None
 
 
-def option_problems(field: str, owner: str, options: dict[str, Option], kw: dict[str, Any],
+def option_problems(field: str, owner: str, options: Mapping[str, Option], kw: dict[str, Any],
                     fixed: dict[str, str] | None = None) -> list[str]:
     """One line per option of ``kw`` that ``options`` does not allow (``owner``: e.g. "strategy 'moon'"; ``fixed``:
     options the caller sets itself -> how to set them instead)."""
@@ -216,3 +223,83 @@ def options_or_none(options: Callable, name: str) -> dict[str, Option]:
         return options(name)
     except ImportError:
         return {}
+
+
+class OptionError(OneLineError, ValueError):
+    """Bad keyword options: ``problems``, one sentence each. Each names one option
+    (``field['option'] value: ...``) unless ``joint``: options valid one by one that do not go
+    together (the sentence names them)."""
+
+    def __init__(self, problems: list[str], joint: bool = False) -> None:
+        super().__init__(" ".join(problems))
+        self.problems, self.joint = problems, joint
+
+
+def option(default: Any, valid: Interval | tuple | None = None) -> Any:
+    """A field of a :class:`TypedOptions` dataclass: its default and its valid range
+    (:class:`Interval`) or values."""
+    return dataclasses.field(default=default, metadata={"valid": valid})
+
+
+@dataclass(frozen=True)
+class TypedOptions:
+    """Keyword options as a frozen dataclass, checked once, when it is built: every field against
+    its annotation and its :func:`option` range (:func:`option_problems`: one :class:`OptionError`
+    naming each bad option and its valid values), then :meth:`joint_problem`. An ``int`` given for a
+    ``float`` field is stored as a float; nothing else is coerced. Subclasses set ``FIELD`` (the
+    Config field, e.g. ``"strategy_kw"``) and :meth:`owner`."""
+
+    FIELD: ClassVar[str] = "options"
+
+    @classmethod
+    def owner(cls) -> str:
+        """Who takes the options, for messages (e.g. "strategy 'moon'")."""
+        return cls.__name__
+
+    @classmethod
+    def table(cls) -> Mapping[str, Option]:
+        """The declared options: name -> :class:`Option` (type, default, valid range or values), in
+        field order (read-only, computed once per class)."""
+        return _table(cls)
+
+    @classmethod
+    def build(cls, *args: Any, **kw: Any) -> "TypedOptions":
+        """The options from positional and keyword values; a name that is not an option is an
+        :class:`OptionError` (naming every bad option of ``kw``), not a ``TypeError``."""
+        names = list(cls.table())
+        if len(args) > len(names):
+            raise TypeError(f"{cls.owner()} takes at most {len(names)} positional options, got "
+                            f"{len(args)}.")
+        given = dict(zip(names, args))
+        if twice := sorted(set(given) & set(kw)):
+            raise TypeError(f"{cls.owner()} got option(s) {twice} both by position and by name.")
+        given.update(kw)
+        if set(kw) - set(names):
+            raise OptionError(option_problems(cls.FIELD, cls.owner(), cls.table(), given))
+        return cls(**given)
+
+    def __post_init__(self) -> None:
+        table = self.table()
+        values = {k: getattr(self, k) for k in table}
+        problems = option_problems(self.FIELD, self.owner(), table, values)
+        if problems:
+            raise OptionError(problems)
+        for k, o in table.items():
+            if o.type is float and not isinstance(getattr(self, k), float):
+                object.__setattr__(self, k, float(getattr(self, k)))
+        why = self.joint_problem()
+        if why is not None:
+            raise OptionError([why], joint=True)
+
+    def joint_problem(self) -> str | None:
+        """What is wrong with several options together (each valid alone), and the fix; None when
+        nothing is."""
+        return None
+
+
+@functools.cache
+def _table(cls: type) -> Mapping[str, Option]:
+    hints = typing.get_type_hints(cls)
+    return types.MappingProxyType({f.name: Option(f.name, hints[f.name], f.default,
+                                                  f.metadata.get("valid"))
+                                   for f in dataclasses.fields(cls)})

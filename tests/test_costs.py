@@ -190,9 +190,10 @@ def test_rendering_reads_a_timing_of_this_cpu_taken_with_another_thread_count(tm
     assert "1 threads" in doc["provenance"]["device"]
 
 
-def test_each_strategy_declares_its_cost_family():
+def test_the_cost_model_maps_each_strategy_to_its_cost_family():
     from fedlib.strategies import STRATEGIES
 
+    assert sorted(costs.FAMILY) == sorted(STRATEGIES)  # the cost model's own map
     fams = {n: costs.family(n) for n in STRATEGIES}
     assert fams == {"fedavg": "fedavg", "fedprox": "prox", "scaffold": "prox", "moon": "contrastive",
                     "fedcka": "contrastive", "fedintr": "contrastive", "feder": "feder", "centralized": "fedavg",

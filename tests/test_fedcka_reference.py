@@ -1,11 +1,13 @@
 """FedCKA's local objective (Eq. 1-3 of both versions) against a second implementation written from the papers.
 
-The second implementation shares nothing with :mod:`fedlib.contrastive` or :mod:`fedlib.kernels`: the simple CNN's
-forward pass in plain ``torch.nn.functional`` on float64 copies of the parameters, linear CKA in the feature form of
-Kornblith et al. (2019) on column-centred activations, ``‖Yᵀ X‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F)``, and Eq. 2's two-way
-softmax written literally, ``−log(e^{s_g} / (e^{s_g} + e^{s_p}))``. fedlib's loss (``fedcka_loss``, the strategy's
-``penalty``, one step of the engine's executors) and its gradient with respect to the local model's parameters are
-compared with it; then what the term does at the start of a round, where the local model is the global one.
+The second implementation shares nothing with :mod:`fedlib.strategies.fedcka` or
+:mod:`fedlib.kernels`: the simple CNN's forward pass in plain ``torch.nn.functional`` on float64
+copies of the parameters, linear CKA in the feature form of Kornblith et al. (2019) on
+column-centred activations, ``‖Yᵀ X‖²_F / (‖Xᵀ X‖_F ‖Yᵀ Y‖_F)``, and Eq. 2's two-way softmax written
+literally, ``−log(e^{s_g} / (e^{s_g} + e^{s_p}))``. fedlib's loss (``fedcka_loss``, the strategy's
+``penalty``, one step of the engine's executors) and its gradient with respect to the local model's
+parameters are compared with it; then what the term does at the start of a round, where the local
+model is the global one.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.config import Config
-from fedlib.contrastive import fedcka_loss
 from fedlib.data import load_dataset
 from fedlib.engine import Engine
 from fedlib.local import ClientContext, LocalBatch, forward
 from fedlib.models import build_model
 from fedlib.strategies import build_strategy
+from fedlib.strategies.fedcka import fedcka_loss
 
 REGULARIZED = ("conv1", "conv2")  # FedCKA's M = 2 "naturally similar" layers of the simple CNN
 SHAPE = (1, 28, 28)  # Fashion-MNIST

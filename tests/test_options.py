@@ -176,7 +176,8 @@ def test_a_non_finite_fine_tuned_model_is_never_scored(tiny_data):
                strategy="fedbabu", strategy_kw={"ft_epochs": 1, "ft_batch_size": 1000}, personal_eval=True,
                executor="sequential")
     eng = Engine(c, data=tiny_data, progress=False)
-    eng.strategy.ft_lr = float("nan")  # one step that diverges, its loss still finite (Config refuses a NaN ft_lr)
+    # one step that diverges, its loss still finite: past the frozen options (Config refuses NaN)
+    object.__setattr__(eng.strategy.options, "ft_lr", float("nan"))
     with pytest.raises(NonFiniteLossError, match=r"fine-tuned .* non-finite .*fedbabu.*ft_lr"):
         eng.run()
     assert not eng.history
@@ -192,3 +193,62 @@ def test_a_strategy_built_directly_checks_its_options_in_the_same_one_place():
     with pytest.raises(ValueError, match=r"\['M'\] 0.*\['sim'\] 'x'"):  # every bad option in one error
         FedCKA(M=0, sim="x")
     assert FedSHIBU(ft_epochs=2, samples="own").ft_epochs == 2 and FedProx(0.5).mu == 0.5
+
+
+def test_options_are_frozen_where_they_are_built():
+    """A strategy's options are a frozen dataclass: setting one, on the options or as the strategy's
+    attribute, is an error naming the fix, never a value nothing reads."""
+    s = build_strategy("fedprox", mu=0.5)
+    with pytest.raises(AttributeError, match=r"'mu' is an option of strategy 'fedprox'.*mu=\.\.\."):
+        s.mu = 1.0
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
+        s.options.mu = 1.0
+    assert s.mu == s.options.mu == 0.5 and s.describe() == {"mu": 0.5, "squared": True}
+
+
+def test_every_strategy_declares_its_typed_options_in_its_own_file():
+    """One convention for the twelve: a nested frozen dataclass ``Options`` declared by the
+    strategy's class in the strategy's module, named after the strategy in its messages, whose
+    defaults build."""
+    import dataclasses
+    import inspect
+
+    from fedlib.strategies import STRATEGIES, Strategy, StrategyOptions
+
+    for name, cls in STRATEGIES.items():
+        opts = vars(cls).get("Options")
+        assert opts is not None and issubclass(opts, StrategyOptions), name
+        assert dataclasses.is_dataclass(opts) and opts.__dataclass_params__.frozen, name
+        assert inspect.getsourcefile(opts) == inspect.getsourcefile(cls), name
+        assert opts.strategy == name and opts.owner() == f"strategy {name!r}"
+        s = build_strategy(name, opts())
+        assert type(s.options) is opts and s.describe() is not None
+    with pytest.raises(TypeError, match="FedProx.Options, not MOON.Options"):
+        build_strategy("fedprox", STRATEGIES["moon"].Options())
+    with pytest.raises(TypeError, match=r"declare \['alpha'\] as fields of a nested frozen"):
+
+        class OldStyle(Strategy):  # options as __init__ parameters: refused where it is declared
+            name = "old_style"
+
+            def __init__(self, alpha: float = 1.0) -> None:
+                super().__init__()
+
+
+def test_a_config_builds_its_strategy_options_once_and_keeps_them_while_they_hold():
+    import pickle
+
+    cfg = Config(strategy="fedprox", strategy_kw={"mu": 1})
+    opts = cfg.validate().strategy_options()
+    assert opts.mu == 1.0 and isinstance(opts.mu, float)  # an int for a float is stored as a float
+    assert cfg.strategy_options() is opts and cfg.validate() is cfg
+    moved = cfg.replace(executor="sequential", label="x")  # where it runs: valid, same options
+    assert moved.strategy_options() is opts and moved.__dict__["_validated"] == repr(moved)
+    assert cfg.replace(strategy_kw={"mu": 2}).strategy_options().mu == 2.0
+    assert "_validated" not in cfg.replace(lr=0.5).__dict__  # a field that computes: checked again
+    cfg.strategy_kw["mu"] = -1.0  # changed in place: neither the options nor the validation hold
+    with pytest.raises(ConfigError, match=r"strategy_kw\['mu'\] -1.0"):
+        cfg.validate()
+    again = pickle.loads(pickle.dumps(Config(strategy="moon").validate()))
+    assert "_strategy_options" not in again.__dict__ and "_validated" not in again.__dict__
+    assert again.strategy_options().mu == 1.0
+    assert again.key() == Config(strategy="moon").key()

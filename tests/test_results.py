@@ -213,6 +213,44 @@ def test_fetch_without_training_returns_pending_until_the_record_exists(tmp_path
     assert r.claims[-1]["status"] == "pending"
 
 
+def test_one_fetch_validates_once_and_builds_the_options_and_the_strategy_once(tmp_path, mini_data,
+                                                                                  monkeypatch):
+    """fetch → run → Engine: the config is validated once, its strategy options are built (and
+    checked) once and the strategy is constructed once from them, all before the first local step
+    and never again."""
+    import fedlib.config
+    from fedlib.companion.results import fetch
+    from fedlib.engine import Engine
+    from fedlib.options import TypedOptions
+    from fedlib.strategies import Strategy, StrategyOptions
+
+    counts = {"validations": 0, "options": 0, "strategies": 0}
+    at_first_step: dict[str, int] = {}
+
+    def counting(what, fn, when=lambda *a: True):
+        def wrapped(*a, **kw):
+            counts[what] += bool(when(*a))
+            return fn(*a, **kw)
+        return wrapped
+
+    problems = fedlib.config._problems
+    monkeypatch.setattr(fedlib.config, "_problems", counting("validations", problems))
+    monkeypatch.setattr(TypedOptions, "__post_init__", counting(
+        "options", TypedOptions.__post_init__, lambda self: isinstance(self, StrategyOptions)))
+    monkeypatch.setattr(Strategy, "__init__", counting("strategies", Strategy.__init__))
+    train = Engine.train
+
+    def first_step(self, *a, **kw):
+        at_first_step.update(at_first_step or counts)
+        return train(self, *a, **kw)
+
+    monkeypatch.setattr(Engine, "train", first_step)
+    cfg = mini(strategy="fedprox", strategy_kw={"mu": 0.01}, rounds=2)
+    rec = fetch(cfg, store=Store(tmp_path), data=mini_data, progress=False)
+    assert len(rec.history) == 2 and rec.strategy == {"mu": 0.01, "squared": True}
+    assert at_first_step == counts == {"validations": 1, "options": 1, "strategies": 1}
+
+
 def test_a_copied_record_is_not_the_result_of_another_config(tmp_path, mini_data):
     store, a, b = Store(tmp_path), mini(), mini(lr=0.01)
     store.put(_record(a))

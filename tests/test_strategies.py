@@ -10,15 +10,17 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.config import Config
-from fedlib.contrastive import (FEDCKA_SIMILARITIES, fedcka_loss, fedintr_loss, linear_cka_to, moon_loss,
-                                two_way_nll)
 from fedlib.engine import Engine, sample_clients
 from fedlib.executors.sequential import batches
-from fedlib.kernels import linear_cka, rbf_cka
+from fedlib.kernels import linear_cka, linear_cka_to, rbf_cka
 from fedlib.models import build_model
 from fedlib.params import load_params_
 from fedlib.strategies import build_strategy
+from fedlib.strategies.fedcka import FEDCKA_SIMILARITIES, fedcka_loss
+from fedlib.strategies.fedintr import fedintr_loss
 from fedlib.strategies.fedprox import FedProx
+from fedlib.strategies.moon import moon_loss
+from fedlib.strategies.previous import two_way_nll
 
 
 @pytest.fixture(scope="module")

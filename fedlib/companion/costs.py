@@ -62,6 +62,14 @@ DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
 # losses (the target is <= 2x FedAvg; their reference forwards are work of their own, :func:`reference_passes`);
 # FedER computes EVBMF ranks every round.
 FAMILY_FACTOR = {"fedavg": 1.0, "prox": 1.1, "contrastive": 2.0, "feder": 1.3, "personal": 1.1}
+# The cost family of each strategy: "prox" (a term or a correction over the parameters),
+# "contrastive" (the global and previous models' forward passes beside the local one), "feder"
+# (EVBMF ranks every round), "personal" (per-client fine-tuning or models).
+FAMILY = {"fedavg": "fedavg", "centralized": "fedavg", "local_only": "fedavg",
+          "fedprox": "prox", "scaffold": "prox",
+          "moon": "contrastive", "fedcka": "contrastive", "fedintr": "contrastive",
+          "feder": "feder", "fedbabu": "personal", "fedshibu": "personal",
+          "fedavg_crsm": "personal"}
 RUN_OVERHEAD_S = {"cuda": 15.0, "cpu": 3.0}  # data to the device, model set-up, CUDA-graph capture
 # One sample through a frozen reference model (its taps included) as a fraction of a training sample-pass: FedIntR's
 # quick rounds on one thread, 6.4-7.9 s at E = 1 and 24.5-26.2 s at E = 6 (its four reference tables a round), fit 0.2.
@@ -71,9 +79,9 @@ WORK_MODEL = 2
 
 
 def family(strategy: str) -> str:
-    """The cost family a strategy declares (``Strategy.cost_family``: strategies of one family cost about the same
-    per sample-pass); an unregistered name is its own family."""
-    return STRATEGIES[strategy].cost_family if strategy in STRATEGIES else strategy
+    """The cost family of a strategy (:data:`FAMILY`: strategies of one family cost about the same
+    per sample-pass); a registered strategy not listed is FedAvg's, an unregistered name its own."""
+    return FAMILY.get(strategy, "fedavg" if strategy in STRATEGIES else strategy)
 
 
 def split_sizes(cfg: Config) -> tuple[int, int]:

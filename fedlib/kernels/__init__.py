@@ -3,6 +3,8 @@
 Representational similarity (FedCKA, FedIntR analyses, FedSHIBU's CRSM)
     * :func:`linear_cka`, :func:`rbf_cka` -- Kornblith et al. 2019, "Similarity of neural network
       representations revisited" (ICML).  ``CKA = <HKH, HLH>_F / (||HKH||_F ||HLH||_F)``.
+      :func:`linear_cka_to` -- the same linear CKA as a training loss takes it (FedCKA): one input
+      against several references, in the input dtype, under ``vmap``.
     * :func:`debiased_cka`, :func:`hsic1`, :class:`MinibatchCKA` -- unbiased HSIC (Song et al. 2012,
       JMLR 13) via U-centering (Szekely & Rizzo 2014); minibatch CKA of Nguyen et al. 2021 (ICLR).
     * :func:`frobenius_sq`, :func:`vec_cosine` -- the alternative metrics of FedCKA Table 3.
@@ -34,7 +36,8 @@ Conventions (documented choices):
 from __future__ import annotations
 
 from fedlib.kernels._base import center_gram, no_tf32
-from fedlib.kernels.cka import MinibatchCKA, choose_cka_form, cka_matrix, debiased_cka, hsic1, linear_cka, rbf_cka
+from fedlib.kernels.cka import (MinibatchCKA, choose_cka_form, cka_matrix, debiased_cka, hsic1,
+                                linear_cka, linear_cka_to, rbf_cka, sample_rows)
 from fedlib.kernels.evbmf import EVBMFResult, evbmf, evbmf_tau_bar
 from fedlib.kernels.rank import condition_number, effective_rank, entropy_of_singular_values, layer_metric, stable_rank, unfold_conv
 from fedlib.kernels.metrics import DISTANCE_METRICS, SIMILARITIES, frobenius_sq, get_similarity, vec_cosine
@@ -43,6 +46,8 @@ __all__ = [
     "no_tf32",
     "center_gram",
     "linear_cka",
+    "linear_cka_to",
+    "sample_rows",
     "choose_cka_form",
     "rbf_cka",
     "debiased_cka",

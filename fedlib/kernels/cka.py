@@ -1,4 +1,5 @@
-"""The CKA family: linear, RBF and debiased CKA, HSIC, minibatch CKA and the all-pairs CKA matrix."""
+"""The CKA family: linear CKA (and its training form against several references), RBF and
+debiased CKA, HSIC, minibatch CKA and the all-pairs CKA matrix."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from fedlib.kernels._base import (  # noqa: F401
     _linear_gram,
     _rbf_gram,
     _safe_ratio,
+    _tol,
     center_gram,
     no_tf32,
 )
@@ -69,6 +71,48 @@ def linear_cka(
             ss_x = (k * k).sum()
             ss_y = (l_ * l_).sum()
         return _safe_ratio(num, ss_x, ss_y, dx | dy)
+
+
+def sample_rows(t: Tensor) -> Tensor:
+    """``t`` as ``(n, features)``. A conv map ``(n, C, H, W)`` is flattened in channels-last order
+    (a view for the channels-last maps the CPU path produces, a copy otherwise): CKA does not
+    depend on the order of features, and two maps flattened alike compare entry by entry."""
+    if t.dim() == 4:
+        return t.permute(0, 2, 3, 1).reshape(t.shape[0], -1)
+    return t.reshape(t.shape[0], -1)
+
+
+def _centered_gram(k: Tensor) -> tuple[Tensor, Tensor]:
+    """``HKH`` of a symmetric Gram (``K_ij − r_i − r_j + m``, ``r`` its row means) and whether it
+    is degenerate (``‖HKH‖ <= 100 ε ‖K‖``: zero variance)."""
+    r = k.mean(1, keepdim=True)
+    kc = k - r - r.T + r.mean()
+    tol = _tol(k.dtype, None)
+    return kc, ~((kc * kc).sum() > tol * tol * (k * k).sum())  # NaN: degenerate
+
+
+def linear_cka_to(x: Tensor, refs: Sequence[Tensor]) -> list[Tensor]:
+    """:func:`linear_cka` of ``x`` against each of ``refs``, all ``(n, ...)``, as a training loss
+    needs it (FedCKA Eq. 3): in the input dtype, TF32 and the finiteness check left to the caller
+    (pure tensor code, so it runs under ``torch.func.vmap``), the local Gram ``K = x xᵀ`` formed
+    once. The n×n Grams are centered instead of the n×d features, which keeps the cost at the Gram
+    products (four per reference pair of the widest layer: three Grams and one for the gradient,
+    which flows through one factor of the symmetric ``K``); a reference given twice (the previous
+    model is the global model) is one Gram. The ratio is :func:`linear_cka`'s (``gram`` form);
+    the same values up to float rounding, 0 for a zero-variance input."""
+    x = sample_rows(x)
+    half = x @ x.detach().T  # K = x xᵀ, the gradient through one factor: doubled below (symmetric)
+    kc, deg_x = _centered_gram(half + (half - half.detach()))
+    ss_x = (kc * kc).sum()
+    out: list[Tensor] = []
+    done: dict[int, Tensor] = {}
+    for r in refs:
+        if id(r) not in done:
+            rr = sample_rows(r).to(x.dtype)
+            rc, deg_r = _centered_gram(rr @ rr.T)
+            done[id(r)] = _safe_ratio((kc * rc).sum(), ss_x, (rc * rc).sum(), deg_x | deg_r)
+        out.append(done[id(r)])
+    return out
 
 
 def rbf_cka(

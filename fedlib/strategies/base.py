@@ -6,6 +6,12 @@ A strategy is FedAvg plus whatever its paper changes. Declarations (:class:`~fed
 ``needs.vectorizable``, ``needs.persistent_optimizer``; ``centralized`` (one client holds all the data); and
 ``lr_rounding`` (how ``Config.lr_milestones`` fall on rounds: :func:`fedlib.schedule.round_lr`).
 
+Options (``Config.strategy_kw``, typed): each strategy declares ``Options``, a nested frozen
+dataclass (:class:`StrategyOptions`) whose fields are its options with their types, defaults and
+valid ranges, checked once, where they are built (a Config builds them once per run:
+``Config.strategy_options()``). The strategy reads them as ``self.options``; ``strategy.mu`` reads
+``strategy.options.mu`` too.
+
 Hooks, in the order the engine calls them each round::
 
     setup(model, cfg)                      once: resolve taps / frozen parameters from the model (may set needs)
@@ -35,20 +41,20 @@ per-client head fine-tuning before evaluation (FedBABU-shaped).
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import torch
 from torch import Tensor
 
 from fedlib.local import ClientContext, LocalBatch, Needs
-from fedlib.options import option_problems, signature_options
+from fedlib.options import TypedOptions
 from fedlib.params import Params
 
-__all__ = ["Strategy", "FineTune", "SELECTS", "LR_ROUNDINGS", "ClientContext", "LocalBatch", "Needs", "Params",
-           "weighted_average"]
+__all__ = ["Strategy", "StrategyOptions", "FineTune", "SELECTS", "LR_ROUNDINGS", "ClientContext",
+           "LocalBatch", "Needs", "Params", "weighted_average"]
 
 
 SELECTS = ("first", "best")  # FineTune.select (fedlib.finetune.select)
@@ -72,46 +78,88 @@ class FineTune:
     features: str | None = None
 
 
+@dataclass(frozen=True)
+class StrategyOptions(TypedOptions):
+    """A strategy's options (``Config.strategy_kw``, typed): every strategy declares its own as a
+    nested frozen dataclass ``Options``, each field typed by its annotation and ranged by
+    :func:`fedlib.options.option`, checked once, when it is built
+    (:class:`fedlib.options.TypedOptions`)."""
+
+    FIELD: ClassVar[str] = "strategy_kw"
+    strategy: ClassVar[str] = "fedavg"  # the ``Strategy.name`` of the strategy that takes them
+
+    @classmethod
+    def owner(cls) -> str:
+        return f"strategy {cls.strategy!r}"
+
+    def finetune_momentum(self) -> float | None:
+        """The momentum of the fine-tuning these options ask for before a personalized evaluation
+        (None: no fine-tuning, or the run's momentum); Config validation checks the optimizer's
+        options against it."""
+        return None
+
+
 class Strategy:
     """FedAvg (McMahan et al. 2017). Subclasses override only what their paper changes."""
 
     name = "fedavg"
-    # how its cost per sample-pass compares (fedlib.companion.costs.FAMILY_FACTOR): "fedavg", "prox", "contrastive" (the global
-    # and previous models' forward passes beside the local one), "feder" (EVBMF ranks every round), "personal"
-    cost_family = "fedavg"
     needs = Needs()
     centralized = False  # one client holds the whole training set (the centralized baseline)
     trains_global_model = True  # False: only the personalized evaluation is a result (personal_eval=True)
     lr_rounding = "ceil"  # lr milestone m decays from round ⌈m · rounds⌉ ("floor": ⌊m · rounds⌋; fedlib.schedule)
-    # the valid range (fedlib.options.Interval) or values (a tuple) of each __init__ option; types come from the
-    # signature. Config.validate and build_strategy check strategy_kw against both (fedlib.options)
-    option_ranges: dict[str, Any] = {}
+
+    @dataclass(frozen=True)
+    class Options(StrategyOptions):
+        """FedAvg takes no options."""
+
+    options: StrategyOptions
 
     def __init_subclass__(cls, **kw: Any) -> None:
-        """Every strategy's options are checked in one place, however it is built (``build_strategy``, a Config, or
-        a direct call): its ``__init__`` first checks the options given against their types (the signature) and
-        ``option_ranges`` (:func:`fedlib.options.option_problems`: one error naming each bad option and the valid
-        values); an ``__init__`` keeps only the checks that tie several options together."""
+        """Names the strategy's ``Options`` after it (for messages); a strategy that declares none
+        takes its parent's options under its own name. Options are never ``__init__`` parameters: an
+        ``__init__`` takes ``(*args, **kw)`` on to this one (and sets up state)."""
         super().__init_subclass__(**kw)
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            return
-        sig = inspect.signature(init)
-        var_kw = next((p.name for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+        init = vars(cls).get("__init__")
+        named = [p.name for p in list(inspect.signature(init).parameters.values())[1:]
+                 if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)] if init else []
+        if named:
+            raise TypeError(f"strategy {cls.name!r}: declare {named} as fields of a nested frozen "
+                            f"dataclass Options(StrategyOptions), not as __init__ parameters.")
+        if "Options" not in vars(cls):
+            cls.Options = dataclasses.make_dataclass(  # type: ignore[misc]
+                "Options", [], bases=(cls.Options,), frozen=True,
+                namespace={"__module__": cls.__module__,
+                           "__qualname__": f"{cls.__qualname__}.Options"})
+        cls.Options.strategy = cls.name
 
-        @functools.wraps(init)
-        def checked(self: Strategy, *args: Any, **kwargs: Any) -> None:
-            if type(self) is cls:  # the class built checks its options once (not again in super().__init__)
-                given = dict(sig.bind(self, *args, **kwargs).arguments)
-                given.pop(next(iter(sig.parameters)))
-                given.update(given.pop(var_kw, {}) if var_kw else {})
-                options = signature_options(cls, ranges=cls.option_ranges)
-                problems = option_problems("strategy_kw", f"strategy {cls.name!r}", options, given)
-                if problems:
-                    raise ValueError(" ".join(problems))
-            init(self, *args, **kwargs)
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        """The strategy with its ``Options``: an object already built
+        (``Config.strategy_options()``), or the options by position and name, built (and so checked)
+        here."""
+        if len(args) == 1 and not kw and isinstance(args[0], StrategyOptions):
+            if type(args[0]) is not self.Options:
+                raise TypeError(f"strategy {self.name!r} takes {self.Options.__qualname__}, not "
+                                f"{type(args[0]).__qualname__}.")
+            self.options = args[0]
+        else:
+            self.options = self.Options.build(*args, **kw)
 
-        cls.__init__ = checked  # type: ignore[method-assign]
+    def __getattr__(self, name: str) -> Any:
+        """An option's value read as an attribute (``strategy.mu`` is ``strategy.options.mu``)."""
+        options = self.__dict__.get("options")
+        if options is not None and name in options.table():
+            return getattr(options, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Options are fixed when the strategy is built: setting one is an error, never a value
+        that nothing reads."""
+        options = self.__dict__.get("options")
+        if options is not None and name in options.table():
+            raise AttributeError(f"{name!r} is an option of strategy {self.name!r}, fixed when it "
+                                 f"is built; build the strategy with {name}=... instead "
+                                 f"(Config.strategy_kw).")
+        object.__setattr__(self, name, value)
 
     def setup(self, model: torch.nn.Module, cfg: Any) -> None:
         """Called once with the model the engine trains."""
@@ -166,8 +214,11 @@ class Strategy:
         pass
 
     def describe(self) -> dict[str, Any]:
-        """The hyper-parameters that define this strategy (recorded with results)."""
-        return {k: v for k, v in vars(self).items() if not k.startswith("_") and _plain(v)}
+        """The hyper-parameters that define this strategy (recorded with results): its options, and
+        what its ``setup`` resolved (e.g. MOON's tap on the model)."""
+        out = {k: getattr(self.options, k) for k in self.options.table()}
+        out.update(vars(self))
+        return {k: v for k, v in out.items() if not k.startswith("_") and _plain(v)}
 
 
 def weighted_average(uploads: list[Params], weights: Tensor) -> Params:

@@ -8,10 +8,16 @@ all the data (tested).
 
 from __future__ import annotations
 
-from fedlib.strategies.base import Needs, Strategy
+from dataclasses import dataclass
+
+from fedlib.strategies.base import Needs, Strategy, StrategyOptions
 
 
 class Centralized(Strategy):
     name = "centralized"
     needs = Needs(persistent_optimizer=True)
     centralized = True
+
+    @dataclass(frozen=True)
+    class Options(StrategyOptions):
+        """The centralized baseline takes no options."""

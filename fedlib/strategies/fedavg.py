@@ -5,8 +5,14 @@ Everything FedAvg does is the default behaviour of :class:`~fedlib.strategies.ba
 
 from __future__ import annotations
 
-from fedlib.strategies.base import Strategy
+from dataclasses import dataclass
+
+from fedlib.strategies.base import Strategy, StrategyOptions
 
 
 class FedAvg(Strategy):
     name = "fedavg"
+
+    @dataclass(frozen=True)
+    class Options(StrategyOptions):
+        """FedAvg takes no options."""

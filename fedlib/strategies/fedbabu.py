@@ -46,13 +46,15 @@ is not a whole number (:func:`fedlib.schedule.round_lr`; tested).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from fedlib.options import at_least, between
-from fedlib.strategies.base import LR_ROUNDINGS, SELECTS, ClientContext, FineTune, Params, Strategy, weighted_average
+from fedlib.options import at_least, between, option
+from fedlib.strategies.base import (LR_ROUNDINGS, SELECTS, ClientContext, FineTune, Params,
+                                    Strategy, StrategyOptions, weighted_average)
 
 FT_PARTS = ("head", "full")
 HEADS = ("last", "dense")
@@ -82,28 +84,43 @@ def extractor_tap(model: nn.Module, head: str = "last") -> str:
 
 class FedBABU(Strategy):
     name = "fedbabu"
-    cost_family = "personal"
-    option_ranges = {"ft_epochs": at_least(0), "ft_lr": at_least(0), "ft_momentum": between(0, 1, hi_open=True),
-                     "ft_batch_size": at_least(1), "ft_part": FT_PARTS, "head": HEADS, "ft_backtrack": at_least(0),
-                     "ft_select": SELECTS, "body_mean": BODY_MEANS, "lr_rounding": LR_ROUNDINGS}
 
-    def __init__(self, ft_epochs: int = 5, ft_lr: float = 1e-3, ft_momentum: float = 0.9, ft_batch_size: int = 50,
-                 ft_part: str = "head", head: str = "last", ft_backtrack: int = 3, ft_select: str = "first",
-                 body_mean: str = "weighted", lr_rounding: str = "ceil") -> None:
-        self.ft_epochs, self.ft_lr, self.ft_momentum = int(ft_epochs), float(ft_lr), float(ft_momentum)
-        self.ft_batch_size, self.ft_part, self.head = int(ft_batch_size), ft_part, head
-        self.ft_backtrack, self.ft_select = int(ft_backtrack), ft_select
-        self.body_mean, self.lr_rounding = body_mean, lr_rounding
+    @dataclass(frozen=True)
+    class Options(StrategyOptions):
+        ft_epochs: int = option(5, at_least(0))  # 0: evaluated without fine-tuning
+        ft_lr: float = option(1e-3, at_least(0))
+        ft_momentum: float = option(0.9, between(0, 1, hi_open=True))
+        ft_batch_size: int = option(50, at_least(1))
+        ft_part: str = option("head", FT_PARTS)  # what is fine-tuned: the head, or the whole model
+        head: str = option("last", HEADS)  # the layers forming the head
+        ft_backtrack: int = option(3, at_least(0))  # ft_lr, ft_lr/10, ... (0: ft_lr alone)
+        ft_select: str = option("first", SELECTS)  # how a client's model is kept from the ladder
+        body_mean: str = option("weighted", BODY_MEANS)  # sample-size weighted or plain
+        lr_rounding: str = option("ceil", LR_ROUNDINGS)  # milestone m at round ⌈m·R⌉ or ⌊m·R⌋
+
+        def finetune_momentum(self) -> float | None:
+            return self.ft_momentum if self.ft_epochs else None
+
+    options: Options
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
         self._head: frozenset[str] = frozenset()
         self._tap: str | None = None
 
+    @property
+    def lr_rounding(self) -> str:  # type: ignore[override]
+        return self.options.lr_rounding
+
     def setup(self, model, cfg) -> None:
-        layers = head_layers(model, self.head)
+        head = self.options.head
+        layers = head_layers(model, head)
         self._head = frozenset(n for n, _ in model.named_parameters() if n.split(".")[0] in layers)
-        self._tap = extractor_tap(model, self.head) if layers and len(layers) < len(model.layer_taps) else None
+        inner = layers and len(layers) < len(model.layer_taps)  # an extractor tap feeds the head
+        self._tap = extractor_tap(model, head) if inner else None
         if not self._head:
-            raise ValueError(f"{type(model).__name__} has no head={self.head!r} layers (FedModel.head, or dense "
-                             f"layers at the end of its main path); FedBABU needs one.")
+            raise ValueError(f"{type(model).__name__} has no head={head!r} layers (FedModel.head, "
+                             f"or dense layers at the end of its main path); FedBABU needs one.")
 
     def is_head(self, name: str) -> bool:
         return name in self._head
@@ -113,17 +130,19 @@ class FedBABU(Strategy):
 
     def body_average(self, uploads: list[Params], weights: Tensor) -> Params:
         """The uploads' mean: by sample-size ``weights`` or, with ``body_mean="plain"``, 1/m each."""
-        return weighted_average(uploads, torch.full_like(weights, 1 / len(uploads)) if self.body_mean == "plain"
-                                else weights)
+        plain = torch.full_like(weights, 1 / len(uploads))
+        return weighted_average(uploads, plain if self.options.body_mean == "plain" else weights)
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
                   ctxs: list[ClientContext]) -> tuple[Params, dict[str, Any]]:
         return self.body_average(uploads, weights), {}
 
     def finetune(self) -> FineTune | None:
-        if self.ft_epochs == 0:
+        o = self.options
+        if o.ft_epochs == 0:
             return None
-        head = self.ft_part == "head"
-        return FineTune(trainable=self.is_head if head else (lambda n: True), epochs=self.ft_epochs, lr=self.ft_lr,
-                        momentum=self.ft_momentum, weight_decay=0.0, batch_size=self.ft_batch_size,
-                        backtrack=self.ft_backtrack, select=self.ft_select, features=self._tap if head else None)
+        head = o.ft_part == "head"
+        return FineTune(trainable=self.is_head if head else (lambda n: True), epochs=o.ft_epochs,
+                        lr=o.ft_lr, momentum=o.ft_momentum, weight_decay=0.0,
+                        batch_size=o.ft_batch_size, backtrack=o.ft_backtrack, select=o.ft_select,
+                        features=self._tap if head else None)

@@ -30,16 +30,19 @@ one). Where it is 1, every weight is the floor's and FedER is FedAvg's uniform a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from fedlib.kernels import layer_metric
-from fedlib.options import at_least
-from fedlib.strategies.base import ClientContext, Params, Strategy, weighted_average
+from fedlib.options import at_least, option
+from fedlib.strategies.base import (ClientContext, Params, Strategy, StrategyOptions,
+                                    weighted_average)
 
 METRICS = ("entropy", "entropy_as_printed", "erank", "stable_rank")
 VERSIONS = ("improved", "naive")
+DENOISES = ("auto", "evbmf", "none")
 
 
 def floored_share(ranks: dict[str, list[float]], floor: float = 1e-3) -> float:
@@ -51,22 +54,25 @@ def floored_share(ranks: dict[str, list[float]], floor: float = 1e-3) -> float:
 
 class FedER(Strategy):
     name = "feder"
-    cost_family = "feder"
-    option_ranges = {"metric": METRICS, "version": VERSIONS, "floor": at_least(0),
-                     "denoise": ("auto", "evbmf", "none")}
 
-    def __init__(self, metric: str = "entropy", version: str = "improved", floor: float = 1e-3,
-                 denoise: str = "auto") -> None:
-        self.metric, self.version, self.floor, self.denoise = metric, version, float(floor), denoise
+    @dataclass(frozen=True)
+    class Options(StrategyOptions):
+        metric: str = option("entropy", METRICS)  # the layer's rank measure
+        version: str = option("improved", VERSIONS)  # Alg. 4 (floor, non-conv follow) or Alg. 3
+        floor: float = option(1e-3, at_least(0))  # Alg. 4's floor of the rank
+        denoise: str = option("auto", DENOISES)  # EVBMF first ("auto": for the entropies)
+
+    options: Options
 
     def layer_rank(self, weight: torch.Tensor) -> float:
         """``er`` of one conv weight (Alg. 2), before any floor."""
-        auto = "none" if self.metric == "stable_rank" else "evbmf"
-        denoise = None if (self.denoise if self.denoise != "auto" else auto) == "none" else "evbmf"
-        if self.metric == "stable_rank":
-            return layer_metric(weight, "stable_rank", denoise)
-        value = layer_metric(weight, "erank" if self.metric == "erank" else "entropy", denoise)
-        return -value if self.metric == "entropy_as_printed" else value
+        metric, denoise = self.options.metric, self.options.denoise
+        auto = "none" if metric == "stable_rank" else "evbmf"
+        kept = None if (denoise if denoise != "auto" else auto) == "none" else "evbmf"
+        if metric == "stable_rank":
+            return layer_metric(weight, "stable_rank", kept)
+        value = layer_metric(weight, "erank" if metric == "erank" else "entropy", kept)
+        return -value if metric == "entropy_as_printed" else value
 
     def layer_weights(self, uploads: list[Params]) -> tuple[dict[str, list[float]], dict[str, torch.Tensor]]:
         """(``er`` per conv layer per client, before the floor; ``α`` per tensor of the state dict)."""
@@ -78,13 +84,14 @@ class FedER(Strategy):
         for name, ref in uploads[0].items():
             if ref.dim() == 4:
                 ranks[name] = er = [self.layer_rank(u[name]) for u in uploads]
-                if self.version == "improved":
-                    er = [max(self.floor, e) for e in er]
+                if self.options.version == "improved":
+                    er = [max(self.options.floor, e) for e in er]
                 total = sum(er)
                 prev = torch.tensor(er, dtype=torch.float64) / total if total != 0 else uniform
                 alphas[name] = prev
             else:
-                alphas[name] = prev if (self.version == "improved" and prev is not None) else uniform
+                follow = self.options.version == "improved" and prev is not None
+                alphas[name] = prev if follow else uniform
         return ranks, alphas
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: torch.Tensor,
@@ -94,4 +101,4 @@ class FedER(Strategy):
         for name, a in alphas.items():
             out.update(weighted_average([{name: u[name]} for u in uploads], a.to(uploads[0][name].device)))
         return out, {"feder_rank": ranks, "feder_alpha": {k: alphas[k].tolist() for k in ranks},
-                     "feder_floored": floored_share(ranks, self.floor)}
+                     "feder_floored": floored_share(ranks, self.options.floor)}

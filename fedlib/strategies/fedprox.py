@@ -13,26 +13,32 @@ exactly like FedAvg: no term at all (tested bitwise, whole model).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
-from fedlib.options import at_least
-from fedlib.strategies.base import ClientContext, LocalBatch, Needs, Strategy
+from fedlib.options import at_least, option
+from fedlib.strategies.base import ClientContext, LocalBatch, Needs, Strategy, StrategyOptions
 
 
 class FedProx(Strategy):
     name = "fedprox"
-    cost_family = "prox"
     needs = Needs(global_params=True)
-    option_ranges = {"mu": at_least(0)}
 
-    def __init__(self, mu: float = 0.01, squared: bool = True) -> None:
-        self.mu = float(mu)
-        self.squared = bool(squared)
+    @dataclass(frozen=True)
+    class Options(StrategyOptions):
+        mu: float = option(0.01, at_least(0))  # the proximal term's weight μ (0: no term, FedAvg)
+        squared: bool = True  # the paper's squared norm; False: the per-tensor unsquared norms
+
+    options: Options
 
     def penalty(self, ctx: ClientContext, b: LocalBatch) -> Tensor | None:
-        if not self.mu:
+        mu = self.options.mu
+        if not mu:
             return None
-        if self.squared:
-            return 0.5 * self.mu * sum(((p - b.global_params[k]) ** 2).sum() for k, p in b.params.items())
-        return 0.5 * self.mu * sum(torch.linalg.vector_norm(p - b.global_params[k]) for k, p in b.params.items())
+        if self.options.squared:
+            return 0.5 * mu * sum(((p - b.global_params[k]) ** 2).sum()
+                                  for k, p in b.params.items())
+        return 0.5 * mu * sum(torch.linalg.vector_norm(p - b.global_params[k])
+                              for k, p in b.params.items())

@@ -1,4 +1,4 @@
-"""FedSHIBU (Algorithms 1–3) and FedAvg+CRSM (Algorithm 4): one model per client, aggregated by client similarity.
+"""FedSHIBU (Algorithms 1–3): one body per client, aggregated by client similarity.
 
 FedSHIBU is FedBABU (head frozen, body trained; head fine-tuned before evaluation) whose server keeps one body
 per client: after local training client i uploads its body θ_i and D̂_i, the body's output (the extractor's
@@ -44,47 +44,60 @@ reading follows the graded label overlap at quick scale.
 
 Other choices the paper leaves open: ``n = 100`` samples (exposed); the CRSM mixes the round's participants
 (m = N in the paper); the "global" model reported as ``test_acc`` is FedBABU's body average (``body_mean``).
-
-FedAvg+CRSM (Algorithm 4) applies the same aggregation to the whole model, without decoupling or fine-tuning (its
-``head`` only chooses the representation D̂_i); with ``sim="identity"`` it is local-only training, with
-``"uniform"`` FedAvg.
+FedAvg+CRSM (Algorithm 4, :mod:`fedlib.strategies.fedavg_crsm`) applies the same aggregation to the
+whole model.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
 
 from fedlib.crsm import CONTROLS, SIMS, control_crsm, crsm, crsm_stats, group_crsm, mix, row_weights
-from fedlib.options import above, at_least
-from fedlib.strategies.base import ClientContext, FineTune, Params
-from fedlib.strategies.fedbabu import FedBABU, extractor_tap
+from fedlib.options import above, at_least, option
+from fedlib.strategies.base import ClientContext, Params, StrategyOptions
+from fedlib.strategies.fedbabu import HEADS, FedBABU, extractor_tap
 
 SAMPLES = ("own", "shared")
+
+
+@dataclass(frozen=True)
+class CRSMOptions(StrategyOptions):
+    """The options of the CRSM aggregation, FedSHIBU's and FedAvg+CRSM's."""
+
+    sim: str = option("linear", SIMS + ("groups",))  # the CRSM's CKA, a control, or the oracle
+    n: int = option(100, at_least(2))  # samples per client for D̂_i
+    samples: str = option("shared", SAMPLES)  # which samples D̂_i is computed on
+    rbf_threshold: float = option(0.5, above(0))
+    keep_crsm: int = option(20, at_least(0))  # the CRSM recorded up to this many clients
+    groups: list[list[int]] | None = None  # sim="groups": each group's client ids (Fig. 1)
+
+    def joint_problem(self) -> str | None:
+        if (self.sim == "groups") != (self.groups is not None):
+            return ("sim='groups' (the oracle grouping of Fig. 1) and groups=[[client ids], ...] "
+                    "go together.")
+        return None
 
 
 class FedSHIBU(FedBABU):
     name = "fedshibu"
     decoupled = True
-    option_ranges = {**FedBABU.option_ranges, "sim": SIMS + ("groups",), "samples": SAMPLES, "n": at_least(2),
-                     "rbf_threshold": above(0), "keep_crsm": at_least(0)}
 
-    def __init__(self, sim: str = "linear", n: int = 100, samples: str = "shared", rbf_threshold: float = 0.5,
-                 keep_crsm: int = 20, groups: list[list[int]] | None = None, head: str = "dense", **ft: Any) -> None:
-        super().__init__(head=head, **ft)
-        if (sim == "groups") != (groups is not None):
-            raise ValueError("sim='groups' (the oracle grouping of Fig. 1) and groups=[[client ids], ...] go together.")
-        self.groups = None if groups is None else [list(map(int, g)) for g in groups]
-        if n < 2:
-            raise ValueError(f"FedSHIBU needs n >= 2 samples per client for the CRSM, got {n}.")
-        self.sim, self.n, self.samples, self.rbf_threshold, self.keep_crsm = sim, int(n), samples, \
-            float(rbf_threshold), int(keep_crsm)
+    @dataclass(frozen=True)
+    class Options(FedBABU.Options, CRSMOptions):
+        head: str = option("dense", HEADS)  # §3.3: every dense layer after the extractor
+
+    options: Options
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
         self._uploads: dict[int, Tensor] = {}
 
     def setup(self, model, cfg) -> None:
         super().setup(model, cfg)
-        self._tap = extractor_tap(model, self.head)  # D̂_i: the representation feeding the classifier
+        self._tap = extractor_tap(model, self.options.head)  # D̂_i: what feeds the classifier
 
     def is_head(self, name: str) -> bool:
         return self.decoupled and super().is_head(name)
@@ -97,42 +110,27 @@ class FedSHIBU(FedBABU):
         return self.own(ctx.state, global_params)
 
     def client_end(self, ctx: ClientContext, start: Params, params: Params) -> Params:
-        if self.sim not in CONTROLS and self.groups is None:  # the controls and the oracle need no D̂_i
-            self._uploads[ctx.cid] = ctx.features(params, (self._tap,), self.n, shared=self.samples == "shared")[0]
+        o = self.options
+        if o.sim not in CONTROLS and o.groups is None:  # the controls and the oracle need no D̂_i
+            shared = o.samples == "shared"
+            self._uploads[ctx.cid] = ctx.features(params, (self._tap,), o.n, shared=shared)[0]
         return params
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
                   ctxs: list[ClientContext]) -> tuple[Params, dict[str, Any]]:
-        if self.groups:
-            S = group_crsm([c.cid for c in ctxs], self.groups)
-        elif self.sim in CONTROLS:
-            S = control_crsm(len(ctxs), self.sim)
+        o = self.options
+        if o.groups:
+            S = group_crsm([c.cid for c in ctxs], o.groups)
+        elif o.sim in CONTROLS:
+            S = control_crsm(len(ctxs), o.sim)
         else:
-            S = crsm([self._uploads.pop(c.cid) for c in ctxs], self.sim, self.rbf_threshold)
+            S = crsm([self._uploads.pop(c.cid) for c in ctxs], o.sim, o.rbf_threshold)
         for ctx, own in zip(ctxs, mix(uploads, row_weights(S), list(uploads[0]))):  # what the clients trained
             ctx.state["own"] = own
         metrics = crsm_stats(S)
-        if len(ctxs) <= self.keep_crsm:
+        if len(ctxs) <= o.keep_crsm:
             metrics.update(crsm=S.cpu().tolist(), crsm_clients=[c.cid for c in ctxs])
         return self.body_average(uploads, weights), metrics
 
     def eval_params(self, cid: int, global_params: Params, state: dict[str, Any]) -> Params:
         return self.own(state, global_params)
-
-
-class FedAvgCRSM(FedSHIBU):
-    """FedAvg+CRSM (Algorithm 4): the whole model is trained and mixed by CRSM rows; no fine-tuning."""
-
-    name = "fedavg_crsm"
-    decoupled = False
-
-    def __init__(self, sim: str = "linear", n: int = 100, samples: str = "shared", rbf_threshold: float = 0.5,
-                 keep_crsm: int = 20, groups: list[list[int]] | None = None) -> None:
-        """FedSHIBU's CRSM options; no fine-tuning or head options (FedAvg+CRSM trains and mixes the whole model)."""
-        super().__init__(sim, n, samples, rbf_threshold, keep_crsm, groups)
-
-    def trainable(self, name: str) -> bool:
-        return True
-
-    def finetune(self) -> FineTune | None:
-        return None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from fedlib.strategies.base import ClientContext, Params, Strategy
+from fedlib.strategies.base import ClientContext, Params, Strategy, StrategyOptions
 
 
 class LocalOnly(Strategy):
@@ -13,6 +14,10 @@ class LocalOnly(Strategy):
 
     name = "local_only"
     trains_global_model = False
+
+    @dataclass(frozen=True)
+    class Options(StrategyOptions):
+        """Local-only training takes no options."""
 
     def client_start(self, ctx: ClientContext, global_params: Params) -> Params:
         return ctx.state.get("own", global_params)

@@ -18,20 +18,25 @@ checkpointed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from fedlib.strategies.base import ClientContext, Needs, Params, Strategy
+from fedlib.strategies.base import ClientContext, Needs, Params, Strategy, StrategyOptions
 
 
 class SCAFFOLD(Strategy):
     name = "scaffold"
-    cost_family = "prox"
     needs = Needs(tensors=("c", "c_i"))
 
-    def __init__(self) -> None:
+    @dataclass(frozen=True)
+    class Options(StrategyOptions):
+        """SCAFFOLD takes no options (zero control variates at the start, option II, η_g = 1)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
         self._names: tuple[str, ...] = ()
         self._shapes: list[torch.Size] = []
         self._c: Tensor | None = None  # the server's control variate
