@@ -90,7 +90,7 @@ FEDCKA_METRICS = {"Frobenius norm": "frobenius", "vectorized cosine": "cosine", 
 _PRINTED_METRICS = {"Frobenius norm (printed: +‖a₁ − a₂‖²)": "frobenius_literal",
                     "vectorized cosine (printed: ‖a₁‖‖a₂‖cos θ)": "cosine_unnormalized"}
 # Not the paper's: Table 3's squared Frobenius norm summed over a batch's activation maps diverges in FedCKA's setup
-# (fedlib.contrastive.FEDCKA_SIMILARITIES); its mean over the entries shows what the metric does when it trains.
+# (fedlib.strategies.fedcka.FEDCKA_SIMILARITIES); its mean over the entries shows what the metric does when it trains.
 FEDCKA_VARIANT_METRICS = {"Frobenius norm per entry (not the paper's)": "frobenius_mean"}
 FEDCKA_SEEDS = SEEDS
 METHODS = ("fedavg", "fedcka", "moon", "fedprox", "scaffold")  # Table 2's methods, in quick's priority order
