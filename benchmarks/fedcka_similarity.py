@@ -69,7 +69,7 @@ from fedlib.engine import Engine  # noqa: E402
 from fedlib.executors.sequential import batches  # noqa: E402
 from fedlib.local import forward, local_loss  # noqa: E402
 from fedlib.params import load_params_  # noqa: E402
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.schedule import num_batches  # noqa: E402
 from fedlib.companion.similarity import layer_cka  # noqa: E402
 from test_fedcka_reference import as_f64, ref_ell_cka, ref_linear_cka, ref_simple_cnn  # noqa: E402

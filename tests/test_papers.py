@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedlib.companion import papers
-from fedlib.companion.papers import NOTEBOOKS, PAPERS, Notebook, judge, notebook, priority
-from fedlib.companion.presets import PRESETS
+from fedlib.companion.papers import NOTEBOOKS, PAPERS, PRESETS, Notebook, judge, notebook, priority
 from fedlib.companion.results import Store
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -23,9 +22,10 @@ def test_every_notebook_file_is_registered_once_and_every_registered_notebook_ex
 
 
 def test_every_preset_belongs_to_exactly_one_paper():
-    owners = {name: [p.name for p in PAPERS if name in p.presets] for name in PRESETS}
+    owners = {name: [p.name for p in PAPERS if pr in p.presets] for name, pr in PRESETS.items()}
     assert all(len(o) == 1 for o in owners.values()), owners
-    assert {n for p in PAPERS for n in p.presets} <= set(PRESETS)
+    assert {pr.name for p in PAPERS for pr in p.presets} == set(PRESETS)
+    assert set(PRESETS) == {"fedcka", "fedintr", "feder", "fedshibu"}
 
 
 @pytest.mark.parametrize("name", sorted(n for n, nb in NOTEBOOKS.items() if nb.plan is not None))

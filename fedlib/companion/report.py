@@ -365,7 +365,8 @@ class Report:
         return v
 
     def model(self, source: str) -> str:
-        """Our model for a claim citing ``source``: the model of its paper's preset at this scale."""
+        """Our model for a claim citing ``source``: the model of its paper's preset at this scale
+        (the presets of the papers' registry, :data:`fedlib.companion.presets.PRESETS`)."""
         paper = next((p for p in ("FedIntR", "FedCKA", "FedSHIBU", "FedER") if p in source), "")
         if not paper:
             return ""
