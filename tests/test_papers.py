@@ -4,6 +4,8 @@ read from records alone (never training), and the campaign ranks artifacts by th
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,18 @@ def test_the_registry_judges_the_committed_records_as_the_rendered_notebook_did(
         pytest.skip("records were committed after the last render (scripts/render-head.sh renders them)")
     assert report.claims == summary["claims"]
     assert report.controls == summary.get("controls", [])
+
+
+def test_a_process_without_the_registry_is_told_to_import_it_rather_than_given_no_preset():
+    """The presets are the registry's: a process that never imported it names no model in a claim's
+    "decided on" and looks no preset up; each says to import fedlib.companion.papers."""
+    code = ("from fedlib.companion.report import Report\n"
+            "from fedlib.companion.presets import preset\n"
+            "from fedlib.companion.verdicts import decide\n"
+            "for call in (lambda: preset('fedintr'), lambda: Report('x', scale='quick', "
+            "dataset='fmnist').verdict(decide('a', 'FedCKA Table 2', [1, 2, 3], [0, 1, 2]))):\n"
+            "    try:\n        call()\n"
+            "    except (RuntimeError, ValueError) as e:\n        print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.count("import fedlib.companion.papers") == 2, out.stdout + out.stderr

@@ -36,7 +36,7 @@ import pandas as pd
 from fedlib.config import SCALES, device_problem, field_problem
 from fedlib.errors import OneLineError
 from fedlib.companion.plots import provenance_line, save_figure
-from fedlib.companion.presets import preset
+from fedlib.companion.presets import PRESETS, preset
 from fedlib.companion.scales import scale_of
 from fedlib.companion.provenance import code_commit, runs_provenance, unique_runs
 from fedlib.companion.results import DEFAULT_ROOT, atomic_write_text, is_pending
@@ -370,6 +370,9 @@ class Report:
         paper = next((p for p in ("FedIntR", "FedCKA", "FedSHIBU", "FedER") if p in source), "")
         if not paper:
             return ""
+        if not PRESETS:  # the registry was never imported: say so rather than name no model
+            raise RuntimeError(f"A claim cites {paper}, whose preset names our model, and no "
+                               "preset is registered: import fedlib.companion.papers first.")
         try:
             return preset(paper.lower(), self.scale, dataset=self.dataset).model
         except (ValueError, KeyError):
