@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.companion.provenance import device_name, git_commit  # noqa: E402
 
 STRATEGIES = {"FedAvg": ("fedavg", {}), "MOON (μ=1)": ("moon", {"mu": 1.0}), "FedIntR (μ=10)": ("fedintr", {"mu": 10.0})}

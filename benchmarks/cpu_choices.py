@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.engine import Engine
 
 SETUPS = {"fedintr (IntR CNN)": "fedintr", "fedcka (simple CNN)": "fedcka"}

@@ -75,7 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fedlib.crsm import chance_crsm, crsm, feature_crsm, label_overlap, offdiag_corr, row_weights  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.companion.papers.fedshibu.plans import GROUPS  # noqa: E402
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.companion.results import git_commit  # noqa: E402
 
 OUT = Path(__file__).with_suffix(".json")

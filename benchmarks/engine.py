@@ -65,7 +65,7 @@ from fedlib.config import Config  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine, sample_clients  # noqa: E402
 from fedlib.models import build_model  # noqa: E402
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.companion.results import device_name, git_commit  # noqa: E402
 from fedlib.executors import SequentialExecutor, VectorizedExecutor  # noqa: E402
 from fedlib.local import ClientJob  # noqa: E402

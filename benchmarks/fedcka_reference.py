@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedlib.engine import Engine
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 
 LAYERS = ("conv1", "conv2")  # the first M = 2 layers
 

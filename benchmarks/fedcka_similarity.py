@@ -69,7 +69,7 @@ from fedlib.executors.sequential import batches  # noqa: E402
 from fedlib.kernels import linear_cka_to  # noqa: E402
 from fedlib.local import forward, local_loss  # noqa: E402
 from fedlib.params import load_params_  # noqa: E402
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.schedule import num_batches  # noqa: E402
 from fedlib.strategies.fedcka import fedcka_loss  # noqa: E402
 from fedlib.companion.similarity import layer_cka  # noqa: E402

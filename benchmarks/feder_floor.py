@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.engine import Engine
 from fedlib.schedule import num_batches
 

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import fedlib.engine as engine  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.companion.provenance import device_name, git_commit  # noqa: E402
 
 # name: (preset, strategy, strategy_kw, label)

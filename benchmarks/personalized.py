@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.crsm import crsm, mix, row_weights  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.finetune import HeadTuner  # noqa: E402

@@ -42,7 +42,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fedlib.config import Config  # noqa: E402
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.data import load_dataset  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.companion.results import device_name, git_commit  # noqa: E402

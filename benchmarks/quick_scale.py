@@ -27,13 +27,17 @@ from typing import Any
 
 import torch
 
-from fedlib.companion.papers.fedcka.plans import QUICK_EPOCH_ROUNDS, QUICK_ROUNDS
-from fedlib.companion.papers.fedintr.plans import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
-from fedlib.companion.papers.fedshibu.plans import QUICK_ROUNDS as FEDSHIBU_ROUNDS
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.fedcka.preset import ALPHA_ROUNDS, EPOCH_ROUNDS
+from fedlib.companion.papers.fedintr.preset import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
+from fedlib.companion.papers.fedshibu.preset import FEDSHIBU_ROUNDS as SHIBU_ROUNDS
+from fedlib.companion.papers import preset
 from fedlib.engine import Engine
 from fedlib.schedule import num_batches
 from fedlib.companion.verdicts import plateau_rise
+
+# the rounds the quick plans run where they depart from the quick presets'
+QUICK_ROUNDS, QUICK_EPOCH_ROUNDS = ALPHA_ROUNDS["quick"], EPOCH_ROUNDS["quick"]
+FEDSHIBU_ROUNDS = SHIBU_ROUNDS["quick"]
 
 # the setup each paper's global-model claims use; FedSHIBU's claims are on personalized accuracy (FedBABU with
 # FedSHIBU's head at s = 5, as notebook 08 runs it): its curve is the mean accuracy over clients after fine-tuning

@@ -32,7 +32,7 @@ from fedlib.executors import refcache  # noqa: E402
 from fedlib.local import forward  # noqa: E402
 from fedlib.engine import Engine  # noqa: E402
 from fedlib.models import build_model  # noqa: E402
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.companion.provenance import device_name, git_commit  # noqa: E402
 
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from fedlib.engine import Engine
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 
 
 def main(argv: list[str] | None = None) -> int:

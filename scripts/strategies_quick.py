@@ -21,7 +21,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from fedlib.companion.presets import preset  # noqa: E402
+from fedlib.companion.papers import preset  # noqa: E402
 from fedlib.companion.papers.fedintr.plans import FEDINTR_LAST  # noqa: E402
 from fedlib.companion.results import Store, run  # noqa: E402
 

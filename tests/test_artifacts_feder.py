@@ -18,7 +18,7 @@ from fedlib.companion.grid import Diverged
 from fedlib.companion.papers import plan
 from fedlib.companion.common import FedERRunId
 from fedlib.companion.papers.feder.plans import FEDER_LEFT_OUT
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.results import Pending, Record
 from fedlib.schedule import num_batches
 

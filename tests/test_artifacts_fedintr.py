@@ -300,7 +300,7 @@ def test_section_iv_c_decides_superiority_at_each_beta_but_table_is_and_fedprox_
 
 
 def test_rows_say_what_the_scale_changes_from_the_papers_setup():
-    from fedlib.companion.presets import preset
+    from fedlib.companion.papers import preset
     from fedlib.companion.verdicts import not_testable
 
     v = not_testable("c", "FedIntR Table I; §IV-B", "why")

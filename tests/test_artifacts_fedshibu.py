@@ -299,11 +299,13 @@ def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_f
 
 
 def test_quick_runs_take_their_shard_levels_rounds_and_the_other_scales_the_presets():
-    """Every quick run of notebook 08 runs the rounds of its shard level (QUICK_ROUNDS) or of its figure (Figs. 1, 3
-    and 5), every method of a level alike; paper and smoke keep the preset's rounds."""
+    """Every quick run of notebook 08 runs the rounds of its shard level (FEDSHIBU_ROUNDS) or of its
+    figure (Figs. 1, 3 and 5), every method of a level alike; paper and smoke keep the preset's
+    rounds."""
     from fedlib.companion.papers import plan
-    from fedlib.companion.papers.fedshibu.plans import QUICK_ROUNDS
-    from fedlib.companion.presets import preset
+    from fedlib.companion.papers.fedshibu.preset import FEDSHIBU_ROUNDS
+    QUICK_ROUNDS = FEDSHIBU_ROUNDS["quick"]
+    from fedlib.companion.papers import preset
     quick = plan("08_fedshibu_shards", "quick")
     for art, rs in quick.items():
         assert {c.rounds for rid, c in rs.items()} == ({QUICK_ROUNDS[art]} if art in QUICK_ROUNDS else
@@ -319,7 +321,7 @@ def test_chance_is_the_clients_majority_class_for_a_model_per_client_and_one_cla
     """At s = 2 a fine-tuned or local model can reach a two-class client's majority share (about 50 %) by a constant
     prediction; FedAvg's one global model, predicting alike on every client, only the best single class's mean
     share (about 1/classes)."""
-    from fedlib.companion.presets import preset
+    from fedlib.companion.papers import preset
     base = preset("fedshibu", "smoke", dataset="synthetic").replace(partition="shards",
                                                                      partition_kw={"shards_per_user": 2})
     babu = base.replace(strategy="fedbabu", strategy_kw={"head": "dense"})

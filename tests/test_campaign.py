@@ -22,7 +22,7 @@ from fedlib.companion.campaign import collect, dataset_missing, parse_budget
 from fedlib.companion.papers import priority
 from fedlib.companion.costs import CostTable, cost_key
 from fedlib.companion.common import RunId
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.provenance import worker_seconds
 from fedlib.companion.results import Store, run
 from fedlib.companion.workers import cores
@@ -288,7 +288,7 @@ def test_ledger_lists_claims_and_statistics_over_seeds(tmp_path, plans):
 RESUME_SCRIPT = """
 import sys
 import fedlib.companion.papers as P
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.campaign import main
 P.PLANS.clear()
 P.PLANS["05_resume"] = lambda scale, **kw: {"table1": {"FedAvg": preset("fedintr", "smoke", rounds=8)}}

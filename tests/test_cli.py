@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fedlib.companion.cli import main, parse_overrides
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.results import Store, run
 
 

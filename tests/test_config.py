@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import fedlib.config as config_mod
 from fedlib.config import Config, ConfigError
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 
 # (field, bad value, words the message must contain); every row is listed in docs/bad-inputs.md
 BAD_FIELDS = [

@@ -13,7 +13,7 @@ from fedlib.companion import campaign, costs
 from fedlib.companion.campaign import collect
 from fedlib.companion.costs import CostTable, LongRunError, before_run, cost_key, no_check
 from fedlib.companion.grid import fetch_runs
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.results import Store, device_name, run
 
 
@@ -295,7 +295,7 @@ def test_a_narrow_resnets_stated_cost_falls_with_its_width_not_its_flops():
     runs. Other models and a full-width ResNet are not scaled."""
     from fedlib.companion.costs import width_speedup
     from fedlib.companion.budget import estimate_s
-    from fedlib.companion.presets import feder_grid
+    from fedlib.companion.papers.feder.preset import feder_grid
 
     narrow = feder_grid("quick")[("AdamP", "FedAvg")]
     full = narrow.replace(model_kw={})
@@ -315,7 +315,7 @@ def test_the_feder_columns_hours_that_quick_leaves_out_are_the_stated_models():
 
     from fedlib.companion.budget import estimate_s
     from fedlib.companion.papers.feder.plans import FEDER_LEFT_OUT, FEDER_SEEDS
-    from fedlib.companion.presets import feder_grid
+    from fedlib.companion.papers.feder.preset import feder_grid
 
     grid = feder_grid("quick")
     hours = FEDER_SEEDS["quick"] * (sum(estimate_s(c) for (_, s), c in grid.items() if s == "FedER")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fedlib.companion.costs import CHECKPOINT_AFTER_S, CostTable
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.provenance import device_name
 from fedlib.companion.results import Store
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fedlib.config import Config
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.engine import Engine, NonFiniteLossError, round_lr, sample_clients
 from fedlib.companion.results import Store, run
 

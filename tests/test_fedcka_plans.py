@@ -15,10 +15,12 @@ from fedlib.companion.report import compare
 from fedlib.companion.papers import plan
 from fedlib.companion.common import FedCKARunId, RunId
 from fedlib.companion.budget import MAX_PART_S, Part, estimate_s, fit
-from fedlib.companion.papers.fedcka.plans import (PAPER_T2_MU, FEDCKA_MU_GRID, QUICK_EPOCH_ROUNDS, TIMING_PART, ablations_scope, cost_setups,
-                                 heterogeneity_scope, keeps_artifacts, similarity_scope, table2_part)
+from fedlib.companion.papers.fedcka.preset import ALPHA_ROUNDS, EPOCH_ROUNDS, TABLE2_ROUNDS
+from fedlib.companion.papers.fedcka.plans import (PAPER_T2_MU, FEDCKA_MU_GRID, TIMING_PART,
+                                                  ablations_scope, cost_setups, heterogeneity_scope,
+                                                  keeps_artifacts, similarity_scope, table2_part)
 from fedlib.companion.report import check_params
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.results import Pending, Record, Store, fetch
 from fedlib.companion.similarity import run_similarity
 
@@ -45,9 +47,8 @@ def test_paper_plans_are_the_papers_grids():
 def test_runs_shared_between_notebooks_are_one_config(scale):
     """Notebook 04's α = 5 runs are notebook 03's: Table 2's α = 5 column (at quick, where Table 2 runs longer for
     MOON, the local-epoch sweep's runs at the preset's E instead), trained once and keeping their models once."""
-    from fedlib.companion.papers.fedcka.plans import QUICK_ROUNDS
     p3, p4 = plan("03_fedcka_heterogeneity", scale), plan("04_fedcka_ablations", scale)
-    rounds = QUICK_ROUNDS[5.0] if scale == "quick" else preset("fedcka", scale).rounds
+    rounds = ALPHA_ROUNDS[scale].get(5.0, preset("fedcka", scale).rounds)
     at5 = [c.replace(rounds=rounds) for c in p3["table2"].values() if c.partition_kw["beta"] == 5.0]
     fedavg5 = p3["table2"][FedCKARunId("FedAvg", 0, alpha=5)].replace(rounds=rounds)
     cka5 = p3["table2"][FedCKARunId("FedCKA (μ=3)", 0, alpha=5)].replace(rounds=rounds)
@@ -74,22 +75,23 @@ def test_the_campaign_keeps_the_models_of_every_run_a_similarity_notebook_reads(
 
 
 def test_quick_runs_take_their_alphas_rounds_and_the_other_scales_the_presets():
-    """Every quick run of notebooks 03 and 04 runs the rounds of its α (QUICK_ROUNDS; the local-epoch sweep and
-    notebook 04 are at α = 5; the sweep's E below the preset's run QUICK_EPOCH_ROUNDS), Table 2's the rounds of its
-    column (TABLE2_ROUNDS: longer where MOON needs them), every method of a column the same; paper and smoke keep the
-    preset's rounds whatever the α."""
-    from fedlib.companion.papers.fedcka.plans import QUICK_ROUNDS, TABLE2_ROUNDS
+    """Every quick run of notebooks 03 and 04 runs the rounds of its α (ALPHA_ROUNDS; the
+    local-epoch sweep and notebook 04 are at α = 5; the sweep's E below the preset's run
+    EPOCH_ROUNDS), Table 2's the rounds of its column (TABLE2_ROUNDS: longer where MOON needs them),
+    every method of a column the same; paper and smoke keep the preset's rounds whatever the α."""
+    QUICK_ROUNDS, QUICK_EPOCH_ROUNDS = ALPHA_ROUNDS["quick"], EPOCH_ROUNDS["quick"]
+    TABLE2 = TABLE2_ROUNDS["quick"]
     for nb in ("03_fedcka_heterogeneity", "04_fedcka_ablations"):
         for art, rs in plan(nb, "quick").items():
-            rounds = TABLE2_ROUNDS if art == "table2" else QUICK_ROUNDS
+            rounds = TABLE2 if art == "table2" else QUICK_ROUNDS
             assert rs and all(c.rounds == (QUICK_EPOCH_ROUNDS[c.local_epochs] if art == "epochs" and c.local_epochs < 5
                                            else rounds[c.partition_kw["beta"]]) for c in rs.values()), (nb, art)
         for scale in ("paper", "smoke"):
             assert {c.rounds for rs in plan(nb, scale).values() for c in rs.values()} == {preset("fedcka", scale).rounds}
     alphas = {c.partition_kw["beta"] for c in plan("03_fedcka_heterogeneity", "quick")["table2"].values()}
-    assert alphas == set(QUICK_ROUNDS) == set(TABLE2_ROUNDS) and QUICK_ROUNDS[5.0] < QUICK_ROUNDS[0.1]
-    assert all(TABLE2_ROUNDS[a] >= QUICK_ROUNDS[a] for a in alphas)  # Table 2 never shortens a column
-    assert TABLE2_ROUNDS[5.0] > QUICK_ROUNDS[5.0] and TABLE2_ROUNDS[0.5] > QUICK_ROUNDS[0.5]  # MOON's plateau
+    assert alphas == set(QUICK_ROUNDS) == set(TABLE2) and QUICK_ROUNDS[5.0] < QUICK_ROUNDS[0.1]
+    assert all(TABLE2[a] >= QUICK_ROUNDS[a] for a in alphas)  # Table 2 never shortens a column
+    assert TABLE2[5.0] > QUICK_ROUNDS[5.0] and TABLE2[0.5] > QUICK_ROUNDS[0.5]  # MOON's plateau
 
 
 @pytest.mark.parametrize("notebook", ["02_fedcka_layer_similarity", "03_fedcka_heterogeneity",
@@ -121,7 +123,8 @@ def test_quick_plans_every_table2_part_and_says_why_the_rest_is_left_out():
             } >= {(st, mu) for stated in PAPER_T2_MU.values() for st, mu in stated.items()}  # the grid holds them
     assert not s3.left_out  # E = 1 and 2 run longer, to their plateau, and the E ≥ 5 keep α = 5's rounds
     ep = {(c.local_epochs, c.rounds) for c in s3.plan()["epochs"].values()}
-    assert ep == {(5, 25), (10, 25), (20, 25), *QUICK_EPOCH_ROUNDS.items()} and min(QUICK_EPOCH_ROUNDS.values()) > 25
+    quick_e = EPOCH_ROUNDS["quick"]
+    assert ep == {(5, 25), (10, 25), (20, 25), *quick_e.items()} and min(quick_e.values()) > 25
     assert {c.rounds for c in heterogeneity_scope("paper").plan()["epochs"].values()} == {100}  # the paper's
     s4 = ablations_scope("quick")
     assert s4.has("FedAvg and FedCKA (M = 2) at α = 5") and s4.has(TIMING_PART) and s4.has("M = 4-7")
@@ -207,7 +210,7 @@ def test_check_params_names_bad_seeds_and_train(bad, words):
 
 def test_a_diverging_run_is_a_diverged_result_and_is_not_retrained(tmp_path, monkeypatch):
     import fedlib.companion.grid as grid
-    from fedlib.companion.presets import preset
+    from fedlib.companion.papers import preset
 
     cfg = preset("fedcka", "smoke", dataset="fmnist", lr=1e6, rounds=2)
     store = Store(tmp_path)

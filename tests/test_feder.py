@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from fedlib.config import Config
-from fedlib.companion.presets import feder_grid, preset
+from fedlib.companion.papers import preset
+from fedlib.companion.papers.feder.preset import feder_grid
 from fedlib.engine import Engine
 from fedlib.executors import make_executor
 from fedlib.models import build_model
@@ -279,7 +280,7 @@ def test_feder_preset_and_grid():
     assert grid[("AdamP", "non-federated")].strategy == "centralized"
     quick = feder_grid("quick")
     assert quick[("AdamP + StepLR", "FedAvg")].lr_step == (3, 0.5)  # 25 of 250 epochs: 3 of 30
-    adam = quick[("Adam + StepLR", "FedAvg")]  # the Adam rows' 40 rounds (FEDER_QUICK_ROUNDS): 4 of 40
+    adam = quick[("Adam + StepLR", "FedAvg")]  # the Adam rows' 40 rounds (FEDER_ROUNDS): 4 of 40
     assert (adam.rounds, adam.lr_step) == (40, (4, 0.5)) and quick[("Adam", "non-federated")].rounds == 40
     assert quick[("AdamP", "FedAvg")].rounds == 30 and feder_grid("quick", rounds=7)[("Adam", "FedAvg")].rounds == 7
     assert preset("fedintr").key() == Config(**{**dataclasses.asdict(preset("fedintr"))}).key()

@@ -88,7 +88,7 @@ def test_intr_cnn_projection_heads() -> None:
 
 def test_intr_cnn_fc2_head_width_paper_and_code() -> None:
     """The paper's heads (hidden 256 on every layer) by default; the FedIntR code's fc2 head (96 wide) by name."""
-    from fedlib.companion.presets import preset
+    from fedlib.companion.papers import preset
 
     hidden = lambda m: {k: h[0].out_features for k, h in m.proj.items()}  # noqa: E731
     assert hidden(_model("intr_cnn", (1, 28, 28), 10)) == dict.fromkeys(("conv1", "conv2", "conv3", "fc1", "fc2"), 256)

@@ -4,13 +4,14 @@ read from records alone (never training), and the campaign ranks artifacts by th
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from fedlib.companion import papers
-from fedlib.companion.papers import NOTEBOOKS, PAPERS, Notebook, judge, notebook, priority
-from fedlib.companion.presets import PRESETS
+from fedlib.companion.papers import NOTEBOOKS, PAPERS, PRESETS, Notebook, judge, notebook, priority
 from fedlib.companion.results import Store
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -23,9 +24,10 @@ def test_every_notebook_file_is_registered_once_and_every_registered_notebook_ex
 
 
 def test_every_preset_belongs_to_exactly_one_paper():
-    owners = {name: [p.name for p in PAPERS if name in p.presets] for name in PRESETS}
+    owners = {name: [p.name for p in PAPERS if pr in p.presets] for name, pr in PRESETS.items()}
     assert all(len(o) == 1 for o in owners.values()), owners
-    assert {n for p in PAPERS for n in p.presets} <= set(PRESETS)
+    assert {pr.name for p in PAPERS for pr in p.presets} == set(PRESETS)
+    assert set(PRESETS) == {"fedcka", "fedintr", "feder", "fedshibu"}
 
 
 @pytest.mark.parametrize("name", sorted(n for n, nb in NOTEBOOKS.items() if nb.plan is not None))
@@ -96,3 +98,18 @@ def test_the_registry_judges_the_committed_records_as_the_rendered_notebook_did(
         pytest.skip("records were committed after the last render (scripts/render-head.sh renders them)")
     assert report.claims == summary["claims"]
     assert report.controls == summary.get("controls", [])
+
+
+def test_a_process_without_the_registry_is_told_to_import_it_rather_than_given_no_preset():
+    """The presets are the registry's: a process that never imported it names no model in a claim's
+    "decided on" and looks no preset up; each says to import fedlib.companion.papers."""
+    code = ("from fedlib.companion.report import Report\n"
+            "from fedlib.companion.presets import preset\n"
+            "from fedlib.companion.verdicts import decide\n"
+            "for call in (lambda: preset('fedintr'), lambda: Report('x', scale='quick', "
+            "dataset='fmnist').verdict(decide('a', 'FedCKA Table 2', [1, 2, 3], [0, 1, 2]))):\n"
+            "    try:\n        call()\n"
+            "    except (RuntimeError, ValueError) as e:\n        print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.count("import fedlib.companion.papers") == 2, out.stdout + out.stderr

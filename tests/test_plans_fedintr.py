@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.papers import plan
 from fedlib.companion.common import FedIntRRunId
 from fedlib.companion.papers.fedintr.plans import (FEDINTR_BEST_MU, FEDINTR_DEFAULT_E, FEDINTR_METHODS, FEDINTR_QUICK_LEFT_OUT,
@@ -33,7 +33,7 @@ def test_paper_grids_are_the_papers():
 def test_table_iii_runs_each_beta_to_its_quick_plateau_and_the_papers_rounds_at_paper_scale():
     """Quick runs β = 0.1 longer (FEDINTR_TABLE3_ROUNDS), every method alike; β = 5 the preset's rounds, as Table I's
     β = 0.5; the paper runs 100 rounds at every β."""
-    from fedlib.companion.papers.fedintr.plans import FEDINTR_TABLE3_ROUNDS
+    from fedlib.companion.papers.fedintr.preset import FEDINTR_TABLE3_ROUNDS
 
     quick = plan("05_fedintr_benchmarks", "quick", dataset="fmnist")
     rounds = {(rid.beta, rid.method): c.rounds for rid, c in quick["table3"].items()}

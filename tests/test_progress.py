@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fedlib import progress
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import preset
 from fedlib.companion.results import Store, run
 
 LINE = r"\[fedlib\] fedintr/smoke fedavg · round {r}/2 · acc \d+\.\d\d % · test loss \d\.\d{{4}} · \d+\.\d\d s/round · ETA"

@@ -153,7 +153,7 @@ def _cells(line: str) -> int:
 def test_missing_runs_are_trained_by_worker_processes_before_the_notebook_renders(tmp_path, monkeypatch):
     """On a CPU a notebook's pending runs are trained side by side first; the notebook then finds their records."""
     import fedlib.companion.papers
-    from fedlib.companion.presets import preset
+    from fedlib.companion.papers import preset
     from fedlib.companion.results import Store
 
     monkeypatch.setattr("fedlib.companion.results.DEFAULT_ROOT", tmp_path)

@@ -344,7 +344,7 @@ def test_strategies_by_name_with_clear_errors():
 
 # ------------------------------------------------------------------------------- presets and model options
 def test_presets_follow_the_papers_read_against_their_code():
-    from fedlib.companion.presets import preset
+    from fedlib.companion.papers import preset
 
     cka = preset("fedcka")
     assert (cka.lr, cka.drop_last, cka.model) == (0.01, True, "simple_cnn")  # MOON's lr; MOON's loader

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import fedlib.companion.papers  # noqa: F401  (registers the papers' presets, which name our models)
 from fedlib.companion.verdicts import VERDICTS, decide, decide_ratio, not_testable, pending
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE = VERDICTS

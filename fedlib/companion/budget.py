@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from fedlib.config import Config
 from fedlib.companion.costs import DEFAULT_THROUGHPUT, reference_passes, sample_passes, width_speedup
 from fedlib.companion.common import Plan
+from fedlib.companion.scales import scale_of
 
 __all__ = ["MAX_PART_S", "retrain_cost", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
 
@@ -93,20 +94,22 @@ class Scope:
 
 
 def fit(parts: list[Part], scale: str) -> Scope:
-    """Keep every part at ``paper`` and ``smoke``; at ``quick`` leave out a part with a ``quick_why`` or whose new
-    runs (a run an earlier part keeps is counted once) need more than :data:`MAX_PART_S` worker-seconds.
-    ``Scope.seconds`` is the kept runs' worker-seconds."""
+    """Keep every part at a scale without a budget (``paper``, ``smoke``); at a budgeted one
+    (``quick``: :attr:`Scale.budgeted <fedlib.companion.scales.Scale.budgeted>`) leave out a part
+    with a ``quick_why`` or whose new runs (a run an earlier part keeps is counted once) need more
+    than :data:`MAX_PART_S` worker-seconds. ``Scope.seconds`` is the kept runs' worker-seconds."""
+    budgeted = scale_of(scale).budgeted
     names = [p.name for p in parts]
     if len(set(names)) != len(names):
         raise ValueError(f"fit: part names must be distinct, got {names}.")
     scope, seen = Scope(), set()
     for p in parts:
-        if p.quick_why and scale == "quick":
+        if p.quick_why and budgeted:
             scope.left_out[p.name] = p.quick_why
             continue
         new = {c.key(): c for runs in p.runs.values() for c in runs.values() if c.key() not in seen}
         cost = p.extra_s + sum(estimate_s(c) for c in new.values())
-        if scale == "quick" and cost > MAX_PART_S:
+        if budgeted and cost > MAX_PART_S:
             h = cost / 3600  # as many decimals as it takes to read above the limit
             hours = next(f"{h:.{d}f}" for d in (1, 2, 3) if round(h, d) > MAX_PART_S / 3600 or d == 3)
             scope.left_out[p.name] = (f"its runs need about {hours} single-thread worker-hours on this CPU, "
@@ -121,9 +124,11 @@ def fit(parts: list[Part], scale: str) -> Scope:
 def retrain_cost(runs: Plan | Mapping[Any, Config], scale: str) -> str:
     """What retraining ``runs`` (a plan, or one artifact's ``{RunId: Config}``) from an empty store costs on this CPU
     at ``scale``: single-thread worker-hours by the stated model (:func:`estimate_s`, a run shared by artifacts
-    counted once) and the wall time with the campaign's two workers. At paper scale: where the GPU estimate is."""
-    if scale == "paper":
-        return "retraining at paper scale: `python -m fedlib.companion.campaign plan --scale paper` lists every run's estimate"
+    counted once) and the wall time with the campaign's two workers. At a scale meant for a GPU
+    (paper): where the GPU estimate is."""
+    if scale_of(scale).gpu:
+        return (f"retraining at {scale} scale: `python -m fedlib.companion.campaign plan --scale "
+                f"{scale}` lists every run's estimate")
     flat = {c.key(): c for v in runs.values() for c in (v.values() if isinstance(v, Mapping) else [v])}
     hours = sum(estimate_s(c) for c in flat.values()) / 3600
     return (f"retraining these {len(flat)} runs from an empty store: about {hours:.1f} single-thread worker-hours on "

@@ -57,6 +57,7 @@ from fedlib.companion.plan_text import DOC_BEGIN, DOC_END, format_plan, matching
 from fedlib.companion.papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
 from fedlib.companion.common import Plan, RunId
 from fedlib.companion.results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
+from fedlib.companion.scales import scale_of
 from fedlib.schedule import NonFiniteLossError
 from fedlib.companion.verdicts import off_plateau_by_every_metric
 from fedlib.companion.workers import default_jobs
@@ -121,16 +122,17 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
     priority, status and estimated cost on ``device`` with ``threads`` threads a run (default: this process's), in
     the order ``run`` takes them. A plan that fails to build is skipped and its error appended to ``errors``. With
     ``retry_diverged`` a diverged run is pending."""
-    store = store or Store.for_scale(scale)
+    store, at = store or Store.for_scale(scale), scale_of(scale)
     costs = costs if costs is not None else CostTable()
-    if costs.relearn and scale != "smoke":  # counted another way: learn the stored runs' times again
+    if costs.relearn and at.learns_costs:  # counted another way: learn the stored runs' times again
         costs.learn_all(store.records())
         costs.save()
     items: dict[str, Item] = {}
     for nb, fn in sorted((plans if plans is not None else registry.PLANS).items()):
         if only and not any(nb == o or nb.startswith(o) for o in only):
             continue
-        datasets = (dataset,) if dataset or scale != "paper" or plans is not None else registry.PAPER_DATASETS.get(nb, (None,))
+        every = at.exact and not dataset and plans is None  # the paper's setup: its every dataset
+        datasets = registry.PAPER_DATASETS.get(nb, (None,)) if every else (dataset,)
         try:
             arts = [(a, r) for ds in datasets for a, r in _call_plan(fn, scale, ds).items()]
         except Exception as e:  # noqa: BLE001 — one broken plan must not hide the others
@@ -374,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"writable or pass --store <a writable folder>.")
     # smoke runs are all set-up: they would spoil the committed table's estimates (an explicit --costs file learns)
     costs = CostTable(a.costs)
-    if a.scale == "smoke" and a.costs == str(DEFAULT_COSTS):
+    if not scale_of(a.scale).learns_costs and a.costs == str(DEFAULT_COSTS):
         costs.path = None
     if a.cmd == "costs":
         if a.learn:
@@ -411,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         if jobs < 1:
             ap.error(f"--jobs {a.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
         todo = [i for i in items if i.status in ("pending", "partial")]
-        if todo and a.scale == "paper":  # the work this budget would start: stop first if it is hours on a CPU
+        if todo and scale_of(a.scale).gpu:  # what this budget would start: stop if hours on a CPU
             need = sum(i.estimate_s for i in todo)
             try:
                 check_long(min(need, budget), a.device, f"campaign: {len(todo)} pending run(s) ({_fmt_s(need)} in "

@@ -8,6 +8,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from fedlib.companion.report import claim_cells
+from fedlib.companion.scales import scale_of
 from fedlib.companion.verdicts import PENDING, VERDICTS, holm
 
 __all__ = ["VERDICT_COLUMNS", "PAPERS", "paper_of", "holm_readings", "claim_figures", "claims_overview", "findings"]
@@ -79,7 +80,7 @@ def claims_overview(rows: list[dict], scale: str) -> str:
     the figures drawn for the table or figure it cites. The project's controls are not among them."""
     by_paper = _by_paper(rows)
     figures = {r["notebook"]: list(r.get("figures") or []) for r in rows}
-    setup = ("the papers' setup, on the dataset each row names" if scale == "paper" else
+    setup = ("the papers' setup, on the dataset each row names" if scale_of(scale).exact else
              "not the papers' setup")
     lines = [f"# The papers' claims at scale `{scale}`", "",
              f"_The claims of the four papers that the notebooks decide, by `fedlib.companion.verdicts` (95 % t interval over "

@@ -4,12 +4,13 @@
     python -m fedlib.companion run fedcka --scale smoke rounds=3 --tensorboard runs/
     python -m fedlib.companion show 1a7a9801                 # a key or a unique prefix of one
 
-``run`` starts from a paper's preset (:func:`fedlib.companion.presets.preset`) at ``--scale``, applies ``key=value``
-overrides (values read as JSON, then as Python literals, else as a string: ``lr=1e-3``, ``augment=none``,
-``partition_kw={"beta": 0.1}``), validates the whole config before anything trains, and calls
-:func:`fedlib.companion.results.run`: one line per round, the record stored under its key as any run stores it, and a stored
-record returned without training (``--recompute`` trains it again). ``--tensorboard DIR`` writes every numeric
-metric of each round to ``DIR/<key>/`` (``pip install 'fedlib[tensorboard]'``).
+``run`` starts from a paper's preset (:func:`fedlib.companion.papers.preset`) at ``--scale``,
+applies ``key=value`` overrides (values read as JSON, then as Python literals, else as a string:
+``lr=1e-3``, ``augment=none``, ``partition_kw={"beta": 0.1}``), validates the whole config before
+anything trains, and calls :func:`fedlib.companion.results.run`: one line per round, the record
+stored under its key as any run stores it, and a stored record returned without training
+(``--recompute`` trains it again). ``--tensorboard DIR`` writes every numeric metric of each round
+to ``DIR/<key>/`` (``pip install 'fedlib[tensorboard]'``).
 """
 
 from __future__ import annotations
@@ -24,17 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from fedlib.config import SCALES
-from fedlib.companion.presets import preset
+from fedlib.companion.papers import PRESETS, preset
 from fedlib.companion.results import Store, run
 
 __all__ = ["main", "parse_overrides", "HELP"]
 
+# the presets' names are filled in: HELP holds JSON braces
 HELP = """One experiment from the command line, and a stored record at a glance.
 
   python -m fedlib.companion run fedintr --scale quick strategy=fedprox 'strategy_kw={"mu": 0.01}' seed=1
   python -m fedlib.companion show <key>              a record's config, provenance and final metrics (a key or its prefix)
 
-run starts from a paper's preset (fedintr, fedcka, feder, fedshibu) at --scale, applies key=value overrides
+run starts from a paper's preset (PRESETS) at --scale, applies key=value overrides
 (JSON, then Python literals, else a string), checks the whole config, prints its estimate and whether it
 checkpoints, then one line per round; the record is stored under its key. A stored record comes back without
 training (--recompute trains it again). Ctrl-C keeps the checkpointed rounds: the same command resumes.
@@ -52,7 +54,7 @@ Every entry point of fedlib:
   python -m fedlib.companion.papers --help           the papers, their notebooks, and a notebook's verdicts (claims NN)
   scripts/render-head.sh                   render HEAD's records in a clean worktree and copy the outputs here
   python scripts/strategies_quick.py       six strategies in FedIntR's setup, one table
-"""
+""".replace("(PRESETS)", f"({', '.join(PRESETS)})")
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="one experiment from a paper's preset, with key=value overrides")
-    r.add_argument("paper", help="fedintr, fedcka, feder or fedshibu (the presets of fedlib.companion.presets)")
+    r.add_argument("paper", help=f"{', '.join(PRESETS)} (the papers' presets)")
     r.add_argument("overrides", nargs="*", help="Config fields as key=value")
     r.add_argument("--scale", default="quick", choices=SCALES)
     r.add_argument("--store", default=None, help="results folder (default: results/, results/smoke/ at smoke)")

@@ -35,6 +35,7 @@ from fedlib.errors import OneLineError
 from fedlib.augment import DEFAULT_AUGMENT, VIEWS
 from fedlib.config import Config
 from fedlib.companion.provenance import device_name
+from fedlib.companion.scales import SCALE
 from fedlib.strategies import STRATEGIES
 
 __all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "reference_passes",
@@ -320,15 +321,17 @@ CHECKPOINT_AFTER_S = 60.0  # a run estimated longer than this checkpoints every 
 
 
 def check_runs(cfgs: Iterable[Config], *, allow_long: bool | None = None, log: Any = print) -> None:
-    """The guard before training ``cfgs`` one after another (e.g. the runs of a notebook's artifact that are not
-    stored yet): at paper scale their estimate together is printed and, on a CPU above :data:`LONG_RUN_S`,
-    :func:`check_long` stops before the first one unless told to go on. Other scales pass silently."""
-    paper = [c for c in cfgs if c.scale == "paper"]
-    if not paper:
+    """The guard before training ``cfgs`` one after another (e.g. the runs of a notebook's artifact
+    that are not stored yet): at a scale meant for a GPU (paper) their estimate together is printed
+    and, on a CPU above :data:`LONG_RUN_S`, :func:`check_long` stops before the first one unless
+    told to go on. Other scales pass silently."""
+    guarded = [c for c in cfgs if c.scale in SCALE and SCALE[c.scale].gpu]
+    if not guarded:
         return
     table = CostTable()
-    ests = [table.estimate(c, c.device, device_name=device_name(c.device)) for c in paper]
-    check_long(sum(e.seconds for e in ests), paper[0].device, f"{len(paper)} run(s) to train at scale paper",
+    ests = [table.estimate(c, c.device, device_name=device_name(c.device)) for c in guarded]
+    check_long(sum(e.seconds for e in ests), guarded[0].device,
+               f"{len(guarded)} run(s) to train at scale {guarded[0].scale}",
                "; ".join(sorted({e.source for e in ests})), allow_long=allow_long, log=log)
 
 

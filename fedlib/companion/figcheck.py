@@ -121,8 +121,8 @@ def figure_problems(side: Mapping[str, Any]) -> list[str]:
                 out.append(f"{where}: {lab} has {s['off']} seed(s) off their plateau, not ringed")
             if len(s["rounds"]) > 1 and not all(_stated(r, alltext) for r in s["rounds"]):
                 out.append(f"{where}: {lab} mixes {s['rounds']} rounds without saying so")
-            for scale, key in ((ax.get("yscale"), "y"), (ax.get("xscale"), "x")):
-                if scale == "log" and s["interval"] == "t" and key == s.get("interval_axis", "y"):
+            for kind, key in ((ax.get("yscale"), "y"), (ax.get("xscale"), "x")):  # axis scales
+                if kind == "log" and s["interval"] == "t" and key == s.get("interval_axis", "y"):
                     out.append(f"{where}: {lab} has symmetric t intervals on a log axis")
         for lab in ax.get("legend_curves", []):
             if not re.search(r"\bn\s*=\s*\d", lab):

@@ -21,20 +21,23 @@ from typing import Any
 from fedlib.companion.provenance import code_commit
 from fedlib.companion.report import claim_rows
 from fedlib.companion.results import DEFAULT_ROOT, Record, Store, atomic_write_text
+from fedlib.companion.scales import SCALE, scale_of
 
 __all__ = ["ledger", "write_ledger", "runs_section", "claims_section", "seeds_section", "ledger_path"]
 
 
 def ledger_path(scale: str, store: Store) -> Path:
-    root = DEFAULT_ROOT if store.root in (DEFAULT_ROOT, DEFAULT_ROOT / "smoke") else store.root
+    stores = {DEFAULT_ROOT / s.store for s in SCALE.values()}  # each scale's default store
+    root = DEFAULT_ROOT if store.root in stores else store.root
     return root / f"ledger-{scale}.md"
 
 
 def _final(rec: Record, scale: str) -> float:
-    """Final accuracy in %: the median of the last 10 evaluated rounds at paper scale (FedIntR's convention), the
-    last one otherwise; personalized runs: the mean client accuracy."""
+    """Final accuracy in %: the median of the scale's last evaluated rounds (:attr:`Scale.last
+    <fedlib.companion.scales.Scale.last>`: 10 at paper scale, FedIntR's convention; the last one
+    otherwise); personalized runs: the mean client accuracy."""
     name = "personal_acc_mean" if rec.metric("personal_acc_mean").size else "test_acc"  # a personalized run's own
-    return 100 * rec.final(name, last=10 if scale == "paper" else 1)
+    return 100 * rec.final(name, last=scale_of(scale).last)
 
 
 def runs_section(items: list[Any]) -> list[str]:
@@ -91,7 +94,7 @@ def seeds_section(items: list[Any], store: Store, scale: str) -> list[str]:
             if it not in g:
                 g.append(it)
     out = ["## Statistics over seeds", "",
-           f"Final test accuracy ({'median of the last 10 rounds' if scale == 'paper' else 'last round'}; "
+           f"Final test accuracy ({scale_of(scale).final_text}; "
            "personalized runs: mean client accuracy), mean ± std over the seeds done.", "",
            "| notebook | artifact | run | n done / seeds | mean ± std (%) | per seed |", "|:--|:--|:--|--:|--:|:--|"]
     n_rows = 0
@@ -125,7 +128,7 @@ def ledger(scale: str, items: list[Any], *, store: Store | None = None, summary_
             f"_Written by `python -m fedlib.companion.campaign` at commit {code_commit()}: the runs every notebook's "
             f"plan needs (`fedlib/companion/papers/`), which are done (records in `{store.root.name}/records/`), and what the "
             f"notebooks concluded from them._", ""]
-    if scale != "paper":
+    if not scale_of(scale).exact:
         head += [f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results._", ""]
     return "\n".join(head + runs_section(items) + claims_section(scale, items, store, summary_root)
                      + seeds_section(items, store, scale))

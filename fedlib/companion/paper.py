@@ -1,7 +1,8 @@
 """The shape of a paper: what each of its notebooks trains, what it claims, and where the campaign ranks it.
 
-A :class:`Paper` is one filled-in template (``fedlib/papers/<paper>.py``): its presets (:mod:`fedlib.companion.presets`)
-and its notebooks. A :class:`Notebook` declares
+A :class:`Paper` is one filled-in template (``fedlib/companion/papers/<paper>/``): its presets (each
+a :class:`~fedlib.companion.presets.Preset`, in its folder's ``preset.py``) and its notebooks. A
+:class:`Notebook` declares
 
 * ``plan(scale, *, dataset, device, seeds, executor, ...) -> {artifact: {RunId: Config}}`` — every run it needs;
 * ``claims(records, *, scale, dataset, store, ...) -> list[Verdict]`` — its verdicts on the paper's claims, read
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from fedlib.companion.common import Plan
+from fedlib.companion.presets import Preset
 from fedlib.companion.verdicts import Verdict
 
 __all__ = ["Paper", "Notebook", "PlanFn", "ClaimsFn", "DEFAULT_PRIORITY", "DATASET_FIRST", "artifact_id"]
@@ -78,5 +80,5 @@ class Paper:
 
     name: str  # "FedIntR"
     text: str  # the paper as the notebooks cite it
-    presets: tuple[str, ...]  # names in fedlib.companion.presets.PRESETS
+    presets: tuple[Preset, ...]  # its setups (a paper that trains in another's setup has none)
     notebooks: tuple[Notebook, ...]

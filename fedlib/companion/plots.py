@@ -28,6 +28,7 @@ from scipy import stats
 from fedlib.atomic import atomic_write_bytes, atomic_write_text
 from fedlib.companion.figcheck import MIN_FONT, figure_facts, note_series
 from fedlib.companion.provenance import code_commit, device_name, runs_provenance, short_commit
+from fedlib.companion.scales import scale_of
 from fedlib.companion.style import method_style
 from fedlib.companion.verdicts import CONFIDENCE
 
@@ -78,7 +79,7 @@ def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] 
                   f"rendered at commit={short_commit(fields['rendered_commit'])}"]
     parts += [f"{k}={v}" for k, v in extra.items()]
     fields.update(extra={k: str(v) for k, v in extra.items()})
-    note = "" if scale == "paper" else "  [NOT paper scale]"
+    note = scale_of(scale).stamp
     return Provenance("fedlib · " + " · ".join(parts) + note, fields)
 
 

@@ -36,7 +36,8 @@ import pandas as pd
 from fedlib.config import SCALES, device_problem, field_problem
 from fedlib.errors import OneLineError
 from fedlib.companion.plots import provenance_line, save_figure
-from fedlib.companion.presets import preset
+from fedlib.companion.presets import PRESETS, preset
+from fedlib.companion.scales import scale_of
 from fedlib.companion.provenance import code_commit, runs_provenance, unique_runs
 from fedlib.companion.results import DEFAULT_ROOT, atomic_write_text, is_pending
 from fedlib.companion.style import dataset_name
@@ -347,15 +348,16 @@ class Report:
     claim = check  # older name
 
     def verdict(self, v: Verdict) -> Verdict:
-        """Record a paper's claim, decided by :func:`fedlib.companion.verdicts.decide` (or ``decide_ratio``,
-        ``not_testable``, ``pending``; a verdict marked ``control`` goes to the controls); at smoke scale every claim
-        is "not testable at this scale"."""
+        """Record a paper's claim, decided by :func:`fedlib.companion.verdicts.decide` (or
+        ``decide_ratio``, ``not_testable``, ``pending``; a verdict marked ``control`` goes to the
+        controls); at a scale that decides no claim (smoke) every claim is "not testable at this
+        scale"."""
         if not isinstance(v, Verdict):
             raise TypeError("Report.verdict takes a fedlib.companion.verdicts.Verdict: decide(claim, source, ours, theirs, "
                             "kind=..., margin=..., chance=...), decide_ratio(...) or not_testable(...).")
-        if self.scale == "smoke" and v.verdict != "pending":
-            v = replace(not_testable(v.claim, v.source, "smoke scale proves the code runs, not the paper", v.paper),
-                        control=v.control)
+        if not scale_of(self.scale).decides and v.verdict != "pending":
+            why = f"{self.scale} scale proves the code runs, not the paper"
+            v = replace(not_testable(v.claim, v.source, why, v.paper), control=v.control)
         if not v.data:
             v = replace(v, data=decided_on(v.source, self.dataset, self.model(v.source), str(self.meta.get(
                 "device", "cpu")), timed="repeats" in v.method))
@@ -363,10 +365,14 @@ class Report:
         return v
 
     def model(self, source: str) -> str:
-        """Our model for a claim citing ``source``: the model of its paper's preset at this scale."""
+        """Our model for a claim citing ``source``: the model of its paper's preset at this scale
+        (the presets of the papers' registry, :data:`fedlib.companion.presets.PRESETS`)."""
         paper = next((p for p in ("FedIntR", "FedCKA", "FedSHIBU", "FedER") if p in source), "")
         if not paper:
             return ""
+        if not PRESETS:  # the registry was never imported: say so rather than name no model
+            raise RuntimeError(f"A claim cites {paper}, whose preset names our model, and no "
+                               "preset is registered: import fedlib.companion.papers first.")
         try:
             return preset(paper.lower(), self.scale, dataset=self.dataset).model
         except (ValueError, KeyError):

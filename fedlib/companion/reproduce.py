@@ -55,6 +55,7 @@ from fedlib.companion.claims_page import PAPERS, VERDICT_COLUMNS, _cell, claim_f
 from fedlib.companion.report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
 from fedlib.companion import results
 from fedlib.companion.results import Store
+from fedlib.companion.scales import scale_of
 from fedlib.companion.workers import default_jobs, worker_threads
 from fedlib.companion.writeback import BatchRunningError, batch_lock, merged_streams, notebook_problems, write_back  # noqa: F401
 
@@ -130,9 +131,9 @@ def execute_logged(nb: Path, scale: str, device: str, dataset: str | None, out_d
                 os.environ[ROUND_LOG_ENV] = old
 
 def too_long(nb: Path, scale: str, device: str, dataset: str | None) -> str | None:
-    """At paper scale: print the notebook's estimate; why it must not start (a CPU, over an hour, not allowed),
-    else None."""
-    if scale != "paper":
+    """At a scale meant for a GPU (paper): print the notebook's estimate; why it must not start (a
+    CPU, over an hour, not allowed), else None."""
+    if not scale_of(scale).gpu:
         return None
     items = [i for i in collect(scale, device, only=[nb.stem], dataset=dataset) if i.status in ("pending", "partial")]
     if not items:
@@ -156,7 +157,8 @@ def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) 
         est = sum(i.estimate_s for i in items) / jobs
         print(f"[reproduce] {nb.stem}: {len(items)} run(s) to train, {jobs} at a time, about {fmt_s(est)}: their "
               f"records are not in results/records yet (--no-train renders without them, as pending)", flush=True)
-        run_local(items, Store.for_scale(scale), float("inf"), CostTable(None if scale == "smoke" else DEFAULT_COSTS),
+        costs = CostTable(DEFAULT_COSTS if scale_of(scale).learns_costs else None)
+        run_local(items, Store.for_scale(scale), float("inf"), costs,
                   jobs=jobs, progress=True, log=lambda s: print(s.replace("[campaign]", "[reproduce]"), flush=True))
 
 
@@ -195,7 +197,7 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
                      f"{p['hours_done']:.1f} / {p['hours_left']:.1f}" if p else "—",
                      ", ".join(map(str, r.get("seeds", []))) or "—", *n.values()])
     lines = [f"# fedlib reproduction summary — scale `{scale}`", "", *_md_table(head, body), ""]
-    if scale != "paper":
+    if not scale_of(scale).exact:
         lines += [f"_Scale `{scale}` is not the papers' setup: these numbers are not paper-scale results. Verdicts: "
                   "95 % t intervals over seeds against each claim's margin (fedlib.companion.verdicts); the verdict counts are "
                   "the papers' claims only (the project's controls are listed apart). Worker-hours done add up the "
@@ -362,7 +364,8 @@ def _batch(nbs: list[Path], args: argparse.Namespace) -> list[dict]:
 
 def _report(nbs: list[Path], rows: list[dict], args: argparse.Namespace) -> int:
     """Write the batch's summary and claims pages (the committed ones only for a whole batch) and print its end."""
-    progress = campaign_progress(args.scale, "cuda" if args.scale == "paper" else args.device)  # paper: GPU-hours
+    at = scale_of(args.scale)
+    progress = campaign_progress(args.scale, "cuda" if at.gpu else args.device)  # GPU scale: GPU-h
     text = summarize(rows, args.scale, progress) + _ledger(args.scale, args.only)
     ok = args.collect or all(r["status"] == "ok" or r["status"].startswith("skipped") for r in rows)
     whole = ok and len(nbs) == len(notebooks())
@@ -370,7 +373,7 @@ def _report(nbs: list[Path], rows: list[dict], args: argparse.Namespace) -> int:
     atomic_write_text(path, text)
     atomic_write_text(results.DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
                       claims_overview(rows, args.scale))
-    if whole and args.scale == "quick" and results.DEFAULT_ROOT == ROOT / "results":  # the README's first screen
+    if whole and at.readme and results.DEFAULT_ROOT == ROOT / "results":  # the README's first page
         write_readme(ROOT / "README.md", readme_block(load_claims(args.scale), args.scale))
     print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + "\n\nFindings by paper (the papers' claims; "
           "the project's controls apart):\n" + "\n".join(findings(rows, args.scale))

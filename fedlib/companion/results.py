@@ -38,6 +38,7 @@ from fedlib.companion.costs import before_run
 from fedlib.data import CLASSES, canonical_name
 from fedlib.engine import Engine
 from fedlib.companion.provenance import device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
+from fedlib.companion.scales import scale_of
 from fedlib.companion.verdicts import learning_warnings  # noqa: F401  (re-exported)
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parents[2] / "results"))
@@ -60,10 +61,6 @@ class Record:
     @property
     def cfg(self) -> Config:
         return Config.from_dict(self.config, migrate=True)
-
-    @property
-    def scale(self) -> str:
-        return self.config.get("label", "").split("/")[-1] or "custom"
 
     def metric(self, name: str = "test_acc") -> pd.Series:
         h = self.frame()
@@ -155,8 +152,9 @@ class Store:
 
     @classmethod
     def for_scale(cls, scale: str) -> "Store":
-        """``results/`` for quick and paper runs; ``results/smoke/`` (not committed) for smoke runs."""
-        return cls(DEFAULT_ROOT / "smoke" if scale == "smoke" else DEFAULT_ROOT)
+        """The scale's store: ``results/`` or its folder there (:attr:`Scale.store
+        <fedlib.companion.scales.Scale.store>`: ``results/smoke/``, not committed)."""
+        return cls(DEFAULT_ROOT / scale_of(scale).store)
 
     def record_path(self, key: str) -> Path:
         return self.root / "records" / f"{key}.json"

@@ -1,8 +1,13 @@
 """The papers fedlib reproduces, one registry: :data:`PAPERS` (each a :class:`Paper`: its presets and notebooks).
 
-Everything keyed by notebook is read from here: the plans the campaign trains (:data:`PLANS`), the datasets it
-plans at paper scale (:data:`PAPER_DATASETS`), the order it trains them in (:func:`priority`), and each notebook's
-claims (:func:`judge`). Adding a paper is filling in :class:`Paper` in ``fedlib/papers/<paper>.py`` and adding it
+Their presets by name are :data:`PRESETS` (registered in :data:`fedlib.companion.presets.PRESETS`
+when this module is imported): ``preset("fedintr", "quick", **overrides)`` is a Config of FedIntR's
+setup at scale quick.
+
+Everything keyed by notebook is read from here: the plans the campaign trains (:data:`PLANS`), the
+datasets it plans at paper scale (:data:`PAPER_DATASETS`), the order it trains them in
+(:func:`priority`), and each notebook's claims (:func:`judge`). Adding a paper is filling in
+:class:`Paper` in ``fedlib/companion/papers/<paper>/`` (its preset in ``preset.py``) and adding it
 to :data:`PAPERS` (docs/design.md shows one).
 
     python -m fedlib.companion.papers                                  # the papers, their notebooks and presets
@@ -23,11 +28,14 @@ from fedlib.companion.results import Store
 from fedlib.companion.verdicts import VERDICTS
 from fedlib.companion.papers import baselines, fedcka, feder, fedintr, fedshibu
 from fedlib.companion.paper import DATASET_FIRST, DEFAULT_PRIORITY, Notebook, Paper, artifact_id
+from fedlib.companion.presets import PRESETS, Preset, preset, register
 
-__all__ = ["Paper", "Notebook", "PAPERS", "NOTEBOOKS", "PLANS", "PAPER_DATASETS", "DEFAULT_PRIORITY",
-           "DATASET_FIRST", "artifact_id", "notebook", "plan", "priority", "judge", "main"]
+__all__ = ["Paper", "Notebook", "PAPERS", "PRESETS", "Preset", "preset", "NOTEBOOKS", "PLANS",
+           "PAPER_DATASETS", "DEFAULT_PRIORITY", "DATASET_FIRST", "artifact_id", "notebook", "plan",
+           "priority", "judge", "main"]
 
 PAPERS: tuple[Paper, ...] = (baselines.PAPER, fedcka.PAPER, fedintr.PAPER, feder.PAPER, fedshibu.PAPER)
+register(pr for p in PAPERS for pr in p.presets)  # PRESETS: every paper's, by name
 NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for p in PAPERS for nb in p.notebooks}
 # Views the campaign reads (at call time, so a test may replace them): the notebooks that train something.
 PLANS: dict[str, Callable[..., Plan]] = {n: nb.plan for n, nb in NOTEBOOKS.items() if nb.plan is not None}
@@ -84,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd != "claims":
         for p in PAPERS:
-            print(f"{p.name} ({p.text}); presets: {', '.join(p.presets) or '-'}")
+            print(f"{p.name} ({p.text}); presets: {', '.join(pr.name for pr in p.presets) or '-'}")
             for nb in p.notebooks:
                 print(f"  {nb.name}: datasets {', '.join(nb.datasets)}; priorities {dict(nb.priorities) or '-'}")
         return 0

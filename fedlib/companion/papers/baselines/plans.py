@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.fedcka.preset import PRESET as FEDCKA
+from fedlib.companion.papers.fedintr.preset import PRESET as FEDINTR
 from fedlib.companion.common import SEEDS, Plan, RunId
 
 __all__ = ["baseline_plan", "BASELINE_SEEDS", "BASELINE_LEFT_OUT"]
@@ -22,10 +23,10 @@ def baseline_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(BASELINE_SEEDS[scale]))
     table, central, fed = {}, {}, {}
     for s in seeds:
-        cfg = preset("fedintr", scale, dataset=dataset, device=device, seed=s, executor=executor)
+        cfg = FEDINTR.config(scale, dataset=dataset, device=device, seed=s, executor=executor)
         table[RunId("FedAvg", s)] = cfg
         table[RunId("FedProx (μ=0.001)", s)] = cfg.replace(strategy="fedprox", strategy_kw={"mu": 0.001})
-        cka = preset("fedcka", scale, dataset=dataset, device=device, seed=s, executor=executor)
+        cka = FEDCKA.config(scale, dataset=dataset, device=device, seed=s, executor=executor)
         central[RunId("Centralized", s)] = cka.replace(strategy="centralized")
         fed[RunId("FedAvg (FedCKA's setup)", s)] = cka
     out = {"table1": table, "centralized": central, "fedcka_fedavg": fed}

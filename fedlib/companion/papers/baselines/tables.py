@@ -27,6 +27,7 @@ from fedlib.companion.common import RunId
 from fedlib.companion.plots import mean_curves, paper_panel, t_interval
 from fedlib.companion.report import compare
 from fedlib.companion.results import Pending, Record
+from fedlib.companion.scales import scale_of
 from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import Verdict, decide, not_testable, off_plateau, pending as pending_verdict
 
@@ -319,7 +320,7 @@ def _reported(method: str, per_run: pd.DataFrame, scale: str, dataset: str, per_
     source = "FedIntR Table I"
     if ref is None:
         return not_testable(claim, source, f"FedIntR Table I has no {REPORTED[method]} number for {dataset}")
-    if scale != "paper":
+    if not scale_of(scale).exact:
         return replace(not_testable(claim, source, f"scale={scale}: Table I's number is an accuracy of the paper's "
                                                    f"own budget, which this scale shrinks (what it is decided on "
                                                    f"names how)", f"{ref:.2f}"), paper_d=0.0)
@@ -345,8 +346,9 @@ def baseline_verdicts(per_run: pd.DataFrame, scale: str, dataset: str, data: str
     def off(ms: Sequence[str]) -> list[str]:
         return offs(per_run[per_run["method"].isin(ms)])
 
+    exact = scale_of(scale).exact  # the paper's setup: Table I's numbers are decided
     out = [_reported(m, per_run, scale, dataset, per_seed, with_status, off([m])).noted(
-        _rule(per_run, [m]) if scale == "paper" else "") for m in REPORTED if m in set(per_run["method"])]
+        _rule(per_run, [m]) if exact else "") for m in REPORTED if m in set(per_run["method"])]
     for text, (source, (a, b), kind, paper_d) in CLAIMS.items():
         left_out = [why for why in BASELINE_LEFT_OUT[scale].values() if not {a, b} <= set(per_run["method"])]
         v = (not_testable(text, source, left_out[0]) if left_out else

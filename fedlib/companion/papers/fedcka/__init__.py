@@ -13,6 +13,7 @@ from fedlib.companion.papers.fedcka.accuracy import Table2, epoch_rounds, epochs
 from fedlib.companion.papers.fedcka.ablations import metrics_frame
 from fedlib.companion.papers.fedcka.layers import N_EVAL, R50_TAPS
 from fedlib.companion.grid import fetch_runs, offs, runs_frame
+from fedlib.companion.papers.fedcka.preset import PRESET
 from fedlib.companion.papers.fedcka.plans import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan
 from fedlib.companion.papers.fedcka.plans import (FEDCKA_MU, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
                             similarity_scope)
@@ -77,7 +78,7 @@ def ablations_claims(records: Records, *, scale: str, dataset: str = "fmnist", s
 
 
 PAPER = Paper(
-    name="FedCKA", text="fedcka-arxiv.txt and fedcka-applsci.txt", presets=("fedcka",),
+    name="FedCKA", text="fedcka-arxiv.txt and fedcka-applsci.txt", presets=(PRESET,),
     notebooks=(
         Notebook("02_fedcka_layer_similarity", plan=fedcka_similarity_plan, claims=similarity_claims,
                  datasets=("cifar10",), priorities={"*": 40}),

@@ -1,8 +1,9 @@
 """Notebooks 02-04 (FedCKA, arXiv and Appl. Sci. versions): layer similarity, heterogeneity, ablations and costs.
 
-Every run is a :func:`~fedlib.companion.presets.preset` ``("fedcka", scale)`` config; a run that several artifacts share
-(FedAvg, or FedCKA with μ = 3, M = 2, linear CKA, at α = 5: notebook 04, the local-epoch sweep and, but at quick,
-Table 2) is the same Config, so the store trains it once.
+Every run is a config of FedCKA's preset at ``scale``
+(:mod:`fedlib.companion.papers.fedcka.preset`); a run that several artifacts share (FedAvg, or
+FedCKA with μ = 3, M = 2, linear CKA, at α = 5: notebook 04, the local-epoch sweep and, but at
+quick, Table 2) is the same Config, so the store trains it once.
 
 Each notebook's runs are :class:`~fedlib.companion.budget.Part` s in priority order (the claim that needs them most
 first); ``paper`` and ``smoke`` run every part, ``quick`` every part but those over 10 worker-hours or that cannot
@@ -13,11 +14,12 @@ method), 0 at ``smoke``.
 * μ: ``paper`` tunes over the papers' grids (§4.2: FedProx {0.001, 0.01, 0.1, 1}, MOON {0.1, 1, 5, 10}, FedCKA
   {3, 5, 10}); ``quick`` and ``smoke`` run the papers' best μ on CIFAR-10 (FedProx 0.001 at α = 5 and 0.1; MOON 10,
   Table 1's α = 5 and Table 2's α = 0.1; FedCKA 3, Table 1's α = 5 and Table 2's α = 0.1 and 0.5 / 1).
-* ``quick`` — rounds by α (:data:`QUICK_ROUNDS`: 25 at α = 5, 35 at α = 1 and 0.5, 240 at α = 0.1; Table 2 runs
-  35 at α = 5 and 45 at α = 0.5, where MOON needs them: :data:`TABLE2_ROUNDS`). Notebook 03: Table 2 at every α with
-  every method; the local-epoch sweep at E = 1, 2, 5, 10, 20, E < 5 with more rounds (:data:`QUICK_EPOCH_ROUNDS`:
-  they cannot leave chance level in α = 5's 25 rounds). Notebook 04: FedAvg and FedCKA (M = 2) at α = 5, the cost timings, M = 1-7, the
-  centralized bound, Table 3's metrics.
+* ``quick`` — rounds by α (:data:`~fedlib.companion.papers.fedcka.preset.ALPHA_ROUNDS`: 25 at α = 5,
+  35 at α = 1 and 0.5, 240 at α = 0.1; Table 2 runs 35 at α = 5 and 45 at α = 0.5, where MOON needs
+  them: ``TABLE2_ROUNDS``). Notebook 03: Table 2 at every α with every method; the local-epoch sweep
+  at E = 1, 2, 5, 10, 20, E < 5 with more rounds (``EPOCH_ROUNDS``: they cannot leave chance level
+  in α = 5's 25 rounds). Notebook 04: FedAvg and FedCKA (M = 2) at α = 5, the cost timings, M = 1-7,
+  the centralized bound, Table 3's metrics.
 * Notebook 02: the preset with §3.1's changes (IID, 20 rounds); ResNet-50 (Appl. Sci. Fig. 2) at paper scale, and
   at smoke on 40 images to exercise the code.
 * Costs (Tables 3-4, :func:`cost_setups`): synthetic data of the papers' shapes, every method timed in each of
@@ -30,13 +32,15 @@ from typing import Any
 
 from fedlib.config import Config
 from fedlib.companion.grid import method_name
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.fedcka.preset import (ALPHA_ROUNDS, EPOCH_ROUNDS, PRESET,
+                                                   PRINTED_METRICS, R50_SIMILARITY, R50_TIMED_ON,
+                                                   TABLE1_ONLY, TABLE2_ROUNDS)
 from fedlib.companion.common import SEEDS, FedCKARunId, Plan, RunId
 from fedlib.companion.budget import Part, Scope, fit
 
 __all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "similarity_scope",
            "heterogeneity_scope", "ablations_scope", "table2_part", "paper_mu_part", "PAPER_T2_MU", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
-           "FEDCKA_EPOCHS", "QUICK_EPOCH_ROUNDS", "QUICK_ROUNDS", "TABLE2_ROUNDS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS",
+           "FEDCKA_EPOCHS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS",
            "FEDCKA_VARIANT_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS", "TIMING_PART", "cost_setups",
            "method_name", "keeps_artifacts"]
 
@@ -59,30 +63,6 @@ PAPER_T2_MU: dict[float, dict[str, float]] = {
 # α in priority order (quick runs what fits); the arXiv Table 2 has 0.5, the Appl. Sci. one 1.0
 FEDCKA_ALPHAS = {"paper": (5.0, 1.0, 0.5, 0.1), "quick": (5.0, 0.1, 1.0, 0.5), "smoke": (5.0, 0.1)}
 FEDCKA_EPOCHS = {"paper": (1, 2, 5, 10, 20), "quick": (1, 2, 5, 10, 20), "smoke": (1, 2)}
-# Quick rounds by α, so that every run ends on its plateau (benchmarks/RESULTS.md, "FedCKA's quick rounds by α" and,
-# for α = 0.1, "FedCKA's quick α = 0.1 column: 240 rounds"): the preset's 20 left 3 of 16 runs at α = 5 rising
-# 1.05-1.55 points over their last 20 % of rounds (fitted curves put every rise below 0.7 at 25); FedAvg's curves at
-# α = 1 and 0.5 rise 1.1-1.3 points over rounds 16-20 and at most 0.45 over rounds 28-35. At α = 0.1, 120 rounds
-# (from a seed-1 FedAvg curve) left 6 of the column's 21 runs rising 1.01-2.92 points; the slowest FedAvg seed of
-# those (seed 4), trained to 240 rounds, passes the line rule at every R from 202 on, its 40-round means flat from
-# rounds 161-200 (84.9 %) to 201-240 (84.9 %); the column takes the measured 240, FedCKA's slowest seed having
-# risen twice as much at 120.
-QUICK_ROUNDS: dict[float, int] = {5.0: 25, 1.0: 35, 0.5: 35, 0.1: 240}
-# Table 2's quick rounds where they differ from QUICK_ROUNDS: MOON (μ = 10), the one method only Table 2 trains, ends
-# off its plateau at α = 5 (2 of 5 seeds rising 1.02 and 1.30 points at 25 rounds) and α = 0.5 (1.28 and 1.36 at
-# 35), and a column compares its methods at equal rounds. MOON's slowest seed, measured to twice the rounds, passes
-# the rule from round 30 (α = 5) and 40 (α = 0.5) and is flat after it; 5 rounds more cover the seeds not measured
-# (benchmarks/RESULTS.md, "MOON's plateau in FedCKA's Table 2 at α = 5 and 0.5"). Notebook 04 and the local-epoch
-# sweep keep α = 5's 25 rounds (FedAvg and FedCKA only, on their plateau there).
-TABLE2_ROUNDS: dict[float, int] = {**QUICK_ROUNDS, 5.0: 35, 0.5: 45}
-# The local-epoch sweep's rounds at quick below the preset's E (the E ≥ 5 runs keep α = 5's 25). One and two local
-# epochs are 23 and 46 local steps per client a round, and this CNN sits at chance for about its first 100: in 25
-# rounds they cannot reach their plateau. Measured curves (seed 0): FedAvg passes the rule from round 150 at E = 1
-# (rise 0.96; under 0.3 from 225) and from 75 at E = 2 (0.59; 0.16 at 125), FedCKA (μ = 3) at E = 1 from 150
-# (0.57): each E runs twice the rounds where it passes, 300 and 150, the same 300 local epochs (benchmarks/RESULTS.md,
-# "FedCKA's local-epoch sweep below E = 5"). The paper keeps the same rounds for every E: the verdicts also read
-# these runs at α = 5's 25 rounds.
-QUICK_EPOCH_ROUNDS: dict[int, int] = {1: 300, 2: 150}
 FEDCKA_M = {"paper": (1, 2, 3, 4, 5, 6, 7), "quick": (1, 2, 3, 4, 5, 6, 7), "smoke": (1, 2, 3)}
 # Table 3: label -> FedCKA `sim`; paper scale adds the printed (unsigned / unnormalized) forms.
 FEDCKA_METRICS = {"Frobenius norm": "frobenius", "vectorized cosine": "cosine", "kernel CKA": "rbf_cka",
@@ -124,11 +104,14 @@ def paper_mu_part(method: str, alpha: float) -> str:
     return f"Table 2, α = {alpha:g}: {method} at the paper's μ"
 
 
-def at_alpha(base: Config, scale: str, alpha: float, rounds: dict[float, int] = QUICK_ROUNDS) -> Config:
-    """``base`` on clients split by Dirichlet ``alpha``, with that α's ``rounds`` at ``quick`` (:data:`QUICK_ROUNDS`;
-    Table 2: :data:`TABLE2_ROUNDS`)."""
+def at_alpha(base: Config, scale: str, alpha: float,
+             rounds: dict[str, dict[float, int]] = ALPHA_ROUNDS) -> Config:
+    """``base`` on clients split by Dirichlet ``alpha``, with the rounds ``scale`` runs at that α
+    where it names them (``rounds[scale]``:
+    :data:`~fedlib.companion.papers.fedcka.preset.ALPHA_ROUNDS`; Table 2:
+    :data:`~fedlib.companion.papers.fedcka.preset.TABLE2_ROUNDS`)."""
     c = base.replace(partition_kw={"beta": alpha})
-    return c.replace(rounds=rounds[alpha]) if scale == "quick" else c
+    return c.replace(rounds=rounds[scale][alpha]) if alpha in rounds[scale] else c
 
 
 def table2_part(method: str, alpha: float) -> str:
@@ -146,11 +129,11 @@ def similarity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", s
     MOON's projection head): at paper scale, and at smoke on 40 images to exercise the code; at quick its five seeds
     are over the budget's 10 worker-hours (:func:`~fedlib.companion.budget.fit` names the estimate)."""
     over = {"smoke": {}, "quick": {"rounds": 20}, "paper": {"rounds": 20}}[scale]
-    cnn = {s: preset("fedcka", scale, variant=variant, dataset=dataset, device=device, seed=s, executor=executor,
-                     partition="iid", partition_kw={}, **over) for s in _seeds(scale, seeds)}
-    r50 = {s: c.replace(model="resnet50", model_kw={"projection": True}) for s, c in cnn.items()}
-    if scale == "smoke":
-        r50 = {s: c.replace(rounds=1, n_train=40, n_test=20) for s, c in r50.items()}
+    cnn = {s: PRESET.config(scale, variant=variant, dataset=dataset, device=device, seed=s,
+                            executor=executor, partition="iid", partition_kw={}, **over)
+           for s in _seeds(scale, seeds)}
+    r50 = {s: c.replace(model="resnet50", model_kw={"projection": True}, **R50_SIMILARITY[scale])
+           for s, c in cnn.items()}
     parts = [Part("Fig. 2: FedAvg on IID clients, simple CNN",
                   {"simple_cnn": {RunId("FedAvg (simple CNN)", s): c for s, c in cnn.items()}}),
              Part("Appl. Sci. Fig. 2: FedAvg on IID clients, ResNet-50",
@@ -166,10 +149,10 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
     ``table2``: :class:`~fedlib.companion.common.FedCKARunId` ``"<method> | α=<a> | seed=<s>"`` (one part per α and
     method; FedAvg and FedCKA together); ``epochs``: ``"<method> | E=<e> | seed=<s>"`` for FedAvg and FedCKA (μ = 3)
     at α = 5."""
-    base = preset("fedcka", scale, dataset=dataset, device=device, executor=executor)
+    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
     seeds = _seeds(scale, seeds)
     parts: dict[str, dict[RunId, Config]] = {}
-    table1_only = scale == "paper" and dataset in ("cifar100", "tinyimagenet")  # Table 1's other columns: α = 5
+    table1_only = dataset in TABLE1_ONLY[scale]  # Table 1's other columns: α = 5
     for a in (5.0,) if table1_only else FEDCKA_ALPHAS[scale]:
         for m in METHODS:
             label = method_name(m)
@@ -180,7 +163,7 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
                     runs[FedCKARunId(method_name(m, kw), s, alpha=a)] = at_alpha(base, scale, a, TABLE2_ROUNDS).replace(
                         strategy=m, strategy_kw=kw, seed=s)
     at5 = at_alpha(base, scale, 5.0)
-    ep_rounds = QUICK_EPOCH_ROUNDS if scale == "quick" else {}
+    ep_rounds = EPOCH_ROUNDS[scale]
     epochs = {FedCKARunId(method_name(m, kw), s, E=e): at5.replace(strategy=m, strategy_kw=kw, local_epochs=e,
                                                                    rounds=ep_rounds.get(e, at5.rounds), seed=s)
               for e in (() if table1_only else FEDCKA_EPOCHS[scale])
@@ -200,7 +183,8 @@ def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", se
 
     ``M``: ``"FedCKA (μ=3, M=<m>) | seed=<s>"``; ``metrics``: ``"<label> | seed=<s>"`` (FedAvg as "None
     (FedAvg)"); ``bounds``: FedAvg and the centralized model; ``variance``: FedAvg and FedCKA (M = 2)."""
-    base = at_alpha(preset("fedcka", scale, dataset=dataset, device=device, executor=executor), scale, 5.0)
+    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
+    base = at_alpha(base, scale, 5.0)
     seeds = _seeds(scale, seeds)
     fedavg = {s: base.replace(strategy="fedavg", strategy_kw={}, seed=s) for s in seeds}
     cka = lambda s, **kw: base.replace(strategy="fedcka", strategy_kw={"mu": FEDCKA_MU, **kw}, seed=s)  # noqa: E731
@@ -227,7 +211,7 @@ def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", se
         Part("M = 4-7", m_runs([m for m in ms if m >= 4])),
         Part("Table 3: Frobenius norm per entry", metric(list(FEDCKA_VARIANT_METRICS))),
     ]
-    if scale == "paper":
+    if PRINTED_METRICS[scale]:
         parts.append(Part("Table 3: the printed forms", metric(list(_PRINTED_METRICS))))
     return fit([p for p in parts if p.extra_s or any(p.runs.values())], scale)
 
@@ -253,11 +237,11 @@ def keeps_artifacts(cfg: Config) -> bool:
     preset's epochs and α = 5's rounds, every seed — notebook 04's between-client variance per layer. Notebook 03 runs
     the latter too (the local-epoch sweep's preset E; Table 2's α = 5 column but at quick, where it runs longer), and
     asks for the same, so that they are trained once."""
-    if cfg.scale == "":
+    if not cfg.scale:
         return False
     if cfg.partition == "iid":
         return cfg.strategy == "fedavg"
-    at5 = at_alpha(preset("fedcka", cfg.scale), cfg.scale, 5.0)
+    at5 = at_alpha(PRESET.config(cfg.scale), cfg.scale, 5.0)
     return (cfg.partition == "dirichlet" and cfg.partition_kw.get("beta") == 5.0
             and cfg.local_epochs == at5.local_epochs and cfg.rounds == at5.rounds
             and (cfg.strategy == "fedavg" or (cfg.strategy == "fedcka" and cfg.strategy_kw == {"mu": FEDCKA_MU})))
@@ -270,10 +254,9 @@ def cost_setups(scale: str, device: str = "cpu") -> dict[str, dict[str, Any]]:
     equal IID clients; ``reps`` >= 5 interleaved repeats). The cost does not depend on μ; FedCKA's M = 2 layers are
     ResNet-50's stem and first post-residual block. ``paper`` times one local epoch per round (the papers run 10:
     the ratios to FedAvg do not depend on it); ``smoke`` has no ``r50`` (minutes on a CPU even for 4 images)."""
-    cnn = preset("fedcka", "paper", dataset="cifar10", device=device, rounds=2)
-    # ResNet-50 + projection head; Table 4 times it on Tiny ImageNet (64x64, 200 classes), quick on CIFAR-100's shape
-    r50_data = "tinyimagenet" if scale == "paper" else "cifar100"
-    r50 = preset("fedcka", "paper", dataset=r50_data, device=device, rounds=2)
+    cnn = PRESET.config("paper", dataset="cifar10", device=device, rounds=2)
+    r50_data = R50_TIMED_ON[scale]  # ResNet-50 + projection head, timed on this dataset's shape
+    r50 = PRESET.config("paper", dataset=r50_data, device=device, rounds=2)
     size = {"paper": dict(cnn=dict(n_train=50_000, reps=5, local_epochs=1),
                           r50=dict(n_train=100_000, reps=5, local_epochs=1)),
             "quick": dict(cnn=dict(n_train=2_560, reps=5, local_epochs=1),

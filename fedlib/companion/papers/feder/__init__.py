@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from fedlib.companion.papers.feder import tables as feder
 from fedlib.companion.papers.feder.plans import feder_plan
 from fedlib.companion.papers.feder.plans import FEDER_LEFT_OUT
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.feder.preset import PRESET
 from fedlib.companion.report import label_rows
 from fedlib.companion.verdicts import Verdict
 from fedlib.companion.paper import Notebook, Paper
@@ -23,10 +23,11 @@ def grid_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dataset
     base = next(c for c in cfgs if c.rounds == rounds[0])
     more = "; ".join(f"the {' and '.join(sorted({c.label.split('/')[2] for c in cfgs if c.rounds == r}))} rows: "
                      f"{r} rounds" for r in rounds[1:])
-    return label_rows(rows, base, preset("feder", "paper", dataset=dataset), {".": more}, who="the thesis")
+    thesis = PRESET.config("paper", dataset=dataset)
+    return label_rows(rows, base, thesis, {".": more}, who="the thesis")
 
 
 PAPER = Paper(
-    name="FedER", text="feder-thesis.txt", presets=("feder",),
+    name="FedER", text="feder-thesis.txt", presets=(PRESET,),
     notebooks=(Notebook("07_feder_optimizer_grid", plan=feder_plan, claims=grid_claims, datasets=("cifar100",),
                         priorities={"table42": 42, "*": 45}),))

@@ -23,7 +23,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from fedlib.companion.plots import mean_curves, paper_panel, seeds_note, t_interval
-from fedlib.companion.presets import FEDER_OPTIMIZERS
+from fedlib.companion.papers.feder.preset import FEDER_OPTIMIZERS
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import PLATEAU_RISE

@@ -30,6 +30,7 @@ from fedlib.companion.common import FedERRunId, Plan
 from fedlib.companion.report import compare
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name
+from fedlib.companion.scales import scale_of
 from fedlib.companion.verdicts import Verdict, decide, not_testable, off_plateau, pending
 from fedlib.companion.verdicts import plateau_rise as verdict_rise
 
@@ -245,7 +246,7 @@ def versus_paper(df: pd.DataFrame, scale: str) -> pd.DataFrame:
 def scale_note(scale: str, dataset: str) -> str:
     """How far this scale's numbers may be read against the thesis's."""
     return f"scale={scale}, dataset={dataset_name(dataset)}: " + (
-        "the thesis's setup except the dataset" if scale == "paper"
+        "the thesis's setup except the dataset" if scale_of(scale).exact
         else "NOT the thesis's setup; compare the pattern, not the numbers")
 
 

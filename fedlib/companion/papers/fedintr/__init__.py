@@ -9,7 +9,7 @@ from fedlib.companion.papers.fedintr import claims as fc
 from fedlib.companion.papers.fedintr import scaling as fs
 from fedlib.companion.papers.fedintr import scaling_claims as fsc
 from fedlib.companion.papers.fedintr.plans import fedintr_benchmarks_plan, fedintr_scaling_plan
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.fedintr.preset import PRESET
 from fedlib.companion.papers.fedintr.plans import (FEDINTR_DEFAULT_E, FEDINTR_LAST, FEDINTR_TABLE4_AT, benchmarks_left_out,
                              fig5_rounds, scaling_left_out)
 from fedlib.companion.verdicts import Verdict
@@ -43,14 +43,14 @@ def scaling_claims(records: Records, *, scale: str, dataset: str = "fmnist", **p
     rows = [*fsc.table4_verdicts(df4, left_out=left_out.get("table4")),
             *fsc.fig5_verdicts(df5, FEDINTR_DEFAULT_E[scale], budget_note=left_out.get("fig5 E > default", ""),
                                equal=equal, rounds=rounds)]
-    base = preset("fedintr", scale, dataset=dataset)
+    base = PRESET.config(scale, dataset=dataset)
     longer = {e: r for e, r in rounds.items() if r != base.rounds}
     notes = {"Fig. 5": "; ".join(f"Fig. 5 at E = {e}: {r} rounds" for e, r in sorted(longer.items()))}
     return fc.labelled(rows, base, notes)
 
 
 PAPER = Paper(
-    name="FedIntR", text="fedintr.txt", presets=("fedintr",),
+    name="FedIntR", text="fedintr.txt", presets=(PRESET,),
     notebooks=(
         Notebook("05_fedintr_benchmarks", plan=fedintr_benchmarks_plan, claims=benchmarks_claims,
                  datasets=("fmnist", "svhn", "cifar10", "cifar100"),  # Tables I and V; Table III: CIFAR-10/100

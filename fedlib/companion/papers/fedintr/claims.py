@@ -19,7 +19,8 @@ from fedlib.config import Config
 from fedlib.data import chance
 from fedlib.companion.grid import offs, seed_values
 from fedlib.companion.papers.fedintr.plans import FEDINTR_BEST_MU, FEDINTR_METHODS
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.fedintr.preset import PRESET
+from fedlib.companion.scales import scale_of
 from fedlib.companion.report import label_rows, setup_changes
 from fedlib.companion.results import is_pending
 from fedlib.companion.style import dataset_name
@@ -48,13 +49,13 @@ T5_SOURCE = ("FedIntR Table V; §IV-F: 'calculating a layer-wise weight α_k ...
 def scale_setup(cfg: Config) -> str:
     """What ``cfg`` (a run's setup) changes from the paper's §IV-A setup on its dataset (every image, 100 rounds ×
     10 local epochs, batch 512): :func:`fedlib.companion.report.setup_changes`."""
-    return setup_changes(cfg, preset("fedintr", "paper", dataset=cfg.dataset))
+    return setup_changes(cfg, PRESET.config("paper", dataset=cfg.dataset))
 
 
 def labelled(verdicts: Sequence[Verdict], cfg: Config, notes: Mapping[str, str] | None = None) -> list[Verdict]:
     """``verdicts`` saying what they were decided on where it differs from the paper (:func:`fedlib.companion.report.label_rows`
     against FedIntR's §IV-A setup; ``notes``: ``{source pattern: note}``)."""
-    return label_rows(verdicts, cfg, preset("fedintr", "paper", dataset=cfg.dataset), notes)
+    return label_rows(verdicts, cfg, PRESET.config("paper", dataset=cfg.dataset), notes)
 
 
 def table1_reading(dataset: str, method: str) -> tuple[str, str, str]:
@@ -130,7 +131,7 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
                                 t1.left_out.get("table5", "Table V was not run")))
     for m in FEDINTR_METHODS if P else ():  # the fidelity target: the paper's setup only
         text = f"{m} at {at} within the policy margin (±1 point) of FedIntR Table I ({data})"
-        if scale != "paper":  # a fidelity target of this project: a control
+        if not scale_of(scale).exact:  # a fidelity target of this project: a control
             out.append(replace(not_testable(text, "FedIntR Table I", f"scale={scale} is not the paper's setup"),
                                control=True))
             continue

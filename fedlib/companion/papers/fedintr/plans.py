@@ -17,13 +17,15 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from fedlib.config import Config
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.fedintr.preset import (FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS,
+                                                    PRESET, TABLE3_METHODS, TABLE3_PAPER_COLUMNS,
+                                                    TABLE5_PER_SAMPLE, TUNES_MU)
 from fedlib.companion.common import SEEDS, FedIntRRunId, Plan
 from fedlib.companion.budget import Part, Scope, fit
 
 __all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "FEDINTR_METHODS",
            "mu_grid", "FEDINTR_BEST_MU", "FEDINTR_BETAS", "FEDINTR_TABLE4", "FEDINTR_TABLE4_METHODS",
-           "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT", "FEDINTR_TABLE3_ROUNDS", "FEDINTR_QUICK_LEFT_OUT",
+           "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT", "FEDINTR_QUICK_LEFT_OUT",
            "fedintr_scaling_scope", "TABLE4_PART", "FIG5_PART", "FIG5_LONG_PART", "scaling_left_out",
            "benchmarks_left_out", "fig5_rounds"]
 
@@ -58,7 +60,7 @@ def _best(dataset: str) -> dict[str, float]:
 def mu_grid(scale: str, dataset: str = "fmnist") -> dict[str, tuple[float, ...]]:
     """The μ values each method runs at ``scale``: the paper's grids, or (quick, smoke) Table I's best μ for
     ``dataset`` (more rounds before more μ values)."""
-    if scale == "paper":
+    if TUNES_MU[scale]:
         return dict(_PAPER_GRID)
     best = _best(dataset)
     return {m: () if m == "FedAvg" else (best[m],) for m in FEDINTR_METHODS}
@@ -76,17 +78,12 @@ def benchmarks_left_out(scale: str, dataset: str = "fmnist") -> dict[str, str]:
     (:data:`FEDINTR_QUICK_LEFT_OUT`), and at paper scale Table III on a dataset the paper's table has no column for
     (smaller scales run its β pattern on any dataset)."""
     out = dict(FEDINTR_QUICK_LEFT_OUT[scale])
-    if scale == "paper" and dataset not in TABLE3_DATASETS:
+    if TABLE3_PAPER_COLUMNS[scale] and dataset not in TABLE3_DATASETS:
         out["table3"] = (f"the paper's Table III reports CIFAR-10 and CIFAR-100 only, not {dataset} "
                          "(dataset='cifar10' or 'cifar100' runs it)")
     return out
 
 FEDINTR_BETAS = {"paper": (5.0, 0.1), "quick": (5.0, 0.1), "smoke": (0.1,)}  # Table III, besides Table I's 0.5
-# Rounds by β where quick departs from the preset's (the paper keeps 100 rounds for every β; quick runs each β to its
-# plateau, and the verdicts check it). β = 0.1: 9 of the 10 runs at the preset's 40 rounds rose 1.0-3.5 points over
-# their last 20 %; FedAvg's slowest seed (1) passes the line rule from round 100 and holds it to 160: 120 rounds for
-# both methods (benchmarks/RESULTS.md, "FedIntR's Table III at β = 0.1: 120 rounds").
-FEDINTR_TABLE3_ROUNDS: dict[str, dict[float, int]] = {"quick": {0.1: 120}}
 
 # Table IV (§IV-D): N clients, 20 % sampled per round, T rounds (smoke: a 3-round stand-in that proves the code)
 FEDINTR_TABLE4 = {"paper": {50: 800, 100: 1000}, "smoke": {10: 3}}
@@ -101,12 +98,6 @@ FEDINTR_TABLE4_METHODS = {"paper": _TABLE4_PAPER, "smoke": (("FedAvg", None), ("
 # Fig. 5 (§IV-E): local epochs, 100 rounds, each method at Table I's μ for the dataset. quick: FedAvg and FedIntR at
 # the paper's E over the quick preset's rounds, the preset's E = 6 standing for the paper's default 10.
 FEDINTR_EPOCHS = {"paper": (1, 5, 10, 20, 40), "quick": (1, 6, 20, 40), "smoke": (1, 2)}
-# Rounds by E where quick departs from the preset's (the paper keeps 100 rounds for every E; quick runs each E to
-# its plateau, and the verdicts check it). E = 1: every run still climbed at 30 rounds and at 90 (rise 1.7-2.2 points
-# over the last 20 %, 80-84 %); FedAvg's curves pass the line rule from round 240 (seeds 0, 1) but seed 2 only from
-# 360 (rise 1.21 at 300, 0.82 at 400, 0.69 at 450), and FedIntR runs 1-2 points behind FedAvg: 450 rounds
-# (benchmarks/RESULTS.md, "FedIntR's Fig. 5 at E = 1").
-FEDINTR_FIG5_ROUNDS: dict[str, dict[int, int]] = {"quick": {1: 450}}
 FEDINTR_DEFAULT_E = {"paper": 10, "quick": 6, "smoke": 2}  # the E that stands for the paper's default (10)
 _FIG5_METHODS = {"paper": tuple(FEDINTR_METHODS), "quick": ("FedAvg", "FedIntR"),
                  "smoke": ("FedAvg", "FedIntR")}
@@ -142,18 +133,19 @@ def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "
     artifacts of :func:`benchmarks_left_out` are left out (their claims: not testable, with why). ``seed``: the only seed when
     ``seeds`` is empty."""
     seeds = SEEDS[scale] if seeds is None else (tuple(seeds) or (seed,))
-    base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
+    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
     grid, best = mu_grid(scale, dataset), _best(dataset)
     left_out = benchmarks_left_out(scale, dataset)
     table1 = _grid(base, {m: mus for m, mus in grid.items() if m not in left_out}, lambda m, mu: seeds)
-    table3_grid = grid if scale == "paper" else {"FedAvg": (), "FedIntR": (best["FedIntR"],)}
-    rounds3 = FEDINTR_TABLE3_ROUNDS.get(scale, {})
+    methods3 = TABLE3_METHODS[scale]
+    table3_grid = grid if methods3 is None else {m: grid[m] for m in methods3}
+    rounds3 = FEDINTR_TABLE3_ROUNDS[scale]
     table3 = {replace(rid, beta=b): c.replace(partition_kw={**base.partition_kw, "beta": b},
                                               rounds=rounds3.get(b, base.rounds))
               for b in FEDINTR_BETAS[scale] for rid, c in _grid(base, table3_grid, lambda m, mu: seeds).items()}
     intr = _method(base, "FedIntR", best["FedIntR"])
     options = {"uniform (Eq. 6)": {"weighting": "uniform"}}
-    if scale == "paper":
+    if TABLE5_PER_SAMPLE[scale]:
         options["α per sample"] = {"per_sample": True}
     table5 = {FedIntRRunId(opt, s, mu=best["FedIntR"]): intr.replace(strategy_kw={**intr.strategy_kw, **kw},
                                                                        seed=s)
@@ -170,7 +162,7 @@ def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cp
     tens of worker-hours; each E above the default is a part of its own, :data:`FIG5_LONG_PART` at that E).
     ``seeds``: default ``seed, seed + 1, ...`` (:data:`FEDINTR_SCALING_SEEDS`)."""
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(FEDINTR_SCALING_SEEDS[scale]))
-    base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
+    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
     nt, settings = FEDINTR_TABLE4.get(scale, FEDINTR_TABLE4["paper"]), FEDINTR_TABLE4_METHODS.get(scale, _TABLE4_PAPER)
     table4 = {FedIntRRunId(m, s, N=n, mu=mu): _method(base, m, mu).replace(num_clients=n, sample_fraction=0.2,
                                                                          rounds=t, seed=s)
@@ -200,8 +192,8 @@ def _and(items: Any) -> str:
 def fig5_rounds(scale: str, dataset: str = "fmnist") -> dict[int, int]:
     """Fig. 5's rounds by E at ``scale``: the preset's, except where :data:`FEDINTR_FIG5_ROUNDS` runs an E longer (to
     its plateau)."""
-    base = preset("fedintr", scale, dataset=dataset).rounds
-    return {e: FEDINTR_FIG5_ROUNDS.get(scale, {}).get(e, base) for e in FEDINTR_EPOCHS[scale]}
+    base = PRESET.config(scale, dataset=dataset).rounds
+    return {e: FEDINTR_FIG5_ROUNDS[scale].get(e, base) for e in FEDINTR_EPOCHS[scale]}
 
 
 def fedintr_scaling_plan(scale: str, **kw: Any) -> Plan:

@@ -8,6 +8,7 @@ from fedlib.companion.papers.fedshibu import tables as art
 from fedlib.companion.papers.fedshibu import claims
 from fedlib.data import CLASSES
 from fedlib.companion.papers.fedshibu.plans import fedshibu_plan
+from fedlib.companion.papers.fedshibu.preset import PRESET
 from fedlib.companion.verdicts import Verdict
 from fedlib.companion.paper import Notebook, Paper
 
@@ -23,6 +24,6 @@ def shards_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, datas
 
 
 PAPER = Paper(
-    name="FedSHIBU", text="fedshibu.txt", presets=("fedshibu",),
+    name="FedSHIBU", text="fedshibu.txt", presets=(PRESET,),
     notebooks=(Notebook("08_fedshibu_shards", plan=fedshibu_plan, claims=shards_claims,
                         datasets=("cifar10", "cifar100"), priorities={"table1": 30, "*": 45}),))

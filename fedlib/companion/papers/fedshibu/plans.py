@@ -1,13 +1,16 @@
 """Notebook 08 (FedSHIBU): the shard sweep with the CRSM's controls, the label groups, the CRSM and FedAvg+CRSM.
 
-Every run is a :func:`~fedlib.companion.presets.preset` ``("fedshibu", scale)`` config, named ``"<method> | s=<s> | seed=<n>"``
-(``s``: shards per user). FedBABU takes FedSHIBU's head (every dense layer after the extractor, §3.3), so it is
-exactly the uniform-CRSM control; the identity-CRSM control keeps each client's own body (local training of the
-body, the head frozen as in FedBABU); local-only trains each client's whole model alone, the identity control of
-FedAvg+CRSM, whose uniform control is FedAvg. A run two artifacts share is the same Config, trained once.
+Every run is a config of FedSHIBU's preset at ``scale``
+(:mod:`fedlib.companion.papers.fedshibu.preset`), named ``"<method> | s=<s> | seed=<n>"`` (``s``:
+shards per user). FedBABU takes FedSHIBU's head (every dense layer after the extractor, §3.3), so it
+is exactly the uniform-CRSM control; the identity-CRSM control keeps each client's own body (local
+training of the body, the head frozen as in FedBABU); local-only trains each client's whole model
+alone, the identity control of FedAvg+CRSM, whose uniform control is FedAvg. A run two artifacts
+share is the same Config, trained once.
 
-``quick`` (10 clients, 100 local steps per client a round, 5 seeds, every run evaluated every round; rounds by shard
-level and figure, :data:`QUICK_ROUNDS`, so that every run ends on its plateau):
+``quick`` (10 clients, 100 local steps per client a round, 5 seeds, every run evaluated every round;
+rounds by shard level and figure, :data:`~fedlib.companion.papers.fedshibu.preset.FEDSHIBU_ROUNDS`,
+so that every run ends on its plateau):
 
 * Table 1: s ∈ {2, 5} (the paper's "extreme heterogeneity", where it claims FedSHIBU's gain), s = 10 and s = 100
   (homogeneous data, where the paper says FedSHIBU equals FedBABU), FedSHIBU (linear CKA), FedBABU, FedAvg and the
@@ -21,7 +24,7 @@ Fine-tuning (FedBABU and FedSHIBU): at ``quick`` and ``smoke`` each client keeps
 loss on its training split over the ladder lr 1e-3 ... 1e-6 (``ft_select="best"``): the quick CNN has no
 normalization, and at the papers' lr 1e-3 its inflated features leave some two-class clients at 50 % while the loss
 still falls (:mod:`fedlib.strategies.fedbabu`). At ``paper`` (ResNet-18, batch-normalized) the papers' lr wherever
-it lowers the loss (the default).
+it lowers the loss (the default; :data:`~fedlib.companion.papers.fedshibu.preset.FT_SELECT`).
 
 ``paper``: the paper's setup (ResNet-18, 100 clients) with every s of Table 1, both CKAs, FedBABU, FedAvg and the
 identity control; Figs. 1 and 3 with 10 clients. ``smoke``: quick's runs with one seed, on a few hundred images.
@@ -32,11 +35,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from fedlib.config import Config
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.fedshibu.preset import FEDSHIBU_ROUNDS, FT_SELECT, PRESET, RBF_CKA
 from fedlib.companion.common import SEEDS, FedSHIBURunId, Plan
 
 __all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
-           "FIG_S", "QUICK_ROUNDS"]
+           "FIG_S"]
 
 FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 10, 100), "smoke": (2, 5)}
 FEDSHIBU_SEEDS = SEEDS
@@ -51,50 +54,37 @@ FEDSHIBU_METHODS: dict[str, dict[str, Any]] = {
     IDENTITY: dict(strategy="fedshibu", strategy_kw={"sim": "identity"}),
 }
 GROUPS = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
-# quick: rounds by shards per user, and for Figs. 1, 3 and 5, from the measured curves of the quick records. At 20
-# rounds (2,000 local steps per client) the s = 2 runs of FedSHIBU, FedBABU and the identity control are on their
-# plateau, but at s = 5 and 10 most FedSHIBU and FedBABU runs still rise 1.0-2.3 points over their last 20 % (about
-# 0.4 a round at round 20): 40 rounds, as this CNN needed in FedIntR's quick setup at a similar ~110 local steps a
-# round. At 40 rounds (benchmarks/plateau_records.py) FedSHIBU, FedBABU and the identity control at s = 5 are on
-# their plateau but for one FedBABU seed, while FedBABU and FedSHIBU at s = 10 and 100, Fig. 1's runs and Fig. 5's
-# FedAvg and FedAvg+CRSM (s = 5) still rise 1.0-3.6 points on most seeds: 80 rounds there, every method of a level or
-# figure alike. That FedBABU seed (4) at s = 5, trained to 80 rounds, holds the rule from round 60 on: 65 rounds at
-# s = 5 (+5 for the seeds not measured). Fig. 3 keeps 40: FedSHIBU alone, on its plateau at 40 on every seed of
-# Table 1, and its claims are left to paper scale. FedAvg at s = 2 still climbs at 160 rounds (8x its level's 20):
-# its level stays at 20 and its one claim not testable (benchmarks/RESULTS.md, "FedSHIBU's quick runs at 20
-# rounds", "... at 40", "... at s = 2 and 5").
-QUICK_ROUNDS: dict[int | str, int] = {2: 20, 5: 65, 10: 80, 100: 80, "fig1": 80, "fig3": 40, "fig5": 80}
 FINE_TUNED = ("fedbabu", "fedshibu")  # the strategies whose personalized evaluation fine-tunes the head
 
 
 def fedshibu_methods(scale: str, s: int) -> dict[str, dict[str, Any]]:
-    """Table 1's methods at ``scale`` and shards per user ``s``: all at ``paper``; at ``quick`` / ``smoke`` no RBF
-    CKA (its CRSM differs from the linear one only in its kernel)."""
-    if scale == "paper":
-        return dict(FEDSHIBU_METHODS)
-    return {m: kw for m, kw in FEDSHIBU_METHODS.items() if m != RBF}
+    """Table 1's methods at ``scale`` and shards per user ``s``: all but RBF CKA where ``scale``
+    leaves it out (:data:`~fedlib.companion.papers.fedshibu.preset.RBF_CKA`)."""
+    return {m: kw for m, kw in FEDSHIBU_METHODS.items() if m != RBF or RBF_CKA[scale]}
 
 
 def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Sequence[int] | None = None,
                   executor: str = "auto") -> Plan:
     """FedSHIBU's artifacts (see the module docstring): ``table1``, ``fig1``, ``fig3``, ``fig5``."""
     seeds = tuple(seeds) if seeds is not None else FEDSHIBU_SEEDS[scale]
-    base = preset("fedshibu", scale, dataset=dataset, device=device, executor=executor)
+    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
+    rounds = FEDSHIBU_ROUNDS[scale]
 
     def at(c: Config, s: int, method: str, seed: int, **kw: Any) -> Config:
-        c = c.replace(rounds=QUICK_ROUNDS[s]) if scale == "quick" else c
+        c = c.replace(rounds=rounds[s]) if s in rounds else c
         return c.replace(seed=seed, partition_kw={"shards_per_user": s}, **{**FEDSHIBU_METHODS[method], **kw})
 
     def tuned(c: Config) -> Config:  # the fine-tuning of the module docstring
-        fine = scale != "paper" and c.strategy in FINE_TUNED
-        return c.replace(strategy_kw={**c.strategy_kw, "ft_select": "best"}) if fine else c
+        fine = FT_SELECT[scale] is not None and c.strategy in FINE_TUNED
+        kw = {**c.strategy_kw, "ft_select": FT_SELECT[scale]}
+        return c.replace(strategy_kw=kw) if fine else c
 
     every = dict(eval_every=1)  # every round: the curves of Figs. 4-5 and the plateau each verdict checks
     table = {FedSHIBURunId(m, n, s=s): at(base, s, m, n, **every)
              for s in FEDSHIBU_LEVELS[scale] for m in fedshibu_methods(scale, s) for n in seeds}
     ten = base.replace(num_clients=10)
-    def rounds_of(figure: str) -> dict[str, int]:  # a figure's own quick rounds; other scales keep the preset's
-        return dict(rounds=QUICK_ROUNDS[figure]) if scale == "quick" else {}
+    def rounds_of(figure: str) -> dict[str, int]:  # a figure's own rounds, where the scale has them
+        return dict(rounds=rounds[figure]) if figure in rounds else {}
 
     fig3 = {FedSHIBURunId(label, n, s=FIG_S): at(ten, FIG_S, LINEAR, n, strategy_kw={"sim": "linear", **kw},
                                                  **rounds_of("fig3"))
