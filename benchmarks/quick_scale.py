@@ -29,7 +29,7 @@ import torch
 
 from fedlib.companion.papers.fedcka.plans import QUICK_EPOCH_ROUNDS, QUICK_ROUNDS
 from fedlib.companion.papers.fedintr.plans import FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS
-from fedlib.companion.papers.fedshibu.plans import QUICK_ROUNDS as FEDSHIBU_ROUNDS
+from fedlib.companion.papers.fedshibu.plans import FEDSHIBU_QUICK_ROUNDS as FEDSHIBU_ROUNDS
 from fedlib.companion.presets import preset
 from fedlib.engine import Engine
 from fedlib.schedule import num_batches

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fedlib.companion.papers
-from fedlib.companion import campaign, costs
+from fedlib.companion import campaign, costs, plan_text
 from fedlib.companion.campaign import collect
 from fedlib.companion.costs import CostTable, LongRunError, before_run, cost_key, no_check
 from fedlib.companion.grid import fetch_runs
@@ -50,7 +50,7 @@ def test_a_cpu_measurement_never_estimates_a_cuda_run(tmp_path, plans):
     assert est.source == f"measured on NVIDIA H100 80GB HBM3 ({cost_key(cfg)}: gpu-check 2026-11-23 abc)"
     assert est.seconds == pytest.approx(costs.RUN_OVERHEAD_S["cuda"] + 1e-6 * costs._work(cfg, range(1, 101)))
     assert table.estimate(cfg, "cpu").source.startswith("measured on cpu")
-    out = campaign.format_plan([item], "paper", "cuda")
+    out = plan_text.format_plan([item], "paper", "cuda")
     assert "| default |" in out  # every row names its estimate's source
 
 
@@ -193,11 +193,11 @@ def test_rendering_reads_a_timing_of_this_cpu_taken_with_another_thread_count(tm
 def test_each_strategy_declares_its_cost_family():
     from fedlib.strategies import STRATEGIES
 
-    fams = {n: costs.family(n) for n in STRATEGIES}
+    fams = {n: costs.cost_family(n) for n in STRATEGIES}
     assert fams == {"fedavg": "fedavg", "fedprox": "prox", "scaffold": "prox", "moon": "contrastive",
                     "fedcka": "contrastive", "fedintr": "contrastive", "feder": "feder", "centralized": "fedavg",
                     "fedbabu": "personal", "fedshibu": "personal", "fedavg_crsm": "personal", "local_only": "fedavg"}
-    assert set(fams.values()) <= set(costs.FAMILY_FACTOR) and costs.family("unregistered") == "unregistered"
+    assert set(fams.values()) <= set(costs.FAMILY_FACTOR) and costs.cost_family("unregistered") == "unregistered"
 
 
 def test_a_run_timed_under_load_does_not_pull_up_its_keys_estimate(tmp_path):

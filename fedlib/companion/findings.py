@@ -22,12 +22,12 @@ import numpy as np
 import pandas as pd
 
 from fedlib.companion import results
-from fedlib.companion.papers.fedcka.claims import FINDINGS as FEDCKA_FINDINGS
-from fedlib.companion.claims_page import PAPERS, VERDICT_COLUMNS, holm_readings, paper_of
+from fedlib.companion.papers.fedcka.claims import FEDCKA_FINDINGS
+from fedlib.companion.claims_page import PAPER_NAMES, VERDICT_COLUMNS, holm_readings, paper_of
 from fedlib.companion.report import VERDICT_COLOURS as CELL_COLOURS, Tables
 from fedlib.companion.verdicts import CONFIDENCE, MARGINS, VERDICTS
 
-__all__ = ["PAPERS", "MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest", "paragraph",
+__all__ = ["MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest", "paragraph",
            "claims_view", "headline", "readme_block", "write_readme", "README_BEGIN", "README_END"]
 
 MARKER_COLOURS = {"reproduced": "#1b7837", "contradicted": "#b2182b", "inconclusive": "#e08214",
@@ -73,7 +73,7 @@ def family(df: pd.DataFrame) -> pd.DataFrame:
     """Per paper: the count of each verdict, the decided rows, the false decisions their intervals allow (at most
     2.5 % of the decided rows, expected) and the decided t rows that still hold after Holm."""
     out = []
-    for paper in [p for p in PAPERS if p in set(df.get("study", []))]:
+    for paper in [p for p in PAPER_NAMES if p in set(df.get("study", []))]:
         sub = df[df["study"] == paper]
         n = {v: int((sub["status"] == v).sum()) for v in VERDICT_COLUMNS}
         decided = n["reproduced"] + n["contradicted"]
@@ -85,7 +85,7 @@ def family(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).set_index("paper") if out else pd.DataFrame()
 
 
-def _region(ax: plt.Axes, y: float, kind: str, margin: float, unit: str, span: tuple[float, float]) -> None:
+def _shade_region(ax: plt.Axes, y: float, kind: str, margin: float, unit: str, span: tuple[float, float]) -> None:
     ref = 1.0 if unit == "ratio" else 0.0
     lo, hi = {"greater": (ref, span[1]), "less": (span[0], ref), "at_least": (-margin, span[1]),
               "within": (-margin, margin)}.get(kind, (np.nan, np.nan))
@@ -115,7 +115,7 @@ def forest(df: pd.DataFrame, paper: str, caption: str = "") -> plt.Figure | None
         span = (vals.min() - pad, vals.max() + pad)
         for y, (_, r) in enumerate(rows.iterrows()):
             margin = MARGINS.get(unit, 0.0) if r.get("kind") in ("within", "at_least") else 0.0
-            _region(ax, y, r.get("kind") or "", margin, unit, span)
+            _shade_region(ax, y, r.get("kind") or "", margin, unit, span)
             colour = MARKER_COLOURS.get(r["status"], "black")
             ax.plot([lo[y], hi[y]], [y, y], color=colour, lw=2.2, solid_capstyle="butt")
             ax.plot(r["estimate"], y, "o", color=colour, ms=5)

@@ -23,20 +23,20 @@ from typing import Any, Callable, Mapping
 from fedlib.companion.common import Plan
 from fedlib.companion.verdicts import Verdict
 
-__all__ = ["Paper", "Notebook", "PlanFn", "ClaimsFn", "DEFAULT_PRIORITY", "DATASET_FIRST", "artifact_id"]
+__all__ = ["Paper", "Notebook", "PlanFn", "ClaimsFn", "DEFAULT_PRIORITY", "DATASET_FIRST", "ROMAN", "artifact_id"]
 
 PlanFn = Callable[..., Plan]
 ClaimsFn = Callable[..., list[Verdict]]
 DEFAULT_PRIORITY = 50  # an artifact no notebook ranks
 DATASET_FIRST = "fmnist"  # within one priority, Fashion-MNIST runs first (the papers' numbers we can check here)
-_ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8, "ix": 9, "x": 10}
+ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8, "ix": 9, "x": 10}
 
 
 def artifact_id(artifact: str) -> str:
     """An artifact's name normalized for matching: lower case, letters and digits only, Roman table and figure
     numbers as digits ("Table II" -> "table2", "table_v" -> "table5")."""
     a = re.sub(r"[^a-z0-9 ]", "", artifact.lower().replace("_", " ").replace(".", ""))
-    a = re.sub(r"\b(table|fig|figure)\s*(x|ix|viii|vii|vi|v|iv|iii|ii|i)\b", lambda m: f"{m[1]}{_ROMAN[m[2]]}", a)
+    a = re.sub(r"\b(table|fig|figure)\s*(x|ix|viii|vii|vi|v|iv|iii|ii|i)\b", lambda m: f"{m[1]}{ROMAN[m[2]]}", a)
     return a.replace(" ", "")
 
 
@@ -80,3 +80,4 @@ class Paper:
     text: str  # the paper as the notebooks cite it
     presets: tuple[str, ...]  # names in fedlib.companion.presets.PRESETS
     notebooks: tuple[Notebook, ...]
+    cited: bool = True  # claim rows cite it by name (the claims page's sections); False: they cite other papers

@@ -27,7 +27,7 @@ from fedlib.companion.paper import DATASET_FIRST, DEFAULT_PRIORITY, Notebook, Pa
 __all__ = ["Paper", "Notebook", "PAPERS", "NOTEBOOKS", "PLANS", "PAPER_DATASETS", "DEFAULT_PRIORITY",
            "DATASET_FIRST", "artifact_id", "notebook", "plan", "priority", "judge", "main"]
 
-PAPERS: tuple[Paper, ...] = (baselines.PAPER, fedcka.PAPER, fedintr.PAPER, feder.PAPER, fedshibu.PAPER)
+PAPERS: tuple[Paper, ...] = (baselines.BASELINES_PAPER, fedcka.FEDCKA_PAPER, fedintr.FEDINTR_PAPER, feder.FEDER_PAPER, fedshibu.FEDSHIBU_PAPER)
 NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for p in PAPERS for nb in p.notebooks}
 # Views the campaign reads (at call time, so a test may replace them): the notebooks that train something.
 PLANS: dict[str, Callable[..., Plan]] = {n: nb.plan for n, nb in NOTEBOOKS.items() if nb.plan is not None}

@@ -22,7 +22,7 @@ def baseline_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dat
     return baseline_verdicts(per_run_frame(table1, last=FEDINTR_LAST[scale]), scale, dataset, data)
 
 
-PAPER = Paper(
+BASELINES_PAPER = Paper(
     name="Baselines", text="FedAvg / FedProx in FedIntR's setup; the partitions and the findings of all four papers",
     presets=(),
     notebooks=(
@@ -30,4 +30,5 @@ PAPER = Paper(
         Notebook("01_fedavg_baseline", plan=baseline_plan, claims=baseline_claims, datasets=("fmnist",),
                  priorities={"table1": 13, "*": 27}),  # FedIntR Table I's rows: the same runs as notebook 05's
         Notebook("09_findings"),  # every notebook's stored claim rows read together: nothing trained, no claims
-    ))
+    ),
+    cited=False)  # its claim rows cite FedIntR's Table I

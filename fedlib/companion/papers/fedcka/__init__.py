@@ -12,7 +12,7 @@ from fedlib.companion.papers.fedcka.claims import (ablation_verdicts, cost_verdi
 from fedlib.companion.papers.fedcka.accuracy import Table2, epoch_rounds, epochs_at, seed_curves
 from fedlib.companion.papers.fedcka.ablations import metrics_frame
 from fedlib.companion.papers.fedcka.layers import N_EVAL, R50_TAPS
-from fedlib.companion.grid import fetch_runs, offs, runs_frame
+from fedlib.companion.grid import Records, fetch_runs, offs, runs_frame
 from fedlib.companion.papers.fedcka.plans import fedcka_ablations_plan, fedcka_heterogeneity_plan, fedcka_similarity_plan
 from fedlib.companion.papers.fedcka.plans import (FEDCKA_MU, TIMING_PART, ablations_scope, cost_setups, heterogeneity_scope,
                             similarity_scope)
@@ -21,9 +21,6 @@ from fedlib.companion.similarity import run_similarity
 from fedlib.companion.timing import cached_costs
 from fedlib.companion.verdicts import Verdict
 from fedlib.companion.paper import Notebook, Paper
-
-Records = Mapping[str, Mapping[Any, Any]]
-
 
 def similarity_claims(records: Records, *, scale: str, dataset: str = "fmnist", store: Store, device: str = "cpu",
                       seeds: Any = None, executor: str = "auto", variant: str | None = None,
@@ -76,7 +73,7 @@ def ablations_claims(records: Records, *, scale: str, dataset: str = "fmnist", s
             *premise_verdicts(sims, off=off)]
 
 
-PAPER = Paper(
+FEDCKA_PAPER = Paper(
     name="FedCKA", text="fedcka-arxiv.txt and fedcka-applsci.txt", presets=("fedcka",),
     notebooks=(
         Notebook("02_fedcka_layer_similarity", plan=fedcka_similarity_plan, claims=similarity_claims,

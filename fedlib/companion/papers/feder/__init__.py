@@ -26,7 +26,7 @@ def grid_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dataset
     return label_rows(rows, base, preset("feder", "paper", dataset=dataset), {".": more}, who="the thesis")
 
 
-PAPER = Paper(
+FEDER_PAPER = Paper(
     name="FedER", text="feder-thesis.txt", presets=("feder",),
     notebooks=(Notebook("07_feder_optimizer_grid", plan=feder_plan, claims=grid_claims, datasets=("cifar100",),
                         priorities={"table42": 42, "*": 45}),))

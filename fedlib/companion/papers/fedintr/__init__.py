@@ -12,11 +12,9 @@ from fedlib.companion.papers.fedintr.plans import fedintr_benchmarks_plan, fedin
 from fedlib.companion.presets import preset
 from fedlib.companion.papers.fedintr.plans import (FEDINTR_DEFAULT_E, FEDINTR_LAST, FEDINTR_TABLE4_AT, benchmarks_left_out,
                              fig5_rounds, scaling_left_out)
+from fedlib.companion.grid import Records
 from fedlib.companion.verdicts import Verdict
 from fedlib.companion.paper import Notebook, Paper
-
-Records = Mapping[str, Mapping[Any, Any]]
-
 
 def benchmarks_claims(records: Records, *, scale: str, dataset: str = "fmnist", device: str = "cpu",
                       seeds: Any = None, executor: str = "auto", **params: Any) -> list[Verdict]:
@@ -41,7 +39,7 @@ def scaling_claims(records: Records, *, scale: str, dataset: str = "fmnist", **p
     df5 = fs.fig5_frame(records["fig5"], last)
     equal = fs.fig5_equal(records["fig5"], last, rounds, FEDINTR_DEFAULT_E[scale])
     rows = [*fsc.table4_verdicts(df4, left_out=left_out.get("table4")),
-            *fsc.fig5_verdicts(df5, FEDINTR_DEFAULT_E[scale], budget_note=left_out.get("fig5 E > default", ""),
+            *fsc.epochs_verdicts(df5, FEDINTR_DEFAULT_E[scale], budget_note=left_out.get("fig5 E > default", ""),
                                equal=equal, rounds=rounds)]
     base = preset("fedintr", scale, dataset=dataset)
     longer = {e: r for e, r in rounds.items() if r != base.rounds}
@@ -49,7 +47,7 @@ def scaling_claims(records: Records, *, scale: str, dataset: str = "fmnist", **p
     return fc.labelled(rows, base, notes)
 
 
-PAPER = Paper(
+FEDINTR_PAPER = Paper(
     name="FedIntR", text="fedintr.txt", presets=("fedintr",),
     notebooks=(
         Notebook("05_fedintr_benchmarks", plan=fedintr_benchmarks_plan, claims=benchmarks_claims,

@@ -19,10 +19,10 @@ def shards_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, datas
     frames = {a: art.personal_frame(rs) for a, rs in records.items()}
     column = art.paper_column(dataset)
     paper = {a: next(iter(rs.values())) for a, rs in fedshibu_plan("paper", dataset=column).items()}
-    return claims.verdicts(frames, records, scale, column, dataset, paper, CLASSES.get(dataset, 10))
+    return claims.shards_verdicts(frames, records, scale, column, dataset, paper, CLASSES.get(dataset, 10))
 
 
-PAPER = Paper(
+FEDSHIBU_PAPER = Paper(
     name="FedSHIBU", text="fedshibu.txt", presets=("fedshibu",),
     notebooks=(Notebook("08_fedshibu_shards", plan=fedshibu_plan, claims=shards_claims,
                         datasets=("cifar10", "cifar100"), priorities={"table1": 30, "*": 45}),))

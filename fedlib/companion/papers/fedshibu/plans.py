@@ -7,7 +7,7 @@ body, the head frozen as in FedBABU); local-only trains each client's whole mode
 FedAvg+CRSM, whose uniform control is FedAvg. A run two artifacts share is the same Config, trained once.
 
 ``quick`` (10 clients, 100 local steps per client a round, 5 seeds, every run evaluated every round; rounds by shard
-level and figure, :data:`QUICK_ROUNDS`, so that every run ends on its plateau):
+level and figure, :data:`FEDSHIBU_QUICK_ROUNDS`, so that every run ends on its plateau):
 
 * Table 1: s ∈ {2, 5} (the paper's "extreme heterogeneity", where it claims FedSHIBU's gain), s = 10 and s = 100
   (homogeneous data, where the paper says FedSHIBU equals FedBABU), FedSHIBU (linear CKA), FedBABU, FedAvg and the
@@ -36,7 +36,7 @@ from fedlib.companion.presets import preset
 from fedlib.companion.common import SEEDS, FedSHIBURunId, Plan
 
 __all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
-           "FIG_S", "QUICK_ROUNDS"]
+           "FIG_S", "FEDSHIBU_QUICK_ROUNDS"]
 
 FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 10, 100), "smoke": (2, 5)}
 FEDSHIBU_SEEDS = SEEDS
@@ -63,7 +63,7 @@ GROUPS = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
 # Table 1, and its claims are left to paper scale. FedAvg at s = 2 still climbs at 160 rounds (8x its level's 20):
 # its level stays at 20 and its one claim not testable (benchmarks/RESULTS.md, "FedSHIBU's quick runs at 20
 # rounds", "... at 40", "... at s = 2 and 5").
-QUICK_ROUNDS: dict[int | str, int] = {2: 20, 5: 65, 10: 80, 100: 80, "fig1": 80, "fig3": 40, "fig5": 80}
+FEDSHIBU_QUICK_ROUNDS: dict[int | str, int] = {2: 20, 5: 65, 10: 80, 100: 80, "fig1": 80, "fig3": 40, "fig5": 80}
 FINE_TUNED = ("fedbabu", "fedshibu")  # the strategies whose personalized evaluation fine-tunes the head
 
 
@@ -82,7 +82,7 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
     base = preset("fedshibu", scale, dataset=dataset, device=device, executor=executor)
 
     def at(c: Config, s: int, method: str, seed: int, **kw: Any) -> Config:
-        c = c.replace(rounds=QUICK_ROUNDS[s]) if scale == "quick" else c
+        c = c.replace(rounds=FEDSHIBU_QUICK_ROUNDS[s]) if scale == "quick" else c
         return c.replace(seed=seed, partition_kw={"shards_per_user": s}, **{**FEDSHIBU_METHODS[method], **kw})
 
     def tuned(c: Config) -> Config:  # the fine-tuning of the module docstring
@@ -94,7 +94,7 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
              for s in FEDSHIBU_LEVELS[scale] for m in fedshibu_methods(scale, s) for n in seeds}
     ten = base.replace(num_clients=10)
     def rounds_of(figure: str) -> dict[str, int]:  # a figure's own quick rounds; other scales keep the preset's
-        return dict(rounds=QUICK_ROUNDS[figure]) if scale == "quick" else {}
+        return dict(rounds=FEDSHIBU_QUICK_ROUNDS[figure]) if scale == "quick" else {}
 
     fig3 = {FedSHIBURunId(label, n, s=FIG_S): at(ten, FIG_S, LINEAR, n, strategy_kw={"sim": "linear", **kw},
                                                  **rounds_of("fig3"))
