@@ -591,7 +591,7 @@ def test_match_keeps_the_runs_whose_name_contains_a_text_as_plan_prints_it(tmp_p
 def test_the_committed_campaign_doc_block_is_the_current_plans(tmp_path):
     """docs/campaign.md's generated block (the paper-scale plans on cuda) matches what `campaign doc` writes now,
     the commit it names aside: a plan, priority or GPU cost changed without regenerating it fails here."""
-    doc = Path(campaign.__file__).resolve().parent.parent / "docs" / "campaign.md"
+    doc = REPO / "docs" / "campaign.md"
     fresh = tmp_path / "campaign.md"
     fresh.write_text(doc.read_text())
     assert campaign.main(["doc", "--file", str(fresh)]) == 0
