@@ -8,11 +8,12 @@ import re
 from typing import Any, Mapping, Sequence
 
 from fedlib.companion.paper import ROMAN
-from fedlib.companion.papers import PAPERS
+from fedlib.companion import papers as registry  # read at call time: a test may register a paper
 from fedlib.companion.report import claim_cells
 from fedlib.companion.verdicts import PENDING, VERDICTS, holm
 
-__all__ = ["VERDICT_COLUMNS", "PAPER_NAMES", "md_cell", "paper_of", "holm_readings", "claim_figures", "claims_overview", "findings"]
+__all__ = ["VERDICT_COLUMNS", "paper_names", "md_cell", "paper_of", "holm_readings", "claim_figures",
+           "claims_overview", "findings"]
 
 VERDICT_COLUMNS = (*VERDICTS, PENDING)
 
@@ -20,9 +21,6 @@ VERDICT_COLUMNS = (*VERDICTS, PENDING)
 def md_cell(v: object) -> str:
     """A markdown table cell: pipes escaped, newlines flattened."""
     return str(v).replace("|", "\\|").replace("\n", " ")
-
-
-PAPER_NAMES = tuple(p.name for p in PAPERS if p.cited)  # the papers claim rows cite, in the registry's order
 
 
 def holm_readings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -44,15 +42,20 @@ def claim_figures(source: str, figures: list[str]) -> list[str]:
     return [f for f in figures if any(re.search(rf"(^|_){t}(_|$)", f) for t in tokens)]
 
 
+def paper_names() -> tuple[str, ...]:
+    """The papers claim rows cite by name (:attr:`fedlib.companion.paper.Paper.cited`), in the registry's order."""
+    return tuple(p.name for p in registry.PAPERS if p.cited)
+
+
 def paper_of(source: str) -> str:
     """The paper a claim's ``source`` cites ("thesis": FedER); "other" when none."""
-    return next((p for p in PAPER_NAMES if source.startswith(p) or f" {p} " in f" {source} "),
+    return next((p for p in paper_names() if source.startswith(p) or f" {p} " in f" {source} "),
                 "FedER" if "thesis" in source else "other")
 
 
 def _by_paper(rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
     """Every claim of ``rows`` (the batch's notebooks) as ``(notebook, claim)``, grouped by the paper that makes it."""
-    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in PAPER_NAMES}
+    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in paper_names()}
     for r in rows:
         for c in r.get("claims", []):
             by_paper.setdefault(paper_of(c.get("source", "")), []).append((r["notebook"], c))

@@ -23,7 +23,7 @@ import pandas as pd
 
 from fedlib.companion import results
 from fedlib.companion.papers.fedcka.claims import FEDCKA_FINDINGS
-from fedlib.companion.claims_page import PAPER_NAMES, VERDICT_COLUMNS, holm_readings, paper_of
+from fedlib.companion.claims_page import VERDICT_COLUMNS, holm_readings, paper_names, paper_of
 from fedlib.companion.report import VERDICT_COLOURS as CELL_COLOURS, Tables
 from fedlib.companion.verdicts import CONFIDENCE, MARGINS, VERDICTS
 
@@ -73,7 +73,7 @@ def family(df: pd.DataFrame) -> pd.DataFrame:
     """Per paper: the count of each verdict, the decided rows, the false decisions their intervals allow (at most
     2.5 % of the decided rows, expected) and the decided t rows that still hold after Holm."""
     out = []
-    for paper in [p for p in PAPER_NAMES if p in set(df.get("study", []))]:
+    for paper in [p for p in paper_names() if p in set(df.get("study", []))]:
         sub = df[df["study"] == paper]
         n = {v: int((sub["status"] == v).sum()) for v in VERDICT_COLUMNS}
         decided = n["reproduced"] + n["contradicted"]

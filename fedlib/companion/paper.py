@@ -1,17 +1,20 @@
 """The shape of a paper: what each of its notebooks trains, what it claims, and where the campaign ranks it.
 
-A :class:`Paper` is one filled-in template (``fedlib/papers/<paper>.py``): its presets (:mod:`fedlib.companion.presets`)
-and its notebooks. A :class:`Notebook` declares
+A :class:`Paper` is one filled-in template (``fedlib/companion/papers/<paper>/``): its presets
+(:mod:`fedlib.companion.presets`) and its notebooks. A :class:`Notebook` declares
 
-* ``plan(scale, *, dataset, device, seeds, executor, ...) -> {artifact: {RunId: Config}}`` — every run it needs;
-* ``claims(records, *, scale, dataset, store, ...) -> list[Verdict]`` — its verdicts on the paper's claims, read
-  from the plan's records (``{artifact: {RunId: Record | Pending | Diverged}}``) and from analyses kept in the
-  store; it never trains;
+* ``plan(scale, *, dataset, device, seeds, executor, ...) -> {artifact: {RunId: Config}}`` — every run it needs
+  (a :class:`~fedlib.companion.budget.Scope` where the scale leaves parts out: the plan, naming them);
+* ``claims(plan, records, *, scale, dataset, store, ...) -> list[Verdict]`` — its verdicts on the paper's claims,
+  read from ``plan`` (what it planned: the configs, the parts left out) and the plan's records (``{artifact: {RunId:
+  Record | Pending | Diverged}}``), and from analyses kept in the store; it never trains nor plans again;
 * ``datasets`` — the papers' columns it covers at paper scale (the campaign plans each);
 * ``priorities`` — ``{artifact pattern: priority}`` for the campaign (lower trains first; ``"*"`` any other).
 
-Both functions take the notebook's parameters as keywords (those of its ``parameters`` cell), so a notebook is its
-parameters and calls on its Notebook, and a batch tool can list, train and judge it without executing it.
+Both functions take the notebook's parameters as keywords (those of its ``parameters`` cell), so every notebook
+makes the same calls: ``nb = notebook("NN")``, ``plan = nb.plan(scale, **params)``, its records fetched from the
+store, ``nb.claims(plan, records, scale=scale, store=store, **params)``; and a batch tool can list, train and
+judge it without executing it.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def artifact_id(artifact: str) -> str:
     return a.replace(" ", "")
 
 
-def _no_claims(records: Mapping[str, Any], **params: Any) -> list[Verdict]:
+def _no_claims(plan: Plan, records: Mapping[str, Any], **params: Any) -> list[Verdict]:
     return []
 
 

@@ -2,8 +2,8 @@
 
 Everything keyed by notebook is read from here: the plans the campaign trains (:data:`PLANS`), the datasets it
 plans at paper scale (:data:`PAPER_DATASETS`), the order it trains them in (:func:`priority`), and each notebook's
-claims (:func:`judge`). Adding a paper is filling in :class:`Paper` in ``fedlib/papers/<paper>.py`` and adding it
-to :data:`PAPERS` (docs/design.md shows one).
+claims (:func:`judge`). Adding a paper is filling in :class:`Paper` in ``fedlib/companion/papers/<paper>/`` and
+adding it to :data:`PAPERS` (docs/adding-a-paper.md works one through).
 
     python -m fedlib.companion.papers                                  # the papers, their notebooks and presets
     python -m fedlib.companion.papers claims 05 --scale quick          # notebook 05's verdicts from the stored records
@@ -27,7 +27,8 @@ from fedlib.companion.paper import DATASET_FIRST, DEFAULT_PRIORITY, Notebook, Pa
 __all__ = ["Paper", "Notebook", "PAPERS", "NOTEBOOKS", "PLANS", "PAPER_DATASETS", "DEFAULT_PRIORITY",
            "DATASET_FIRST", "artifact_id", "notebook", "plan", "priority", "judge", "main"]
 
-PAPERS: tuple[Paper, ...] = (baselines.BASELINES_PAPER, fedcka.FEDCKA_PAPER, fedintr.FEDINTR_PAPER, feder.FEDER_PAPER, fedshibu.FEDSHIBU_PAPER)
+PAPERS: tuple[Paper, ...] = (baselines.BASELINES_PAPER, fedcka.FEDCKA_PAPER, fedintr.FEDINTR_PAPER,
+                             feder.FEDER_PAPER, fedshibu.FEDSHIBU_PAPER)
 NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for p in PAPERS for nb in p.notebooks}
 # Views the campaign reads (at call time, so a test may replace them): the notebooks that train something.
 PLANS: dict[str, Callable[..., Plan]] = {n: nb.plan for n, nb in NOTEBOOKS.items() if nb.plan is not None}
@@ -67,7 +68,7 @@ def judge(name: str, scale: str, *, dataset: str = "fmnist", store: Store | None
     records = {a: fetch_runs(rs, store=store, train=False, progress=False) for a, rs in runs.items()}
     report = Report(nb.name, scale=scale, dataset=dataset, device=device)
     report.runs(records)
-    for v in nb.claims(records, scale=scale, dataset=dataset, store=store, device=device, **params):
+    for v in nb.claims(runs, records, scale=scale, dataset=dataset, store=store, device=device, **params):
         report.verdict(v)
     return report
 

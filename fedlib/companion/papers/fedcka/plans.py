@@ -7,7 +7,7 @@ Table 2) is the same Config, so the store trains it once.
 Each notebook's runs are :class:`~fedlib.companion.budget.Part` s in priority order (the claim that needs them most
 first); ``paper`` and ``smoke`` run every part, ``quick`` every part but those over 10 worker-hours or that cannot
 reach their plateau (:func:`fedlib.companion.budget.fit`) — their claims are "not testable at this scale", with the
-reason (``*_scope(...).left_out``). Seeds: 0-4 at ``quick`` and ``paper`` (every comparison has five seeds per
+reason (each plan's ``left_out``: a :class:`~fedlib.companion.budget.Scope`). Seeds: 0-4 at ``quick`` and ``paper`` (every comparison has five seeds per
 method), 0 at ``smoke``.
 
 * μ: ``paper`` tunes over the papers' grids (§4.2: FedProx {0.001, 0.01, 0.1, 1}, MOON {0.1, 1, 5, 10}, FedCKA
@@ -31,11 +31,10 @@ from typing import Any
 from fedlib.config import Config
 from fedlib.companion.grid import method_name
 from fedlib.companion.presets import preset
-from fedlib.companion.common import SEEDS, FedCKARunId, Plan, RunId
+from fedlib.companion.common import SEEDS, FedCKARunId, RunId
 from fedlib.companion.budget import Part, Scope, fit
 
-__all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "similarity_scope",
-           "heterogeneity_scope", "ablations_scope", "table2_part", "paper_mu_part", "PAPER_T2_MU", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
+__all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "table2_part", "paper_mu_part", "PAPER_T2_MU", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
            "FEDCKA_EPOCHS", "QUICK_EPOCH_ROUNDS", "QUICK_ROUNDS", "TABLE2_ROUNDS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS",
            "FEDCKA_VARIANT_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS", "TIMING_PART", "cost_setups",
            "method_name", "keeps_artifacts"]
@@ -137,8 +136,8 @@ def table2_part(method: str, alpha: float) -> str:
     return f"Table 2, α = {alpha:g}: {who}"
 
 
-def similarity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                     executor: str = "auto", variant: str | None = None) -> Scope:
+def fedcka_similarity_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
+                           executor: str = "auto", variant: str | None = None) -> Scope:
     """Notebook 02: FedCKA §3.1 — 10 clients on IID splits, 20 rounds of FedAvg (arXiv Fig. 2, Appl. Sci. Fig. 2).
 
     ``simple_cnn``: ``"FedAvg (simple CNN) | seed=<s>"``, the preset with §3.1's changes (IID, 20 rounds; quick:
@@ -158,8 +157,8 @@ def similarity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", s
     return fit(parts, scale)
 
 
-def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                        executor: str = "auto") -> Scope:
+def fedcka_heterogeneity_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
+                              executor: str = "auto") -> Scope:
     """Notebook 03: Table 2 of both versions (Table 1's α = 5 column), Appl. Sci. Fig. 5 (accuracy per round at
     α = 5, and the local-epoch sweep).
 
@@ -192,8 +191,8 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
                                                                          if c.local_epochs < 5}})], scale)
 
 
-def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                    executor: str = "auto") -> Scope:
+def fedcka_ablations_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
+                          executor: str = "auto") -> Scope:
     """Notebook 04 at α = 5: the M-layer ablation (arXiv Fig. 5 / Appl. Sci. Fig. 6) with the centralized upper
     bound, Table 3's similarity metrics, the between-client variance per layer (FedAvg and FedCKA, their clients'
     models kept: :func:`keeps_artifacts`) and the timed costs (Tables 3-4, :data:`TIMING_PART`).
@@ -230,21 +229,6 @@ def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", se
     if scale == "paper":
         parts.append(Part("Table 3: the printed forms", metric(list(_PRINTED_METRICS))))
     return fit([p for p in parts if p.extra_s or any(p.runs.values())], scale)
-
-
-def fedcka_similarity_plan(scale: str, **kw: Any) -> Plan:
-    """Notebook 02's runs (:func:`similarity_scope`)."""
-    return similarity_scope(scale, **kw).plan()
-
-
-def fedcka_heterogeneity_plan(scale: str, **kw: Any) -> Plan:
-    """Notebook 03's runs (:func:`heterogeneity_scope`)."""
-    return heterogeneity_scope(scale, **kw).plan()
-
-
-def fedcka_ablations_plan(scale: str, **kw: Any) -> Plan:
-    """Notebook 04's runs (:func:`ablations_scope`)."""
-    return ablations_scope(scale, **kw).plan()
 
 
 def keeps_artifacts(cfg: Config) -> bool:
