@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 DOCS = {p.relative_to(ROOT).as_posix(): p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]}
 # Commands that only read: run here, each within a minute.
-READS = ("-m fedlib show ", "-m fedlib.companion.papers claims ", "-m fedlib.companion.campaign plan ")
+READS = ("-m fedlib.companion show ", "-m fedlib.companion.papers claims ", "-m fedlib.companion.campaign plan ")
 # Commands that train nothing or whose length is their budget: they need no duration.
 NO_TRAINING = ("make test", "make lab", "make bundle", "--no-train", "make reproduce", "BUDGET=", "--budget")
 DURATION = re.compile(r"~?\d+(\.\d+)?(-\d+)?\s*(s|min|h)\b|minutes|GPU")
@@ -73,7 +73,7 @@ def test_the_first_run_example_quotes_its_estimate():
 
 
 def test_the_record_readme_shows_is_the_one_its_python_example_runs():
-    prefix = re.search(r"-m fedlib show (\w+)", README)[1]
+    prefix = re.search(r"-m fedlib.companion show (\w+)", README)[1]
     cfg = preset("fedintr", "quick", strategy="fedprox", strategy_kw={"mu": 0.001})
     assert cfg.key().startswith(prefix) and Store().get(cfg) is not None
     assert "--scale quick strategy=fedprox" in README and 'strategy_kw={"mu": 0.001})' in README
