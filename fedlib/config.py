@@ -189,8 +189,8 @@ def reject_unknown(d: dict[str, Any], where: str) -> None:
     valid = Config.field_names()
     unknown = sorted(set(d) - set(valid))
     if unknown:
-        hints = [f"{u!r} (did you mean {m!r}?)" if (m := closest(u, valid, 0.75, _SYNONYMS)) else repr(u)
-                 for u in unknown]
+        hints = [f"{u!r} (did you mean {m!r}?)" if (m := closest(u, valid, 0.75, _SYNONYMS))
+                 else repr(u) for u in unknown]
         raise ConfigError(f"{where}: unknown field(s) {', '.join(hints)}. Valid fields: {', '.join(valid)}.",
                           unknown)
 

@@ -168,7 +168,8 @@ def _kind(v: Any) -> str:
 
 def closest(name: str, valid: list[str], cutoff: float = 0.7,
             synonyms: dict[str, str] | None = None) -> str | None:
-    """The valid name ``name`` most likely means (a "did you mean" hint): its synonym, else the closest spelling."""
+    """The valid name ``name`` most likely means (a "did you mean" hint): its synonym, else the
+    closest spelling."""
     if synonyms and synonyms.get(name) in valid:
         return synonyms[name]
     m = difflib.get_close_matches(name, valid, n=1, cutoff=cutoff)

@@ -15,9 +15,9 @@ from fedlib.companion.report import compare
 from fedlib.companion.papers import plan
 from fedlib.companion.common import FedCKARunId, RunId
 from fedlib.companion.budget import MAX_PART_S, Part, estimate_s, fit
-from fedlib.companion.papers.fedcka.plans import (PAPER_T2_MU, FEDCKA_MU_GRID, QUICK_EPOCH_ROUNDS, TIMING_PART,
-                                                  cost_setups, fedcka_ablations_plan, fedcka_heterogeneity_plan,
-                                                  fedcka_similarity_plan, keeps_artifacts, table2_part)
+from fedlib.companion.papers.fedcka.plans import (
+    PAPER_T2_MU, FEDCKA_MU_GRID, QUICK_EPOCH_ROUNDS, TIMING_PART, cost_setups, fedcka_ablations_plan,
+    fedcka_heterogeneity_plan, fedcka_similarity_plan, keeps_artifacts, table2_part)
 from fedlib.companion.report import check_params
 from fedlib.companion.presets import preset
 from fedlib.companion.results import Pending, Record, Store, fetch

@@ -1,7 +1,8 @@
 """The package's import graph has no cycles, and modules import at their top: an import inside a function is
 only for an optional dependency (or one costly submodule needed by one code path), so a module's dependencies are
-read in its first lines and a cycle cannot hide behind a deferred import. An import under ``if TYPE_CHECKING:`` is
-an edge of the graph like any other: a type one module needs from another is a dependency all the same."""
+read in its first lines and a cycle cannot hide behind a deferred import. An import under
+``if TYPE_CHECKING:`` is an edge of the graph like any other: a type one module needs from another
+is a dependency all the same."""
 
 from __future__ import annotations
 
@@ -95,7 +96,8 @@ def test_the_cycle_check_finds_a_cycle():
 
 def test_an_import_for_type_checking_is_an_edge(tmp_path):
     path = tmp_path / "m.py"
-    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fedlib.config import Config\n")
+    path.write_text("from typing import TYPE_CHECKING\n"
+                    "if TYPE_CHECKING:\n    from fedlib.config import Config\n")
     edges = {t for n in ast.walk(_tree(path)) if isinstance(n, (ast.Import, ast.ImportFrom))
              for t in _targets("fedlib.companion.plan_text", n)}
     assert edges == {"fedlib.config"}

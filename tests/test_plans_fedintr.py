@@ -158,6 +158,7 @@ def test_paper_scale_off_cifar_leaves_table_iii_out_and_its_claim_says_why(tmp_p
     runs = nb.plan("paper", dataset="fmnist", seeds=(0,))
     store = Store(tmp_path)
     records = {a: fetch_runs(rs, store=store, train=False, progress=False) for a, rs in runs.items()}
-    by = {v.claim: v for v in nb.claims(runs, records, scale="paper", dataset="fmnist", seeds=(0,), store=store)}
+    verdicts = nb.claims(runs, records, scale="paper", dataset="fmnist", seeds=(0,), store=store)
+    by = {v.claim: v for v in verdicts}
     t3 = by["FedIntR's gain over FedAvg grows as β falls"]
     assert t3.verdict == "not testable at this scale" and "CIFAR-10 and CIFAR-100 only" in t3.why

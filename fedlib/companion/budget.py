@@ -65,9 +65,10 @@ class Part:
 
 
 class Scope(dict):
-    """What a scale runs of a notebook, as its plan: ``{artifact: {RunId: Config}}``, the kept parts' runs merged
-    by artifact; besides, the parts kept (``kept``), the parts left out (``left_out``: name → why) and the estimate
-    of the kept runs (``seconds``: single-thread worker-seconds)."""
+    """What a scale runs of a notebook, as its plan: ``{artifact: {RunId: Config}}``, the kept
+    parts' runs merged by artifact; besides, the parts kept (``kept``), the parts left out
+    (``left_out``: name → why) and the estimate of the kept runs (``seconds``: single-thread
+    worker-seconds)."""
 
     def __init__(self, kept: Sequence[Part] = (), left_out: Mapping[str, str] | None = None,
                  seconds: float = 0.0) -> None:
@@ -90,9 +91,9 @@ class Scope(dict):
 
 
 def fit(parts: list[Part], scale: str) -> Scope:
-    """The plan of ``parts`` at ``scale``: every part at ``paper`` and ``smoke``; at ``quick`` a part with a
-    ``quick_why`` or whose new runs (a run an earlier part keeps is counted once) need more than
-    :data:`MAX_PART_S` worker-seconds is left out, with why."""
+    """The plan of ``parts`` at ``scale``: every part at ``paper`` and ``smoke``; at ``quick`` a
+    part with a ``quick_why`` or whose new runs (a run an earlier part keeps is counted once) need
+    more than :data:`MAX_PART_S` worker-seconds is left out, with why."""
     names = [p.name for p in parts]
     if len(set(names)) != len(names):
         raise ValueError(f"fit: part names must be distinct, got {names}.")
@@ -108,8 +109,8 @@ def fit(parts: list[Part], scale: str) -> Scope:
         if scale == "quick" and cost > MAX_PART_S:
             h = cost / 3600  # as many decimals as it takes to read above the limit
             hours = next(f"{h:.{d}f}" for d in (1, 2, 3) if round(h, d) > MAX_PART_S / 3600 or d == 3)
-            left_out[p.name] = (f"its runs need about {hours} single-thread worker-hours on this CPU, "
-                                f"over the {MAX_PART_S / 3600:.0f} a quick artifact may take")
+            left_out[p.name] = (f"its runs need about {hours} single-thread worker-hours on this "
+                                f"CPU, over the {MAX_PART_S / 3600:.0f} a quick artifact may take")
             continue
         kept.append(p)
         seconds += cost

@@ -55,14 +55,14 @@ from fedlib.errors import as_typed
 from fedlib.companion.ledger import ledger_path, write_ledger
 from fedlib.companion.plan_text import Item, format_plan, matching, plan_doc, write_plan_doc
 from fedlib.companion.papers import DEFAULT_PRIORITY, priority
-from fedlib.companion.common import Plan, RunId
+from fedlib.companion.common import Plan
 from fedlib.companion.results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
 from fedlib.schedule import NonFiniteLossError
 from fedlib.companion.verdicts import off_plateau_by_every_metric
 from fedlib.companion.workers import default_jobs
 
-__all__ = ["DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget", "run_local",
-           "unknown_notebooks", "main"]
+__all__ = ["DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
+           "run_local", "unknown_notebooks", "main"]
 
 
 def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> Plan:
@@ -219,8 +219,8 @@ def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], s
 
 @dataclass
 class Booking:
-    """What a backend (:func:`fedlib.companion.workers.train_on_workers`, :func:`fedlib.companion.ray_backend.train_on_ray`) asks the campaign
-    around each run: :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's
+    """What a backend (:func:`fedlib.companion.workers.train_on_workers`,
+    :func:`fedlib.companion.ray_backend.train_on_ray`) asks the campaign around each run: :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's
     **pace**: the seconds its finished runs took over what the cost table estimates, as it stands now, for the
     rounds they trained. The table holds medians over earlier machines; two CPUs of one model name can differ
     twofold, so a run is admitted on its estimate times the pace (1 until a run has finished), and one that cannot
@@ -270,16 +270,19 @@ class Booking:
 
 def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, jobs: int = 1,
               progress: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """The pending ``items`` trained on this machine within ``budget_s`` (:func:`fedlib.companion.workers.train_on_workers`)."""
+    """The pending ``items`` trained on this machine within ``budget_s``
+    (:func:`fedlib.companion.workers.train_on_workers`)."""
     booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu",
                                                      workers.worker_threads(jobs)))
-    return workers.train_on_workers(items, store, budget_s, booking, jobs=jobs, progress=progress, log=log)
+    return workers.train_on_workers(items, store, budget_s, booking, jobs=jobs, progress=progress,
+                                    log=log)
 
 
 def run_ray(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, address: str | None = None,
             num_cpus: int | None = None, threads: int | None = None,
             log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """The pending ``items`` trained as Ray tasks within ``budget_s`` (:func:`fedlib.companion.ray_backend.train_on_ray`)."""
+    """The pending ``items`` trained as Ray tasks within ``budget_s``
+    (:func:`fedlib.companion.ray_backend.train_on_ray`)."""
     booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu", threads))
     return ray_backend.train_on_ray(items, store, budget_s, booking, address=address,
                                num_cpus=num_cpus, threads=threads, log=log)

@@ -12,8 +12,8 @@ from fedlib.companion import papers as registry  # read at call time: a test may
 from fedlib.companion.report import claim_cells
 from fedlib.companion.verdicts import PENDING, VERDICTS, holm
 
-__all__ = ["VERDICT_COLUMNS", "paper_names", "md_cell", "paper_of", "holm_readings", "claim_figures",
-           "claims_overview", "findings"]
+__all__ = ["VERDICT_COLUMNS", "paper_names", "md_cell", "paper_of", "holm_readings",
+           "claim_figures", "claims_overview", "findings"]
 
 VERDICT_COLUMNS = (*VERDICTS, PENDING)
 
@@ -37,13 +37,15 @@ def holm_readings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def claim_figures(source: str, figures: list[str]) -> list[str]:
     """The figures (of the notebook that decided a claim) drawn for the tables and figures its ``source`` cites:
     "Table I" matches ``*_table1_*``, "Fig. 5" ``*_fig5_*``."""
-    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}{ROMAN.get(num.lower(), num).__str__().replace('.', '')}"
-              for kind, num in re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)}
+    cited = re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)
+    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}"
+              f"{str(ROMAN.get(num.lower(), num)).replace('.', '')}" for kind, num in cited}
     return [f for f in figures if any(re.search(rf"(^|_){t}(_|$)", f) for t in tokens)]
 
 
 def paper_names() -> tuple[str, ...]:
-    """The papers claim rows cite by name (:attr:`fedlib.companion.paper.Paper.cited`), in the registry's order."""
+    """The papers claim rows cite by name (:attr:`fedlib.companion.paper.Paper.cited`), in the
+    registry's order."""
     return tuple(p.name for p in registry.PAPERS if p.cited)
 
 

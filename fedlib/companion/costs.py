@@ -37,10 +37,11 @@ from fedlib.config import Config
 from fedlib.companion.provenance import device_name
 from fedlib.strategies import STRATEGIES
 
-__all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "cost_family", "sample_passes", "reference_passes",
-           "split_sizes", "width_speedup", "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD",
-           "LONG_RUN_S", "LongRunError", "check_long", "long_allowed", "fmt_s", "device_type", "check_runs",
-           "before_run", "no_check"]
+__all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "cost_family", "sample_passes",
+           "reference_passes", "split_sizes", "width_speedup", "DEFAULT_THROUGHPUT",
+           "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD", "LONG_RUN_S", "LongRunError",
+           "check_long", "long_allowed", "fmt_s", "device_type", "check_runs", "before_run",
+           "no_check"]
 
 DEFAULT_COSTS = Path(os.environ.get("FEDLIB_COSTS", Path(__file__).resolve().parents[2] / "results" / "costs.json"))
 

@@ -27,8 +27,9 @@ from fedlib.companion.claims_page import VERDICT_COLUMNS, holm_readings, paper_n
 from fedlib.companion.report import VERDICT_COLOURS as CELL_COLOURS, Tables
 from fedlib.companion.verdicts import CONFIDENCE, MARGINS, VERDICTS
 
-__all__ = ["MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest", "paragraph",
-           "claims_view", "headline", "readme_block", "write_readme", "README_BEGIN", "README_END"]
+__all__ = ["MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest",
+           "paragraph", "claims_view", "headline", "readme_block", "write_readme", "README_BEGIN",
+           "README_END"]
 
 MARKER_COLOURS = {"reproduced": "#1b7837", "contradicted": "#b2182b", "inconclusive": "#e08214",
                    "not testable at this scale": "#878787"}

@@ -25,9 +25,9 @@ from fedlib.schedule import NonFiniteLossError
 from fedlib.companion.plots import t_interval
 from fedlib.companion.verdicts import PENDING, off_plateau
 
-__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "cell", "summary_cell", "fmt_interval",
-           "seed_values", "DIVERGED", "Diverged", "Run", "Runs", "Records", "fetch_runs", "DuplicateSeedError",
-           "check_distinct_seeds"]
+__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "cell", "summary_cell",
+           "fmt_interval", "seed_values", "DIVERGED", "Diverged", "Run", "Runs", "Records",
+           "fetch_runs", "DuplicateSeedError", "check_distinct_seeds"]
 
 DIVERGED = "diverged"
 
@@ -194,7 +194,8 @@ def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = Fal
 
 
 def fmt_interval(values: Mapping[Any, float] | Sequence[float], sign: str = "") -> str:
-    """``"85.56 ± 1.04 (5 seeds)"``: the mean and half-width of the 95 % t interval; one seed: no interval."""
+    """``"85.56 ± 1.04 (5 seeds)"``: the mean and half-width of the 95 % t interval; one seed: no
+    interval."""
     mean, half, n = t_interval(list(values.values()) if isinstance(values, Mapping) else values)
     if n == 0:
         return PENDING

@@ -1,6 +1,6 @@
 """The campaign's plan: its items (one per distinct planned run) and the plan as text, the table
-`python -m fedlib.companion.campaign plan` prints and the numbers `python -m fedlib.companion.campaign doc` writes
-into docs/campaign.md's generated block."""
+`python -m fedlib.companion.campaign plan` prints and the numbers
+`python -m fedlib.companion.campaign doc` writes into docs/campaign.md's generated block."""
 
 from __future__ import annotations
 
@@ -39,19 +39,20 @@ class Item:
 
     @property
     def what(self) -> str:
-        """``notebook · artifact · run name [key]`` of its first use (the name: ``str`` of its run id): how the
-        campaign's log names it."""
+        """``notebook · artifact · run name [key]`` of its first use (the name: ``str`` of its run
+        id): how the campaign's log names it."""
         nb, art, name = self.uses[0]
         return f"{nb} · {art} · {name} [{self.key}]"
 
     @property
     def sort_key(self) -> tuple:
-        """A moot run last (:func:`fedlib.companion.campaign.defer_moot`); a run a checkpoint holds rounds of
-        first, whatever its priority (what an earlier slice began ends before new work starts: its checkpoint is on
-        this machine only), then priority, Fashion-MNIST first, the shortest estimate first (the most runs, and the
-        cheapest settings' columns complete, per slice), then declaration order."""
-        return (bool(self.moot), self.status != "partial", self.priority, self.cfg.dataset != DATASET_FIRST,
-                self.estimate_s, self.order)
+        """A moot run last (:func:`fedlib.companion.campaign.defer_moot`); a run a checkpoint holds
+        rounds of first, whatever its priority (what an earlier slice began ends before new work
+        starts: its checkpoint is on this machine only), then priority, Fashion-MNIST first, the
+        shortest estimate first (the most runs, and the cheapest settings' columns complete, per
+        slice), then declaration order."""
+        return (bool(self.moot), self.status != "partial", self.priority,
+                self.cfg.dataset != DATASET_FIRST, self.estimate_s, self.order)
 
     @property
     def setting(self) -> str:

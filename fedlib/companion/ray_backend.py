@@ -47,9 +47,10 @@ def _ray_task(cfg_dict: dict[str, Any], root: str, threads: int | None) -> dict[
     return rec.to_json()
 
 
-def train_on_ray(items: list[Any], store: Store, budget_s: float, booking: Any, *, address: str | None = None,
-            num_cpus: int | None = None, threads: int | None = None,
-            log: Callable[[str], None] = print) -> dict[str, list[str]]:
+def train_on_ray(items: list[Any], store: Store, budget_s: float, booking: Any, *,
+                 address: str | None = None, num_cpus: int | None = None,
+                 threads: int | None = None,
+                 log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Train the pending items as Ray tasks within ``budget_s`` seconds (see the module docstring); ``booking``
     admits and books each run as for :func:`fedlib.companion.workers.train_on_workers`."""
     ray = require_ray()

@@ -51,7 +51,8 @@ from fedlib.companion.ledger import runs_section, seeds_section
 from fedlib.companion.plots import FIGURES
 from fedlib.progress import ROUND_LOG_ENV
 from fedlib.companion.provenance import code_commit, worker_seconds
-from fedlib.companion.claims_page import VERDICT_COLUMNS, claim_figures, claims_overview, findings, md_cell  # noqa: F401
+from fedlib.companion.claims_page import (VERDICT_COLUMNS, claim_figures,  # noqa: F401
+                                          claims_overview, findings, md_cell)
 from fedlib.companion.report import CLAIM_COLUMNS, claim_rows
 from fedlib.companion import results
 from fedlib.companion.results import Store
@@ -85,8 +86,9 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
     t0 = time.perf_counter()
     try:
         quiet = {"kernel_manager_class": "fedlib.companion.ipc_kernel.IPCKernelManager"} if os.name == "posix" else {}
-        pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters=params, cwd=str(NOTEBOOK_DIR),
-                            kernel_name="python3", progress_bar=False, log_output=False, **quiet)
+        pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters=params,
+                            cwd=str(NOTEBOOK_DIR), kernel_name="python3", progress_bar=False,
+                            log_output=False, **quiet)
         status = "ok"
     except Exception as e:  # papermill wraps the cell's exception; keep going with the other notebooks
         name = getattr(e, "ename", type(e).__name__)

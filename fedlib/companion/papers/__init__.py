@@ -2,8 +2,9 @@
 
 Everything keyed by notebook is read from here: the plans the campaign trains (:data:`PLANS`), the datasets it
 plans at paper scale (:data:`PAPER_DATASETS`), the order it trains them in (:func:`priority`), and each notebook's
-claims (:func:`judge`). Adding a paper is filling in :class:`Paper` in ``fedlib/companion/papers/<paper>/`` and
-adding it to :data:`PAPERS` (docs/adding-a-paper.md works one through).
+claims (:func:`judge`). Adding a paper is filling in :class:`Paper` in
+``fedlib/companion/papers/<paper>/`` and adding it to :data:`PAPERS` (docs/adding-a-paper.md works
+one through).
 
     python -m fedlib.companion.papers                                  # the papers, their notebooks and presets
     python -m fedlib.companion.papers claims 05 --scale quick          # notebook 05's verdicts from the stored records
@@ -68,7 +69,8 @@ def judge(name: str, scale: str, *, dataset: str = "fmnist", store: Store | None
     records = {a: fetch_runs(rs, store=store, train=False, progress=False) for a, rs in runs.items()}
     report = Report(nb.name, scale=scale, dataset=dataset, device=device)
     report.runs(records)
-    for v in nb.claims(runs, records, scale=scale, dataset=dataset, store=store, device=device, **params):
+    for v in nb.claims(runs, records, scale=scale, dataset=dataset, store=store, device=device,
+                       **params):
         report.verdict(v)
     return report
 

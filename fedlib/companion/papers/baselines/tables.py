@@ -20,11 +20,10 @@ from matplotlib.colors import Normalize
 from matplotlib.ticker import MaxNLocator
 
 from fedlib.data import chance
-from fedlib.companion.grid import DIVERGED, Diverged, Run, Runs, cell, offs
+from fedlib.companion.grid import DIVERGED, Diverged, Runs, cell, offs
 from fedlib.partition import Partition
 from fedlib.companion.papers.baselines.plans import BASELINE_LEFT_OUT
 from fedlib.companion.papers.fedintr.tables import FEDINTR_T1
-from fedlib.companion.common import RunId
 from fedlib.companion.plots import mean_curves, paper_panel, t_interval
 from fedlib.companion.report import compare
 from fedlib.companion.results import Pending, Record
@@ -32,17 +31,18 @@ from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import (PENDING, Verdict, decide, not_testable, off_plateau,
                                        pending as pending_verdict)
 
-__all__ = ["ALPHAS", "BASELINE_T1", "PAPER_T1_DATASET", "PAPER_FIG5", "label_entropy", "dirichlet_stats",
-           "partition_figure", "Check", "partition_checks", "per_run_frame", "summary_table", "versus_paper",
-           "FEDCKA_SETUP", "baseline_curves_figure", "describe_baseline", "baseline_verdicts"]
+__all__ = ["ALPHAS", "BASELINE_T1", "PAPER_T1_DATASET", "PAPER_FIG5", "label_entropy",
+           "dirichlet_stats", "partition_figure", "Check", "partition_checks", "per_run_frame",
+           "summary_table", "versus_paper", "FEDCKA_SETUP", "baseline_curves_figure",
+           "describe_baseline", "baseline_verdicts"]
 
 # FedCKA Fig. 4: arXiv α ∈ {5, 0.5, 0.1}, Appl. Sci. α ∈ {5, 1, 0.1}; FedIntR Fig. 3: β ∈ {5, 0.5, 0.1}
 ALPHAS = (5.0, 1.0, 0.5, 0.1)
-# FedIntR Table I's cells of notebook 01's runs: dataset -> {run: accuracy}. FedProx's best μ is 0.001 only on
-# Fashion-MNIST, so only that cell is our FedProx (μ=0.001) run's paper value.
+# FedIntR Table I's cells of notebook 01's runs: dataset -> {run: accuracy}. FedProx's best μ is
+# 0.001 only on Fashion-MNIST, so only that cell is our FedProx (μ=0.001) run's paper value.
 BASELINE_T1: dict[str, dict[str, float]] = {
-    d: {"FedAvg": row["FedAvg"][0], **({"FedProx (μ=0.001)": row["FedProx"][0]} if row["FedProx"][1] == 0.001
-                                       else {})}
+    d: {"FedAvg": row["FedAvg"][0],
+        **({"FedProx (μ=0.001)": row["FedProx"][0]} if row["FedProx"][1] == 0.001 else {})}
     for d, row in FEDINTR_T1.items()}
 PAPER_T1_DATASET = "fmnist"  # the column notebook 01's table and fidelity claim compare with
 # FedCKA Fig. 5 / §4.4 (CIFAR-10, α = 5): the centralized upper bound and FedAvg

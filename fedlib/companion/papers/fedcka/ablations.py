@@ -16,9 +16,8 @@ import numpy as np
 import pandas as pd
 
 from fedlib.companion.papers.fedcka.claims import FEDCKA_T3, FEDCKA_T4
-from fedlib.companion.grid import (DIVERGED, Diverged, Runs, fmt_interval, is_off, runs_frame, seed_summary,
-                                   summary_cell)
-from fedlib.companion.common import RunId
+from fedlib.companion.grid import (DIVERGED, Diverged, Runs, fmt_interval, is_off, runs_frame,
+                                   seed_summary, summary_cell)
 from fedlib.companion.plots import paper_panel, sweep, t_interval
 from fedlib.companion.verdicts import PENDING
 from fedlib.companion.report import compare

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -25,10 +25,8 @@ from fedlib.companion.papers.fedcka.rounds import (_cells, describe_epochs, desc
                             epochs_points, mean_rounds, rounds_figure, seed_curves)
 from fedlib.config import Config
 from fedlib.companion.grid import DIVERGED, Runs, fmt_interval, is_off, runs_frame, seed_summary
-from fedlib.companion.common import RunId
 from fedlib.companion.plots import group_panels, paper_panel
 from fedlib.companion.report import compare
-from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name
 
 __all__ = ["VERSION_ALPHAS", "ALPHA_LABELS", "Table2", "table2_setup", "describe_table2",

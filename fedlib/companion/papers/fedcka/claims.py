@@ -22,10 +22,10 @@ from fedlib.companion.results import Pending
 from fedlib.companion.timing import repeat_times
 from fedlib.companion.verdicts import MARGINS, Verdict, decide, decide_ratio, not_testable, pending
 
-__all__ = ["FEDCKA_T2", "FEDCKA_T3", "FEDCKA_T4", "T2_METHODS", "FIG5_ROUNDS", "T2_VERSIONS", "compare_runs", "FEDCKA_FINDINGS",
-           "paper_mu",
-           "table2_verdicts", "fig5_verdicts", "similarity_verdicts", "ablation_verdicts", "table3_verdicts",
-           "cost_verdicts", "variance_verdicts"]
+__all__ = ["FEDCKA_T2", "FEDCKA_T3", "FEDCKA_T4", "T2_METHODS", "FIG5_ROUNDS", "T2_VERSIONS",
+           "compare_runs", "FEDCKA_FINDINGS", "paper_mu", "table2_verdicts", "fig5_verdicts",
+           "similarity_verdicts", "ablation_verdicts", "table3_verdicts", "cost_verdicts",
+           "variance_verdicts"]
 
 T2_METHODS = ("FedAvg", "FedProx", "SCAFFOLD", "MOON", "FedCKA")
 FIG5_ROUNDS = 100  # Appl. Sci. §4.1: "trained for 100 communication rounds on CIFAR-10" (Fig. 5's x-axis)
@@ -36,11 +36,13 @@ FEDCKA_T2: dict[float, dict[str, float]] = {a: dict(zip(T2_METHODS, v)) for a, v
     1.0: (62.49, 62.51, 63.31, 62.60, 66.19), 0.1: (50.43, 51.07, 40.53, 51.63, 52.35)}.items()}
 T2_VERSIONS = {5.0: "Table 1 / Table 2 (both versions)", 0.1: "Table 2 (both versions)", 1.0: "Table 2 (Appl. Sci.)",
                0.5: "Table 2 (arXiv)"}
-FEDCKA_T3 = {"None (FedAvg)": (64.37, 54.82), "Frobenius norm": (65.54, 64.73), "vectorized cosine": (66.67, 65.75),
-            "kernel CKA": (67.93, 122.41), "linear CKA": (67.86, 104.17)}
-FEDCKA_T4 = {"simple CNN": {"FedAvg": 54.82, "SCAFFOLD": 57.19, "FedProx": 57.20, "MOON": 97.58, "FedCKA": 104.17},
-            "ResNet-50": {"FedAvg": 638.79, "SCAFFOLD": 967.04, "FedProx": 862.12, "MOON": 1689.28,
-                          "FedCKA": 750.97}}
+FEDCKA_T3 = {"None (FedAvg)": (64.37, 54.82), "Frobenius norm": (65.54, 64.73),
+             "vectorized cosine": (66.67, 65.75), "kernel CKA": (67.93, 122.41),
+             "linear CKA": (67.86, 104.17)}
+FEDCKA_T4 = {"simple CNN": {"FedAvg": 54.82, "SCAFFOLD": 57.19, "FedProx": 57.20, "MOON": 97.58,
+                            "FedCKA": 104.17},
+             "ResNet-50": {"FedAvg": 638.79, "SCAFFOLD": 967.04, "FedProx": 862.12, "MOON": 1689.28,
+                           "FedCKA": 750.97}}
 
 
 def _rows(df: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
@@ -85,7 +87,8 @@ FEDCKA_FINDINGS = {
 
 
 def _finding(x: str, y: str) -> str:
-    """The finding a Table 2 comparison of ``x`` with ``y`` belongs to (:data:`FEDCKA_FINDINGS`), or ""."""
+    """The finding a Table 2 comparison of ``x`` with ``y`` belongs to (:data:`FEDCKA_FINDINGS`),
+    or ""."""
     return "FedCKA below the baselines" if "FedCKA" in (x, y) else ""
 
 

@@ -7,8 +7,8 @@ Table 2) is the same Config, so the store trains it once.
 Each notebook's runs are :class:`~fedlib.companion.budget.Part` s in priority order (the claim that needs them most
 first); ``paper`` and ``smoke`` run every part, ``quick`` every part but those over 10 worker-hours or that cannot
 reach their plateau (:func:`fedlib.companion.budget.fit`) — their claims are "not testable at this scale", with the
-reason (each plan's ``left_out``: a :class:`~fedlib.companion.budget.Scope`). Seeds: 0-4 at ``quick`` and ``paper`` (every comparison has five seeds per
-method), 0 at ``smoke``.
+reason (each plan's ``left_out``: a :class:`~fedlib.companion.budget.Scope`). Seeds: 0-4 at
+``quick`` and ``paper`` (every comparison has five seeds per method), 0 at ``smoke``.
 
 * μ: ``paper`` tunes over the papers' grids (§4.2: FedProx {0.001, 0.01, 0.1, 1}, MOON {0.1, 1, 5, 10}, FedCKA
   {3, 5, 10}); ``quick`` and ``smoke`` run the papers' best μ on CIFAR-10 (FedProx 0.001 at α = 5 and 0.1; MOON 10,
@@ -34,10 +34,11 @@ from fedlib.companion.presets import preset
 from fedlib.companion.common import SEEDS, FedCKARunId, RunId
 from fedlib.companion.budget import Part, Scope, fit
 
-__all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "table2_part", "paper_mu_part", "PAPER_T2_MU", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
-           "FEDCKA_EPOCHS", "QUICK_EPOCH_ROUNDS", "QUICK_ROUNDS", "TABLE2_ROUNDS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS",
-           "FEDCKA_VARIANT_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS", "TIMING_PART", "cost_setups",
-           "method_name", "keeps_artifacts"]
+__all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan",
+           "table2_part", "paper_mu_part", "PAPER_T2_MU", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
+           "FEDCKA_EPOCHS", "QUICK_EPOCH_ROUNDS", "QUICK_ROUNDS", "TABLE2_ROUNDS", "at_alpha",
+           "FEDCKA_M", "FEDCKA_METRICS", "FEDCKA_VARIANT_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU",
+           "COST_METHODS", "TIMING_PART", "cost_setups", "method_name", "keeps_artifacts"]
 
 # The papers' μ grids (§4.2) and, at quick / smoke, the papers' best μ on CIFAR-10.
 FEDCKA_MU_GRID: dict[str, dict[str, tuple[float, ...]]] = {
@@ -136,8 +137,9 @@ def table2_part(method: str, alpha: float) -> str:
     return f"Table 2, α = {alpha:g}: {who}"
 
 
-def fedcka_similarity_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                           executor: str = "auto", variant: str | None = None) -> Scope:
+def fedcka_similarity_plan(scale: str, dataset: str = "fmnist", device: str = "cpu",
+                           seeds: Any = None, executor: str = "auto",
+                           variant: str | None = None) -> Scope:
     """Notebook 02: FedCKA §3.1 — 10 clients on IID splits, 20 rounds of FedAvg (arXiv Fig. 2, Appl. Sci. Fig. 2).
 
     ``simple_cnn``: ``"FedAvg (simple CNN) | seed=<s>"``, the preset with §3.1's changes (IID, 20 rounds; quick:
@@ -157,8 +159,8 @@ def fedcka_similarity_plan(scale: str, dataset: str = "fmnist", device: str = "c
     return fit(parts, scale)
 
 
-def fedcka_heterogeneity_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                              executor: str = "auto") -> Scope:
+def fedcka_heterogeneity_plan(scale: str, dataset: str = "fmnist", device: str = "cpu",
+                              seeds: Any = None, executor: str = "auto") -> Scope:
     """Notebook 03: Table 2 of both versions (Table 1's α = 5 column), Appl. Sci. Fig. 5 (accuracy per round at
     α = 5, and the local-epoch sweep).
 
@@ -191,8 +193,8 @@ def fedcka_heterogeneity_plan(scale: str, dataset: str = "fmnist", device: str =
                                                                          if c.local_epochs < 5}})], scale)
 
 
-def fedcka_ablations_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                          executor: str = "auto") -> Scope:
+def fedcka_ablations_plan(scale: str, dataset: str = "fmnist", device: str = "cpu",
+                          seeds: Any = None, executor: str = "auto") -> Scope:
     """Notebook 04 at α = 5: the M-layer ablation (arXiv Fig. 5 / Appl. Sci. Fig. 6) with the centralized upper
     bound, Table 3's similarity metrics, the between-client variance per layer (FedAvg and FedCKA, their clients'
     models kept: :func:`keeps_artifacts`) and the timed costs (Tables 3-4, :data:`TIMING_PART`).

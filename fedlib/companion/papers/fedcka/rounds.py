@@ -15,13 +15,13 @@ from matplotlib.ticker import MaxNLocator
 from fedlib.companion.papers.fedcka.claims import FIG5_ROUNDS
 from fedlib.companion.figcheck import note_series
 from fedlib.companion.grid import Runs, fmt_interval, is_off, runs_frame, seed_summary, summary_cell
-from fedlib.companion.common import FedCKARunId, RunId
+from fedlib.companion.common import FedCKARunId
 from fedlib.companion.plots import mean_curves, sweep, t_interval
-from fedlib.companion.results import Pending, Record
+from fedlib.companion.results import Record
 from fedlib.companion.style import dataset_name, method_style
 
-__all__ = ["seed_curves", "minus_fedavg", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_at",
-           "epoch_rounds", "epochs_artifact", "describe_epochs"]
+__all__ = ["seed_curves", "minus_fedavg", "rounds_figure", "mean_rounds", "describe_rounds",
+           "epochs_points", "epochs_at", "epoch_rounds", "epochs_artifact", "describe_epochs"]
 
 
 def _cells(df: pd.DataFrame) -> list[str]:

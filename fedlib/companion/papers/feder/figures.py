@@ -40,7 +40,8 @@ THESIS_FIGURES = {(row, s): f"4.{1 + 5 * j + i}" for i, row in enumerate(FEDER_O
 _PAPER_TITLE = "FedER thesis Table 4.2: final test acc. (%)\nCIFAR-100, 250 epochs, one run each"
 
 
-def _by_setting(records: Runs | Records, row: str, metric: str, settings: tuple[str, ...] = tuple(FEDER_SETTINGS)
+def _by_setting(records: Runs | Records, row: str, metric: str,
+                settings: tuple[str, ...] = tuple(FEDER_SETTINGS)
                 ) -> dict[str, dict[int, pd.Series]]:
     """``{setting: {seed: per-round series}}`` of ``row``'s stored runs; ``metric`` "train_loss" falls back to the
     mean of the clients' losses."""
@@ -81,7 +82,8 @@ def _figures(row: str, settings: list[str], panel: str = "") -> str:
         f"{THESIS_FIGURES[(row, s)]}{panel} ({s})" for s in settings if (row, s) in THESIS_FIGURES)
 
 
-def figure_runs(records: Runs | Records, settings: tuple[str, ...] = tuple(FEDER_SETTINGS)) -> Runs | Records:
+def figure_runs(records: Runs | Records,
+                settings: tuple[str, ...] = tuple(FEDER_SETTINGS)) -> Runs | Records:
     """The runs of ``settings`` among ``records`` (pending ones included): those a figure of these settings draws,
     so its footer states their seeds, commits and devices and not the whole notebook's."""
     return {rid: r for rid, r in flat_runs(records).items() if rid.method in settings}

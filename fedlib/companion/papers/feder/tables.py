@@ -2,7 +2,7 @@
 thesis's numbers beside ours and FedER's floored share.
 
     df = grid_frame(records)                     # records: {artifact: {run id: run}} or {run id: run}
-    grid_means(df); grid_versus_paper(df, scale)  # Table 4.2 (ours), Table 4.2 (CIFAR-100) beside ours
+    grid_means(df); grid_versus_paper(df, scale)  # Table 4.2 (ours); the thesis's beside ours
     verdicts(df, dataset, left_out); grid_invariants(records)
 
 The figures and the sentences that describe them are in :mod:`fedlib.companion.papers.feder.figures`.
@@ -34,9 +34,9 @@ from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import Verdict, decide, not_testable, off_plateau, pending
 from fedlib.companion.verdicts import plateau_rise as verdict_rise
 
-__all__ = ["FEDER_T42", "FLOORED_MAX", "FLOOR", "SOURCE", "grid_frame", "grid_means", "grid_versus_paper",
-           "scale_note", "grid_setup", "first_seed", "any_stored", "grid_table", "grid_invariants", "record_rise", "comedown",
-           "floor_share", "verdicts"]
+__all__ = ["FEDER_T42", "FLOORED_MAX", "FLOOR", "SOURCE", "grid_frame", "grid_means",
+           "grid_versus_paper", "scale_note", "grid_setup", "first_seed", "any_stored",
+           "grid_table", "grid_invariants", "record_rise", "comedown", "floor_share", "verdicts"]
 
 FEDER_T42 = {  # Table 4.2, CIFAR-100: non-federated / FedAvg / FedER
     "Adam": (71.71, 76.87, 77.05), "Adam + StepLR": (74.54, 75.71, 75.97), "AdamP": (70.06, 50.89, 49.43),
@@ -231,7 +231,8 @@ def verdicts(df: pd.DataFrame, dataset: str, left_out: Mapping[str, str] | None 
 def grid_versus_paper(df: pd.DataFrame, scale: str) -> pd.DataFrame:
     """Table 4.2 (CIFAR-100, one run each) beside ours (mean over seeds), one row per "optimizer · setting"; a cell
     this scale did not run says so."""
-    paper = {f"{row} · {s}": FEDER_T42[row][i] for row in FEDER_T42 for i, s in enumerate(FEDER_SETTINGS)}
+    paper = {f"{row} · {s}": FEDER_T42[row][i] for row in FEDER_T42
+             for i, s in enumerate(FEDER_SETTINGS)}
     ours: dict[str, Any] = {}
     for (row, s), g in df.groupby(["row", "setting"], sort=False):
         done = g.loc[~g["diverged"], "acc"]

@@ -24,7 +24,9 @@ from fedlib.companion.report import label_rows, setup_changes
 from fedlib.companion.results import is_pending
 from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import Verdict, decide, not_testable, pending
-from fedlib.companion.papers.fedintr.tables import FEDINTR_T1, FEDINTR_T2, FEDINTR_T3, FEDINTR_T5, Runs, Table1, Table3, _best_mu, _by_mu, median_frame
+from fedlib.companion.papers.fedintr.tables import (FEDINTR_T1, FEDINTR_T2, FEDINTR_T3, FEDINTR_T5,
+                                                    Runs, Table1, Table3, _best_mu, _by_mu,
+                                                    median_frame)
 
 __all__ = ["T1_SOURCE", "T2_SOURCE", "T3_SOURCE", "T5_SOURCE", "C10_SOURCE", "scale_setup", "labelled",
            "table1_reading", "claims"]

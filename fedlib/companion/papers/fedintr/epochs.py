@@ -17,8 +17,7 @@ import pandas as pd
 
 from fedlib.data import chance
 from fedlib.companion.figcheck import note_series
-from fedlib.companion.grid import Diverged, Run, Runs, fmt_interval, is_off
-from fedlib.companion.common import FedIntRRunId
+from fedlib.companion.grid import Diverged, Runs, fmt_interval, is_off
 from fedlib.companion.plots import paper_panel, sweep, t_interval
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name, method_style

@@ -22,7 +22,8 @@ from fedlib.companion.grid import fmt_interval, is_off, seed_values
 from fedlib.companion.papers.fedintr.plans import FEDINTR_BEST_MU, FEDINTR_METHODS
 from fedlib.companion.plots import group_panels, mean_curves, paper_panel, sweep, t_interval
 from fedlib.companion.style import dataset_name
-from fedlib.companion.papers.fedintr.tables import FEDINTR_T1, FEDINTR_T2, Table1, Table3, round_ticks
+from fedlib.companion.papers.fedintr.tables import (FEDINTR_T1, FEDINTR_T2, Table1, Table3,
+                                                    round_ticks)
 
 __all__ = ["mu_points", "mu_figure", "describe_mu", "curves_phrase", "curves_figure", "describe_curves", "table3_figure",
            "describe_beta"]

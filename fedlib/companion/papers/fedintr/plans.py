@@ -6,8 +6,9 @@ no μ; Table III adds ``"β=<beta> | "`` in front, Table IV ``"N=<clients> | "``
 ``quick`` (the preset's 40 rounds × 6 epochs on 12,000 images at batch 64, on the plateau) runs each method at
 the μ FedIntR Table I found best for the dataset, 5 seeds each, with Table III at β = 5 and 0.1 (β = 0.1 for 120
 rounds: :data:`FEDINTR_TABLE3_ROUNDS`) and Table V.
-Notebook 06 at quick leaves Table IV and Fig. 5 above the preset's E out (:func:`fedintr_scaling_plan`: tens of
-worker-hours each) and runs Fig. 5 for FedAvg and FedIntR at E = 1 and the preset's E.
+Notebook 06 at quick leaves Table IV and Fig. 5 above the preset's E out
+(:func:`fedintr_scaling_plan`: tens of worker-hours each) and runs Fig. 5 for FedAvg and FedIntR at
+E = 1 and the preset's E.
 ``paper`` is every grid of the paper; ``smoke`` one value of each, for CI.
 """
 
@@ -164,12 +165,13 @@ def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "
 
 def fedintr_scaling_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
                          executor: str = "auto", seeds: Sequence[int] | None = None) -> Scope:
-    """Notebook 06's runs: Table IV / Fig. 4 (N clients, 20 % sampled per round, T rounds, evaluated every round)
-    and Fig. 5 (local epochs E at Table I's μ for the dataset, the preset's rounds), up to and above the default E,
-    each run with every seed; :func:`fedlib.companion.budget.fit` decides what ``quick`` keeps
-    (:data:`TABLE4_PART` needs tens of worker-hours; each E above the default is a part of its own,
-    :data:`FIG5_LONG_PART` at that E), and the plan names what it leaves out. ``seeds``: default
-    ``seed, seed + 1, ...`` (:data:`FEDINTR_SCALING_SEEDS`)."""
+    """Notebook 06's runs: Table IV / Fig. 4 (N clients, 20 % sampled per round, T rounds,
+    evaluated every round) and Fig. 5 (local epochs E at Table I's μ for the dataset, the preset's
+    rounds), up to and above the default E, each run with every seed;
+    :func:`fedlib.companion.budget.fit` decides what ``quick`` keeps (:data:`TABLE4_PART` needs
+    tens of worker-hours; each E above the default is a part of its own, :data:`FIG5_LONG_PART` at
+    that E), and the plan names what it leaves out. ``seeds``: default ``seed, seed + 1, ...``
+    (:data:`FEDINTR_SCALING_SEEDS`)."""
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(FEDINTR_SCALING_SEEDS[scale]))
     base = preset("fedintr", scale, dataset=dataset, device=device, executor=executor)
     nt, settings = FEDINTR_TABLE4.get(scale, FEDINTR_TABLE4["paper"]), FEDINTR_TABLE4_METHODS.get(scale, _TABLE4_PAPER)
@@ -206,9 +208,9 @@ def fig5_rounds(scale: str, dataset: str = "fmnist") -> dict[int, int]:
 
 
 def scaling_left_out(plan: Scope) -> dict[str, str]:
-    """What notebook 06's ``plan`` (:func:`fedintr_scaling_plan`) leaves out, by artifact (``"table4"``;
-    ``"fig5 E > default"``: the E of Fig. 5 above the default E that are left out, one part each), each with the
-    parts and why (the estimate)."""
+    """What notebook 06's ``plan`` (:func:`fedintr_scaling_plan`) leaves out, by artifact
+    (``"table4"``; ``"fig5 E > default"``: the E of Fig. 5 above the default E that are left out,
+    one part each), each with the parts and why (the estimate)."""
     def key(part: str) -> str:
         return "table4" if part.startswith(TABLE4_PART) else "fig5 E > default" if part.startswith(FIG5_LONG_PART) \
             else "fig5"

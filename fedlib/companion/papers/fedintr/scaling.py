@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fedlib.companion.grid import Run, Runs, cell
+from fedlib.companion.grid import Runs, cell
 from fedlib.companion.common import FedIntRRunId
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.plots import mean_curves, paper_panel
@@ -25,9 +25,10 @@ from fedlib.companion.papers.fedintr.tables import round_ticks
 from fedlib.companion.papers.fedintr.epochs import (accuracy_at, describe_fig5, fig5_equal, fig5_figure, fig5_frame, fig5_off, fig5_points,
                              values_frame)
 
-__all__ = ["FEDINTR_T4", "FEDINTR_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves", "mean_table",
-           "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_equal", "fig5_figure",
-           "fig5_points", "fig5_off", "describe_fig5", "setup_table", "T4_SOURCE", "FIG5_SOURCE", "INTR"]
+__all__ = ["FEDINTR_T4", "FEDINTR_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves",
+           "mean_table", "paper_table4", "series_style", "fig4_figure", "describe_fig4",
+           "fig5_frame", "fig5_equal", "fig5_figure", "fig5_points", "fig5_off", "describe_fig5",
+           "setup_table", "T4_SOURCE", "FIG5_SOURCE", "INTR"]
 
 T4_SOURCE = "FedIntR §IV-D, Table IV"
 FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"

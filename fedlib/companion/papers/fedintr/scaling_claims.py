@@ -19,7 +19,8 @@ import pandas as pd
 
 from fedlib.companion.grid import offs, spoilt
 from fedlib.companion.verdicts import Verdict, decide, not_testable, pending
-from fedlib.companion.papers.fedintr.scaling import FIG5_SOURCE, INTR, FEDINTR_T4, FEDINTR_T4_AT, T4_SOURCE
+from fedlib.companion.papers.fedintr.scaling import (FIG5_SOURCE, INTR, FEDINTR_T4, FEDINTR_T4_AT,
+                                                     T4_SOURCE)
 
 __all__ = ["table4_verdicts", "epochs_verdicts", "BEST_E_FINDING"]
 
@@ -31,8 +32,9 @@ def _side(df: pd.DataFrame) -> tuple[dict[int, float], bool, list[str]]:
         list(df.loc[df["diverged"], "name"])
 
 
-def _compare_sides(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str], kind: str,
-             paper: str = "", paper_d: float = math.nan, finding: str = "") -> Verdict:
+def _compare_sides(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame,
+                   names: tuple[str, str], kind: str, paper: str = "", paper_d: float = math.nan,
+                   finding: str = "") -> Verdict:
     (av, ap, ad), (bv, bp, bd) = _side(a), _side(b)
     if (ap or bp) and (a.empty or b.empty or not spoilt(pd.concat([a, b]))):
         return pending(claim, source)
@@ -98,7 +100,8 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
         claim = f"FedIntR (μ = 10) beats every other method after enough rounds (N = {n}, T = {T})"
         src = f"{T4_SOURCE}: 'with a sufficient number of training rounds, FedIntR with μ = 10 can significantly " \
               f"outperform all other approaches'"
-        paper = f"{eff:+.2f} over the second best, {second}, at N = {pn}, T = {FEDINTR_T4_AT[pn][-1]}"
+        paper = (f"{eff:+.2f} over the second best, {second}, at N = {pn}, "
+                 f"T = {FEDINTR_T4_AT[pn][-1]}")
         if left_out:
             out.append(replace(not_testable(claim, src, left_out, paper), paper_d=eff))
             continue
@@ -115,8 +118,9 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
     return out
 
 
-def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal: pd.DataFrame | None = None,
-                  rounds: Mapping[int, int] | None = None) -> list[Verdict]:
+def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
+                    equal: pd.DataFrame | None = None,
+                    rounds: Mapping[int, int] | None = None) -> list[Verdict]:
     """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
     ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5. One
     row per comparison: "best at the default E" compares it with the E below it but 1 (E = 1 and E ≥ 20 have rows of

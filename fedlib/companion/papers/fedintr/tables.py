@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fedlib.companion.grid import DIVERGED, Diverged, Run, Runs, offs, seed_values
+from fedlib.companion.grid import DIVERGED, Diverged, Runs, offs, seed_values
 from fedlib.companion.common import FedIntRRunId, Plan
 from fedlib.companion.papers.fedintr.plans import FEDINTR_BEST_MU, FEDINTR_METHODS
 from fedlib.companion.report import compare
@@ -28,8 +28,9 @@ from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import PENDING, off_plateau
 
-__all__ = ["FEDINTR_DATASETS", "FEDINTR_T1", "FEDINTR_T2", "FEDINTR_T3", "FEDINTR_T5", "median_frame",
-           "readable", "table1_setup", "round_ticks", "Table1", "Table3", "table5", "median_table"]
+__all__ = ["FEDINTR_DATASETS", "FEDINTR_T1", "FEDINTR_T2", "FEDINTR_T3", "FEDINTR_T5",
+           "median_frame", "readable", "table1_setup", "round_ticks", "Table1", "Table3", "table5",
+           "median_table"]
 
 FEDINTR_DATASETS = ("fmnist", "svhn", "cifar10", "cifar100")  # the columns of Tables I, II and V
 # FedIntR Table I (10 clients, β = 0.5, 100 rounds): dataset → {method: (accuracy, best μ)}

@@ -16,13 +16,15 @@ from fedlib.companion.paper import Notebook, Paper
 
 def shards_claims(plan: Plan, records: Records, *, scale: str, dataset: str = "fmnist",
                   **params: Any) -> list[Verdict]:
-    """Table 1 against the CRSM's controls, Fig. 1's groups, Fig. 3's CRSM and Fig. 5's FedAvg + CRSM, each row
-    labelled with what this scale changes of the paper's setup (each artifact's at paper scale, on the paper's
-    column: :func:`~fedlib.companion.papers.fedshibu.plans.artifact_presets`)."""
+    """Table 1 against the CRSM's controls, Fig. 1's groups, Fig. 3's CRSM and Fig. 5's FedAvg +
+    CRSM, each row labelled with what this scale changes of the paper's setup (each artifact's at
+    paper scale, on the paper's column:
+    :func:`~fedlib.companion.papers.fedshibu.plans.artifact_presets`)."""
     frames = {a: art.personal_frame(rs) for a, rs in records.items()}
     column = art.paper_column(dataset)
     paper = artifact_presets("paper", dataset=column)
-    return claims.shards_verdicts(frames, records, scale, column, dataset, paper, CLASSES.get(dataset, 10))
+    return claims.shards_verdicts(frames, records, scale, column, dataset, paper,
+                                  CLASSES.get(dataset, 10))
 
 
 FEDSHIBU_PAPER = Paper(

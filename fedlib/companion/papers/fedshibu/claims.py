@@ -29,8 +29,8 @@ from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import CHANCE_MARGIN, VERDICTS, Verdict, decide, not_testable, pending
 from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, FEDSHIBU_T1, T1, Runs, overlap
 
-__all__ = ["UNIFORM", "crsm_precondition", "table1_verdicts", "fig1_verdicts", "fig3_verdicts", "fedavg_crsm_verdicts",
-           "shards_verdicts"]
+__all__ = ["UNIFORM", "crsm_precondition", "table1_verdicts", "fig1_verdicts", "fig3_verdicts",
+           "fedavg_crsm_verdicts", "shards_verdicts"]
 
 UNIFORM = "the uniform CRSM: FedSHIBU aggregates as FedBABU, FedAvg+CRSM as FedAvg"  # the finding of its rows
 CKAS = {LINEAR: "linear CKA", RBF: "RBF CKA"}
@@ -315,8 +315,9 @@ def _faster(claim: str, src: str, fast: pd.DataFrame, slow: pd.DataFrame, runs: 
     return verdict
 
 
-def shards_verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Runs], scale: str, column: str = "cifar10",
-             dataset: str = "fmnist", paper: Mapping[str, Any] | None = None, classes: int = 10) -> list[Verdict]:
+def shards_verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Runs], scale: str,
+                    column: str = "cifar10", dataset: str = "fmnist",
+                    paper: Mapping[str, Any] | None = None, classes: int = 10) -> list[Verdict]:
     """Every claim of the notebook: Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 (frames from ``personal_frame``),
     each labelled with what its artifact's runs change of ``paper`` (``{artifact: the paper-scale plan's Config}``:
     :func:`fedlib.companion.report.setup_label`)."""

@@ -23,10 +23,11 @@ from fedlib.companion.papers.fedshibu.plans import AVG, BABU, IDENTITY, LINEAR
 from fedlib.companion.plots import mean_curves, offdiag_range, paper_panel, similarity_heatmap, sweep, t_interval
 from fedlib.companion.results import Record
 from fedlib.companion.style import dataset_name
-from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, FEDSHIBU_T1, Runs, crsm_rounds, overlap, personal_frame, seed_cells
+from fedlib.companion.papers.fedshibu.tables import (PAPER_ORDER, FEDSHIBU_T1, Runs, crsm_rounds,
+                                                     overlap, personal_frame, seed_cells)
 
-__all__ = ["FIG1_LABELS", "ACC", "metric_curves", "plot_shards", "fig1", "fig3", "fig5", "describe_fig1",
-           "describe_fig3", "describe_shards", "describe_fedavg_crsm"]
+__all__ = ["FIG1_LABELS", "ACC", "metric_curves", "plot_shards", "fig1", "fig3", "fig5",
+           "describe_fig1", "describe_fig3", "describe_shards", "describe_fedavg_crsm"]
 
 # Fig. 1's runs under names that start with the method whose style they take (fedlib.companion.style.method_style)
 GROUPED, EVERYTHING = "aggregated within each group", "all bodies aggregated (FedBABU)"
@@ -45,7 +46,7 @@ def _percent_axis(ax: plt.Axes) -> None:
 
 
 def metric_curves(runs: Runs, metric: str = "personal_acc_mean",
-                labels: Mapping[str, str] | None = None) -> dict[str, dict[int, pd.Series]]:
+                  labels: Mapping[str, str] | None = None) -> dict[str, dict[int, pd.Series]]:
     """``{method: {seed: metric per round}}`` of the stored runs (fractions, as recorded), for
     :func:`fedlib.companion.plots.mean_curves`; ``labels`` renames methods. Runs without ``metric`` are left out."""
     out: dict[str, dict[int, pd.Series]] = {}
@@ -304,7 +305,8 @@ def _fig5_finding(frame: pd.DataFrame, runs: Runs) -> str:
     self-weight its CRSM keeps; the run count while a side is pending."""
     curves = metric_curves(runs)
     sw = _stat(frame, "FedAvg+CRSM", "self-weight")[0]
-    local, avg = _max_gap(curves, "FedAvg+CRSM", "Local only"), _max_gap(curves, "FedAvg+CRSM", "FedAvg")
+    local = _max_gap(curves, "FedAvg+CRSM", "Local only")
+    avg = _max_gap(curves, "FedAvg+CRSM", "FedAvg")
     if not (np.isfinite(sw) and np.isfinite(local) and np.isfinite(avg)):
         return _stored_count(frame)
     m = next(r.cfg.num_clients for r in runs.values() if isinstance(r, Record))

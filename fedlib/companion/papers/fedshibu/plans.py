@@ -35,8 +35,8 @@ from fedlib.config import Config
 from fedlib.companion.presets import preset
 from fedlib.companion.common import SEEDS, FedSHIBURunId, Plan
 
-__all__ = ["fedshibu_plan", "artifact_presets", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
-           "FIG_S", "FEDSHIBU_QUICK_ROUNDS"]
+__all__ = ["fedshibu_plan", "artifact_presets", "fedshibu_methods", "FEDSHIBU_LEVELS",
+           "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS", "FIG_S", "FEDSHIBU_QUICK_ROUNDS"]
 
 FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 10, 100), "smoke": (2, 5)}
 FEDSHIBU_SEEDS = SEEDS
@@ -63,7 +63,8 @@ GROUPS = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
 # Table 1, and its claims are left to paper scale. FedAvg at s = 2 still climbs at 160 rounds (8x its level's 20):
 # its level stays at 20 and its one claim not testable (benchmarks/RESULTS.md, "FedSHIBU's quick runs at 20
 # rounds", "... at 40", "... at s = 2 and 5").
-FEDSHIBU_QUICK_ROUNDS: dict[int | str, int] = {2: 20, 5: 65, 10: 80, 100: 80, "fig1": 80, "fig3": 40, "fig5": 80}
+FEDSHIBU_QUICK_ROUNDS: dict[int | str, int] = {2: 20, 5: 65, 10: 80, 100: 80, "fig1": 80, "fig3": 40,
+                                               "fig5": 80}
 FINE_TUNED = ("fedbabu", "fedshibu")  # the strategies whose personalized evaluation fine-tunes the head
 
 
@@ -76,9 +77,10 @@ def fedshibu_methods(scale: str, s: int) -> dict[str, dict[str, Any]]:
 
 
 def artifact_presets(scale: str, **kw: Any) -> dict[str, Config]:
-    """The config each artifact's runs start from at ``scale`` (``kw``: the preset's overrides): the preset's
-    federation for Table 1 and Fig. 5, 10 clients for Figs. 1 and 3 (Fig. 3's federation). At paper scale: the
-    paper's setup of each artifact, which its claim rows name what this scale changes of."""
+    """The config each artifact's runs start from at ``scale`` (``kw``: the preset's overrides):
+    the preset's federation for Table 1 and Fig. 5, 10 clients for Figs. 1 and 3 (Fig. 3's
+    federation). At paper scale, the paper's setup of each artifact: what its claim rows say this
+    scale changes."""
     base = preset("fedshibu", scale, **kw)
     ten = base.replace(num_clients=10)
     return {"table1": base, "fig1": ten, "fig3": ten, "fig5": base}
@@ -106,16 +108,19 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
         return dict(rounds=FEDSHIBU_QUICK_ROUNDS[figure]) if scale == "quick" else {}
 
     fig3 = {FedSHIBURunId(label, n, s=FIG_S): at(start["fig3"], FIG_S, LINEAR, n,
-                                                 strategy_kw={"sim": "linear", **kw}, **rounds_of("fig3"))
+                                                 strategy_kw={"sim": "linear", **kw},
+                                                 **rounds_of("fig3"))
             for label, kw in (("own samples (§4.3)", {"samples": "own"}),
                               ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
             for n in seeds}
     fig5 = {FedSHIBURunId(label, n, s=FIG_S): at(start["fig5"], FIG_S, AVG, n, **every,
-                                                 **rounds_of("fig5")).replace(strategy=strategy, strategy_kw=kw)
+                                                 **rounds_of("fig5")).replace(strategy=strategy,
+                                                                              strategy_kw=kw)
             for label, strategy, kw in (("FedAvg", "fedavg", {}),
                                         ("FedAvg+CRSM", "fedavg_crsm", {"sim": "linear", "samples": "shared"}),
                                         ("Local only", "local_only", {})) for n in seeds}
-    groups = start["fig1"].replace(partition="label_groups", partition_kw={}, eval_every=1,  # its curve, plateau
+    groups = start["fig1"].replace(partition="label_groups", partition_kw={},
+                                   eval_every=1,  # its curve, and its plateau
                                    **rounds_of("fig1"))
     fig1 = {FedSHIBURunId(label, n): groups.replace(seed=n, strategy=st, strategy_kw=kw)
             for label, st, kw in (("all bodies aggregated (FedBABU)", "fedbabu", {"head": "dense"}),

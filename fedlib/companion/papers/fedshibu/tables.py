@@ -30,9 +30,9 @@ from fedlib.companion.results import Pending, Record
 from fedlib.strategies import Strategy, build_strategy
 from fedlib.companion.verdicts import off_plateau
 
-__all__ = ["FEDSHIBU_T1", "PAPER_ORDER", "T1", "paper_column", "shards_setup", "personal_chance", "overlap",
-           "personal_frame", "seed_cells", "wide", "table1", "table1_versus", "crsm_rounds", "invariants",
-           "personal_table"]
+__all__ = ["FEDSHIBU_T1", "PAPER_ORDER", "T1", "paper_column", "shards_setup", "personal_chance",
+           "overlap", "personal_frame", "seed_cells", "wide", "table1", "table1_versus",
+           "crsm_rounds", "invariants", "personal_table"]
 
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
 FEDSHIBU_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
