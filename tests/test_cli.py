@@ -89,7 +89,7 @@ def test_ctrl_c_saves_says_how_to_resume_and_the_resumed_run_ends_as_an_uninterr
 
     args = ["fedintr", "--scale", "quick", "--no-progress", "dataset=synthetic", "n_train=1200", "n_test=100",
             "rounds=4", "local_epochs=1", "checkpoint_every=1"]
-    cmd = [sys.executable, "-m", "fedlib", "run", *args]
+    cmd = [sys.executable, "-m", "fedlib.companion", "run", *args]
     ckpts = tmp_path / "a" / "checkpoints"
     p = subprocess.Popen([*cmd, "--store", str(tmp_path / "a")], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

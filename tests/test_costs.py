@@ -193,11 +193,11 @@ def test_rendering_reads_a_timing_of_this_cpu_taken_with_another_thread_count(tm
 def test_each_strategy_declares_its_cost_family():
     from fedlib.strategies import STRATEGIES
 
-    fams = {n: costs.cost_family(n) for n in STRATEGIES}
+    fams = {n: costs.family(n) for n in STRATEGIES}
     assert fams == {"fedavg": "fedavg", "fedprox": "prox", "scaffold": "prox", "moon": "contrastive",
                     "fedcka": "contrastive", "fedintr": "contrastive", "feder": "feder", "centralized": "fedavg",
                     "fedbabu": "personal", "fedshibu": "personal", "fedavg_crsm": "personal", "local_only": "fedavg"}
-    assert set(fams.values()) <= set(costs.FAMILY_FACTOR) and costs.cost_family("unregistered") == "unregistered"
+    assert set(fams.values()) <= set(costs.FAMILY_FACTOR) and costs.family("unregistered") == "unregistered"
 
 
 def test_a_run_timed_under_load_does_not_pull_up_its_keys_estimate(tmp_path):

@@ -20,8 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 DOCS = {p.relative_to(ROOT).as_posix(): p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]}
 # Commands that only read: run here, each within a minute.
-READS = ("-m fedlib.companion show ", "-m fedlib.companion.papers claims ",
-         "-m fedlib.companion.campaign plan ")
+READS = ("-m fedlib.companion show ", "-m fedlib.companion.papers claims ", "-m fedlib.companion.campaign plan ")
 # Commands that train nothing or whose length is their budget: they need no duration.
 NO_TRAINING = ("make test", "make lab", "make bundle", "--no-train", "make reproduce", "BUDGET=", "--budget")
 DURATION = re.compile(r"~?\d+(\.\d+)?(-\d+)?\s*(s|min|h)\b|minutes|GPU")

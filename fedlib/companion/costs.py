@@ -37,11 +37,10 @@ from fedlib.config import Config
 from fedlib.companion.provenance import device_name
 from fedlib.strategies import STRATEGIES
 
-__all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "cost_family", "sample_passes",
-           "reference_passes", "split_sizes", "width_speedup", "DEFAULT_THROUGHPUT",
-           "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD", "LONG_RUN_S", "LongRunError",
-           "check_long", "long_allowed", "fmt_s", "device_type", "check_runs", "before_run",
-           "no_check"]
+__all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "reference_passes",
+           "split_sizes", "width_speedup", "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD",
+           "LONG_RUN_S", "LongRunError", "check_long", "long_allowed", "fmt_s", "device_type", "check_runs",
+           "before_run", "no_check"]
 
 DEFAULT_COSTS = Path(os.environ.get("FEDLIB_COSTS", Path(__file__).resolve().parents[2] / "results" / "costs.json"))
 
@@ -71,7 +70,7 @@ REF_FORWARD = 0.2
 WORK_MODEL = 2
 
 
-def cost_family(strategy: str) -> str:
+def family(strategy: str) -> str:
     """The cost family a strategy declares (``Strategy.cost_family``: strategies of one family cost about the same
     per sample-pass); an unregistered name is its own family."""
     return STRATEGIES[strategy].cost_family if strategy in STRATEGIES else strategy
@@ -116,7 +115,7 @@ def _work(cfg: Config, rounds: Iterable[int]) -> float:
 def cost_key(cfg: Config) -> str:
     """What a measurement is keyed by: model (and its options), dataset, strategy family, batch, precision."""
     kw = ",".join(f"{k}={cfg.model_kw[k]}" for k in sorted(cfg.model_kw))
-    return f"{cfg.model}{'{' + kw + '}' if kw else ''}|{cfg.dataset}|{cost_family(cfg.strategy)}|b{cfg.batch_size}|" \
+    return f"{cfg.model}{'{' + kw + '}' if kw else ''}|{cfg.dataset}|{family(cfg.strategy)}|b{cfg.batch_size}|" \
            f"{cfg.precision}"
 
 
@@ -271,7 +270,7 @@ class CostTable:
         rate = rates.get(cfg.model, rates["*"]) * width_speedup(cfg)
         if cfg.dataset == "tinyimagenet":
             rate /= 4  # 64x64 images
-        fam = cost_family(cfg.strategy)
+        fam = family(cfg.strategy)
         secs = work * FAMILY_FACTOR.get(fam, 1.5) / rate
         if not math.isfinite(secs):
             secs = math.inf

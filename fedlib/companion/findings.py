@@ -3,7 +3,7 @@
 The rows come from the notebooks' summaries (``results/summary/<notebook>.<scale>.json``, written when a notebook
 renders); nothing here trains or decides anything anew. Per paper:
 
-* :func:`family` — the verdict counts, the decided rows and how many false decisions their 95 % intervals allow
+* :func:`verdict_counts` — the verdict counts, the decided rows and how many false decisions their 95 % intervals allow
   (each decided row errs with probability at most 2.5 %, one-sided), and how many still hold after Holm's step-down
   over the paper's decided t rows (:func:`fedlib.companion.verdicts.holm`);
 * :func:`forest` — a forest plot: each claim a row, our d with its 95 % interval, the paper's effect as a marker, the
@@ -27,7 +27,7 @@ from fedlib.companion.claims_page import VERDICT_COLUMNS, holm_readings, paper_n
 from fedlib.companion.report import VERDICT_COLOURS as CELL_COLOURS, Tables
 from fedlib.companion.verdicts import CONFIDENCE, MARGINS, VERDICTS
 
-__all__ = ["MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest",
+__all__ = ["MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "verdict_counts", "forest",
            "paragraph", "claims_view", "headline", "readme_block", "write_readme", "README_BEGIN",
            "README_END"]
 
@@ -70,7 +70,7 @@ def load(scale: str, root: Path | None = None) -> pd.DataFrame:
     return df
 
 
-def family(df: pd.DataFrame) -> pd.DataFrame:
+def verdict_counts(df: pd.DataFrame) -> pd.DataFrame:
     """Per paper: the count of each verdict, the decided rows, the false decisions their intervals allow (at most
     2.5 % of the decided rows, expected) and the decided t rows that still hold after Holm."""
     out = []
@@ -209,7 +209,7 @@ def headline(df: pd.DataFrame, paper: str) -> str:
 def readme_block(df: pd.DataFrame, scale: str) -> str:
     """The README's findings block at ``scale``: per paper, its verdict counts and headline, with links to the
     findings notebook and the claims page (between :data:`README_BEGIN` and :data:`README_END`)."""
-    fam = family(df)
+    fam = verdict_counts(df)
     lines = [README_BEGIN, "", f"**What we found** (scale `{scale}`, Fashion-MNIST; not the papers' setup: read "
              "[notebook 09](notebooks/09_findings.ipynb) first, every row in "
              f"[results/claims-{scale}.md](results/claims-{scale}.md)):", "",
