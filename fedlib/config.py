@@ -18,7 +18,6 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-import difflib
 from typing import Any, Callable
 
 import torch
@@ -26,6 +25,7 @@ import torch
 from fedlib import augment, data, models, optim, partition, strategies
 from fedlib.data import canonical_name
 from fedlib.errors import OneLineError
+from fedlib.options import closest
 from fedlib.validation import config_option_problems
 
 SCALES = ("smoke", "quick", "paper")
@@ -227,7 +227,8 @@ def reject_unknown(d: dict[str, Any], where: str) -> None:
     valid = Config.field_names()
     unknown = sorted(set(d) - set(valid))
     if unknown:
-        hints = [f"{u!r} (did you mean {m!r}?)" if (m := _closest(u, valid)) else repr(u) for u in unknown]
+        hints = [f"{u!r} (did you mean {m!r}?)" if (m := closest(u, valid, 0.75, _SYNONYMS))
+                 else repr(u) for u in unknown]
         raise ConfigError(f"{where}: unknown field(s) {', '.join(hints)}. Valid fields: {', '.join(valid)}.",
                           unknown)
 
@@ -236,13 +237,6 @@ def reject_unknown(d: dict[str, Any], where: str) -> None:
 _SYNONYMS = {"learning_rate": "lr", "num_rounds": "rounds", "epochs": "local_epochs", "clients": "num_clients",
              "n_clients": "num_clients", "strategy_kwargs": "strategy_kw", "model_kwargs": "model_kw",
              "optimizer_kwargs": "optimizer_kw", "partition_kwargs": "partition_kw", "wd": "weight_decay"}
-
-
-def _closest(name: str, valid: list[str]) -> str | None:
-    if name in _SYNONYMS and _SYNONYMS[name] in valid:
-        return _SYNONYMS[name]
-    m = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
-    return m[0] if m else None
 
 
 # --------------------------------------------------------------------------------------------- validation

@@ -173,8 +173,13 @@ def _kind(v: Any) -> str:
     return f"not a {type(v).__name__}"
 
 
-def _closest(name: str, valid: list[str]) -> str | None:
-    m = difflib.get_close_matches(name, valid, n=1, cutoff=0.7)
+def closest(name: str, valid: list[str], cutoff: float = 0.7,
+            synonyms: dict[str, str] | None = None) -> str | None:
+    """The valid name ``name`` most likely means (a "did you mean" hint): its synonym, else the
+    closest spelling."""
+    if synonyms and synonyms.get(name) in valid:
+        return synonyms[name]
+    m = difflib.get_close_matches(name, valid, n=1, cutoff=cutoff)
     return m[0] if m else None
 
 
@@ -191,7 +196,7 @@ def option_problems(field: str, owner: str, options: Mapping[str, Option], kw: d
             out.append(f"{at}: {owner} gets {k!r} from fedlib, not from {field}: {fixed[k]}.")
             continue
         if k not in options:
-            hint = f" (did you mean {m!r}?)" if (m := _closest(k, names)) else ""
+            hint = f" (did you mean {m!r}?)" if (m := closest(k, names)) else ""
             out.append(f"{at}: {k!r} is not an option of {owner}{hint}; valid options: {listing}.")
             continue
         o = options[k]

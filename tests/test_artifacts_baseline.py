@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 
-from fedlib.companion.papers.baselines.tables import (ALPHAS, PAPER_T1, baseline_verdicts, curves_figure,  # noqa: E402
+from fedlib.companion.papers.baselines.tables import (ALPHAS, BASELINE_T1, baseline_verdicts, baseline_curves_figure,  # noqa: E402
                                        describe_baseline, dirichlet_stats, label_entropy, partition_checks,
                                        partition_figure, per_run_frame, summary_table, versus_paper)
 from fedlib.config import Config  # noqa: E402
@@ -87,9 +87,9 @@ def test_runs_and_summary_tables_give_mean_std_and_the_paper_beside_ours():
     assert summary.loc["FedAvg", "final test acc (%)"] == "85.00 ± 1.00"
     assert summary.loc["FedProx (μ=0.001)", "seeds done / planned"] == "3 / 3"
     versus = versus_paper(per_run)
-    assert list(versus.index) == list(PAPER_T1["fmnist"])
-    assert versus.loc["FedAvg", "paper (%)"] == PAPER_T1["fmnist"]["FedAvg"]
-    assert versus.loc["FedAvg", "diff"] == round(85.0 - PAPER_T1["fmnist"]["FedAvg"], 2)
+    assert list(versus.index) == list(BASELINE_T1["fmnist"])
+    assert versus.loc["FedAvg", "paper (%)"] == BASELINE_T1["fmnist"]["FedAvg"]
+    assert versus.loc["FedAvg", "diff"] == round(85.0 - BASELINE_T1["fmnist"]["FedAvg"], 2)
 
 
 def test_pending_and_diverged_runs_are_named_and_decide_nothing():
@@ -136,7 +136,7 @@ def _table_texts(fig) -> list[str]:
 
 def test_curves_figure_draws_mean_curves_and_keeps_the_papers_numbers_off_our_axes():
     per_run = per_run_frame(_records(), last=1)
-    fig = curves_figure(_records(), per_run, "fmnist", "quick")
+    fig = baseline_curves_figure(_records(), per_run, "fmnist", "quick")
     ours, paper = fig.axes[0], fig.axes[1]
     lines = {ln.get_label(): ln for ln in ours.get_lines()}
     assert set(lines) == {"FedAvg (n=3)", "FedProx (μ=0.001) (n=3)"}  # no paper line on our axes
@@ -149,15 +149,15 @@ def test_curves_figure_draws_mean_curves_and_keeps_the_papers_numbers_off_our_ax
     assert "88.90" in texts and "88.95" in texts and "70.00" in texts  # FedIntR Table I and FedCKA Fig. 5: tables
     assert not paper.get_lines()
     assert "Fashion-MNIST" in fig.get_suptitle()
-    other = curves_figure(_records(), per_run, "svhn", "quick")
+    other = baseline_curves_figure(_records(), per_run, "svhn", "quick")
     assert "86.04" in _table_texts(other)
     pending = {k: Pending(r.key, r.config) for k, r in _records().items()}
-    assert curves_figure(pending, per_run_frame(pending, last=1), "fmnist", "quick") is None
+    assert baseline_curves_figure(pending, per_run_frame(pending, last=1), "fmnist", "quick") is None
 
 
 def test_curves_figure_names_pending_seeds_in_the_title():
     per_run = per_run_frame(_records(prox="pending"), last=1)
-    ax = curves_figure(_records(prox="pending"), per_run, "fmnist", "quick").axes[0]
+    ax = baseline_curves_figure(_records(prox="pending"), per_run, "fmnist", "quick").axes[0]
     assert "pending or diverged: FedProx (μ=0.001) 1 of 3 seeds" in ax.get_title()
 
 

@@ -14,7 +14,8 @@ from fedlib.companion.papers.fedcka.claims import (FIG5_ROUNDS, compare_runs, co
                                     variance_verdicts)
 from fedlib.companion.papers.fedcka.ablations import similarity_levels  # noqa: E402
 from fedlib.config import Config  # noqa: E402
-from fedlib.companion.papers.fedcka.plans import TIMING_PART, ablations_scope, heterogeneity_scope  # noqa: E402
+from fedlib.companion.papers.fedcka.plans import (TIMING_PART, fedcka_ablations_plan,  # noqa: E402
+                                                  fedcka_heterogeneity_plan)
 from fedlib.companion.results import Pending  # noqa: E402
 from fedlib.companion.similarity import LayerSimilarity  # noqa: E402
 from fedlib.companion.verdicts import VERDICTS
@@ -52,7 +53,7 @@ def test_compare_runs_decides_over_seeds_and_names_why_it_cannot():
 
 def test_table2_tests_the_sentence_with_the_tables_gap_as_its_size_at_the_papers_mu():
     df = _frame({"FedAvg": [85.0, 85.2, 84.9], "FedCKA": [86.0, 86.4, 85.9]})
-    vs = {v.claim: v for v in table2_verdicts(df, heterogeneity_scope("quick"))}
+    vs = {v.claim: v for v in table2_verdicts(df, fedcka_heterogeneity_plan("quick"))}
     up = vs["FedCKA beats FedAvg at α = 5"]
     assert up.verdict == REPRODUCED and up.paper_d == pytest.approx(67.86 - 64.37)
     assert up.size() == "smaller than the paper's" and up.finding == "FedCKA below the baselines"
@@ -65,7 +66,7 @@ def test_table2_tests_the_sentence_with_the_tables_gap_as_its_size_at_the_papers
     # two μ of FedCKA at α = 5: the verdict reads the paper's (5), not the better one
     two = pd.concat([df, _frame({"FedCKA": [90.0, 90.1, 90.2]}).assign(name=lambda d: d["name"] + " μ3")])
     two["mu"] = np.where(two["method"] == "FedCKA", np.where(two["acc"] > 89, 3.0, 5.0), np.nan)
-    at5 = {v.claim: v for v in table2_verdicts(two, heterogeneity_scope("quick"))}["FedCKA beats FedAvg at α = 5"]
+    at5 = {v.claim: v for v in table2_verdicts(two, fedcka_heterogeneity_plan("quick"))}["FedCKA beats FedAvg at α = 5"]
     assert at5.means["FedCKA"] == pytest.approx(np.mean([86.0, 86.4, 85.9]))
 
 
@@ -74,7 +75,7 @@ def test_a_larger_margin_needs_a_margin_first():
     rows = {"FedAvg": [85.0, 85.2, 84.9], "FedCKA": [84.5, 84.6, 84.2]}
     df = pd.concat([_frame(rows), _frame({"FedAvg": [80.0, 80.2, 79.9], "FedCKA": [70.0, 71.0, 70.5]})
                     .assign(alpha=0.1, name=lambda d: d["name"] + " a01")])
-    v = {v.claim: v for v in table2_verdicts(df, heterogeneity_scope("quick"))}[
+    v = {v.claim: v for v in table2_verdicts(df, fedcka_heterogeneity_plan("quick"))}[
         "FedCKA's margin over FedAvg is larger at α = 5 than at α = 0.1"]
     assert v.estimate > 0 and v.verdict == CONTRADICTED and "no margin over FedAvg at α = 5" in v.why
 
@@ -89,7 +90,7 @@ def test_the_epoch_claims_compare_the_sweeps_first_and_last_steps_never_a_best_e
     """'Increases from the fewest E': the next E against the fewest; 'decreases again at the largest E': the largest
     against the one below it, whichever E has the best mean (never E_max against itself)."""
     rising = _epoch_sweep({5: [88.0, 88.2, 88.1], 10: [88.6, 88.9, 88.7], 20: [89.0, 89.3, 89.15]})
-    v = {x.claim.split(" (")[0]: x for x in fig5_verdicts({}, rising, 25, heterogeneity_scope("quick"))}
+    v = {x.claim.split(" (")[0]: x for x in fig5_verdicts({}, rising, 25, fedcka_heterogeneity_plan("quick"))}
     up, down = v["FedAvg's accuracy increases slightly as local epochs increase from the fewest"], \
         v["FedAvg's accuracy decreases again at the largest E"]
     assert set(up.n) == {"E = 10", "E = 5"} and up.verdict == REPRODUCED
@@ -98,7 +99,7 @@ def test_the_epoch_claims_compare_the_sweeps_first_and_last_steps_never_a_best_e
     cka = v["FedCKA's accuracy decreases again at the largest E"]  # a method the sweep lacks: named, not decided
     assert cka.verdict == NOT_TESTABLE and "FedCKA was not run at every E of the sweep" in cka.why
     dip = _epoch_sweep({5: [88.6, 88.9, 88.7], 10: [88.0, 88.2, 88.1], 20: [89.0, 89.3, 89.15]})  # E = 20 best
-    v = {x.claim.split(" (")[0]: x for x in fig5_verdicts({}, dip, 25, heterogeneity_scope("quick"))}
+    v = {x.claim.split(" (")[0]: x for x in fig5_verdicts({}, dip, 25, fedcka_heterogeneity_plan("quick"))}
     up = v["FedAvg's accuracy increases slightly as local epochs increase from the fewest"]
     assert set(up.n) == {"E = 10", "E = 5"} and up.verdict == CONTRADICTED  # not E = 20, the best, against E = 5
     with pytest.raises(AssertionError, match="same runs"):
@@ -110,7 +111,7 @@ def test_the_first_epoch_step_is_decided_at_the_plateau_and_in_the_same_rounds_w
     round 25 (the paper's reading: the same rounds for every E) E = 2 is; each reading is its own row."""
     end = _epoch_sweep({1: [88.4, 88.5, 88.6], 2: [88.0, 88.1, 88.2], 5: [88.1] * 3, 10: [88.2] * 3, 20: [88.0] * 3})
     at25 = end.assign(acc=np.where(end["E"] == 1, end["acc"] - 5, np.where(end["E"] == 2, end["acc"] - 2, end["acc"])))
-    v = {x.claim: x for x in fig5_verdicts({}, end, 25, heterogeneity_scope("quick"),
+    v = {x.claim: x for x in fig5_verdicts({}, end, 25, fedcka_heterogeneity_plan("quick"),
                                            {1: 300, 2: 150, 5: 25, 10: 25, 20: 25}, at25)}
     up = "FedAvg's accuracy increases slightly as local epochs increase from the fewest"
     plateau, same = v[f"{up}, each run to its plateau (300 and 150 rounds)"], v[f"{up}, in the same 25 rounds (the " \
@@ -118,10 +119,10 @@ def test_the_first_epoch_step_is_decided_at_the_plateau_and_in_the_same_rounds_w
     assert plateau.verdict == CONTRADICTED and set(plateau.n) == {"E = 2", "E = 1"}
     assert plateau.control and not same.control  # the paper's reading is the claim, ours a control
     assert same.verdict == REPRODUCED and set(same.n) == {"E = 2 at round 25", "E = 1 at round 25"}
-    assert up in {x.claim for x in fig5_verdicts({}, end, 25, heterogeneity_scope("quick"), {e: 25 for e in
+    assert up in {x.claim for x in fig5_verdicts({}, end, 25, fedcka_heterogeneity_plan("quick"), {e: 25 for e in
                                                                                          (1, 2, 5, 10, 20)}, at25)}
     waiting = end.assign(pending=end["E"] < 5, acc=np.where(end["E"] < 5, np.nan, end["acc"]))  # E = 1, 2 to train
-    v = {x.claim: x.verdict for x in fig5_verdicts({}, waiting, 25, heterogeneity_scope("quick"),
+    v = {x.claim: x.verdict for x in fig5_verdicts({}, waiting, 25, fedcka_heterogeneity_plan("quick"),
                                                    {1: 300, 2: 150, 5: 25, 10: 25, 20: 25}, waiting)}
     assert v[f"{up}, each run to its plateau (300 and 150 rounds)"] == "pending"
     assert v["FedAvg's accuracy decreases again at the largest E (overfitting)"] == REPRODUCED  # on its own runs
@@ -139,7 +140,7 @@ def test_the_round_40_crossover_is_decided_only_on_the_papers_100_round_schedule
     """Appl. Sci. Fig. 5's crossover is at round 40 of 100: runs of another schedule leave it not testable even when
     they are longer than 40 rounds (quick's Table 2 at α = 5), the paper's rounds decide it."""
     epochs = pd.DataFrame({"method": ["FedAvg"], "E": [5], "acc": [80.0], "pending": [False], "chance": [10.0]})
-    scope = heterogeneity_scope("quick")
+    scope = fedcka_heterogeneity_plan("quick")
     for rounds in (25, 45, 60):
         vs = fig5_verdicts(_crossing_curves(rounds), epochs, rounds, scope)[:2]
         assert [v.verdict for v in vs] == [NOT_TESTABLE] * 2 and all("decided at paper scale" in v.why for v in vs)
@@ -153,7 +154,7 @@ def _costs(times):
 
 
 def test_cost_claims_are_decided_on_interleaved_repeats():
-    scope = ablations_scope("quick")
+    scope = fedcka_ablations_plan("quick")
     cnn = _costs({"FedAvg": [1.0] * 5, "SCAFFOLD": [1.1] * 5, "FedProx": [1.05] * 5, "MOON": [2.0] * 5,
                   "FedCKA": [2.2, 2.1, 1.9, 2.3, 2.4]})  # the third repeat: FedCKA below MOON
     metrics = _costs({"kernel CKA": [3.0, 3.2, 2.9, 3.1, 3.0], "linear CKA": [2.5, 2.4, 2.6, 2.5, 2.5]})
@@ -166,7 +167,7 @@ def test_cost_claims_are_decided_on_interleaved_repeats():
     assert largest.verdict == INCONCLUSIVE and largest.n == {"repeats": 5}  # the spread crosses 1
     assert vs["simple CNN: every regularizer costs more per round than FedAvg"].verdict == REPRODUCED
     assert vs["ResNet-50: every regularizer costs more per round than FedAvg"].verdict == "pending"
-    smoke = {v.claim: v for v in cost_verdicts({"cnn": cnn, "metrics": metrics}, ablations_scope("smoke"), "smoke")}
+    smoke = {v.claim: v for v in cost_verdicts({"cnn": cnn, "metrics": metrics}, fedcka_ablations_plan("smoke"), "smoke")}
     assert smoke["ResNet-50: every regularizer costs more per round than FedAvg"].verdict == NOT_TESTABLE
 
 
@@ -180,9 +181,9 @@ def _sim(var3: float) -> LayerSimilarity:
 
 
 def test_third_layer_variance_is_decided_over_seeds():
-    (v,) = variance_verdicts({"FedAvg": {s: _sim(0.1 + 0.01 * s) for s in range(3)}}, ablations_scope("quick"))
+    (v,) = variance_verdicts({"FedAvg": {s: _sim(0.1 + 0.01 * s) for s in range(3)}}, fedcka_ablations_plan("quick"))
     assert v.verdict == REPRODUCED and v.means["var(layer 3) / max var(other layers)"] > 1
-    (w,) = variance_verdicts({"FedAvg": {s: _sim(0.005) for s in range(3)}}, ablations_scope("quick"))
+    (w,) = variance_verdicts({"FedAvg": {s: _sim(0.005) for s in range(3)}}, fedcka_ablations_plan("quick"))
     assert w.verdict == CONTRADICTED
 
 

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.companion.papers.fedcka.claims import PAPER_T3
+from fedlib.companion.papers.fedcka.claims import FEDCKA_T2, FEDCKA_T3
 from fedlib.companion.papers.fedcka.ablations import (PAPER_M, T3_COLUMNS, describe_levels, describe_m_layers,
                                                describe_table3, describe_table4, describe_variance, layer_variance,
                                                m_layers, similarity_levels, table3, table4)
-from fedlib.companion.papers.fedcka.accuracy import (PAPER_T2, Table2, describe_epochs, describe_rounds, describe_table2,
+from fedlib.companion.papers.fedcka.accuracy import (Table2, describe_epochs, describe_rounds, describe_table2,
                                               epochs_artifact, epochs_at, mean_rounds, rounds_figure, seed_curves,
                                               table2_setup)
 from fedlib.config import Config
@@ -54,8 +54,8 @@ def test_table2_reports_the_papers_mu_never_the_best_beside_both_versions_of_the
     assert table.loc["MOON", "α = 5"] == "81.00 ± 0.00"
     vs = t2.versus_paper()
     assert set(vs) == {"arXiv", "Appl. Sci."}
-    assert vs["arXiv"].loc["FedCKA | α=5", "paper (%)"] == PAPER_T2[5.0]["FedCKA"]
-    assert vs["arXiv"].loc["FedCKA | α=5", "diff"] == round(83.0 - PAPER_T2[5.0]["FedCKA"], 2)
+    assert vs["arXiv"].loc["FedCKA | α=5", "paper (%)"] == FEDCKA_T2[5.0]["FedCKA"]
+    assert vs["arXiv"].loc["FedCKA | α=5", "diff"] == round(83.0 - FEDCKA_T2[5.0]["FedCKA"], 2)
     assert vs["Appl. Sci."].loc["FedAvg | α=1", "ours (%)"] == "not run at this scale"
     assert {"FedCKA (μ=3)", "FedCKA (μ=5)"} <= set(t2.full().index)
 
@@ -80,7 +80,7 @@ def test_table2_figure_draws_only_the_alphas_run_and_puts_the_paper_in_its_own_p
     assert "not run yet: α = 1 (Appl. Sci.), α = 0.5 (arXiv), α = 0.1" in title and "3 seeds (0-2)" in title
     assert "MOON at α = 5: pending" in title and "own y-scale" in title
     assert not ours.get_lines() or all(ln.get_marker() != "*" for ln in ours.get_lines())  # no paper stars here
-    assert paper.tables and f"{PAPER_T2[0.1]['FedCKA']:.2f}" in _texts(fig)
+    assert paper.tables and f"{FEDCKA_T2[0.1]['FedCKA']:.2f}" in _texts(fig)
     one_seed = Table2.from_records({k: v for k, v in _t2_records().items() if k.seed == 0}).figure("fmnist")
     assert "1 seed (0), no interval" in _suptitle(one_seed)
     assert not one_seed.axes[0].collections  # one seed: no error bars at all
@@ -299,7 +299,7 @@ def test_table3_adds_the_metrics_the_paper_lacks_and_names_those_that_diverged()
     t3 = table3(runs, None, timing_planned=False)
     extra = t3.loc["Frobenius norm per entry (not the paper's)"]
     assert extra["paper acc (%)"] == "—" and extra["ours acc (%)"] == "81.00 ± 0.00"
-    assert t3.loc["Frobenius norm", "ours acc (%)"] == "diverged" and list(t3.index[:5]) == list(PAPER_T3)
+    assert t3.loc["Frobenius norm", "ours acc (%)"] == "diverged" and list(t3.index[:5]) == list(FEDCKA_T3)
     text = describe_table3(runs)
     assert "Frobenius norm in 3 of 3 seeds (round 2: a non-finite loss)" in text
     assert "--sim frobenius" in text and "+1.00 ± 0.00 (3 seeds) against FedAvg" in text

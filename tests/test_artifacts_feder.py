@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import LogNorm
 
-from fedlib.companion.papers.feder.tables import (FLOOR, FLOORED_MAX, PAPER, grid_frame, grid_table, invariants,
-                                    mean_table, plateau_rise, stored, verdicts, versus_paper)
+from fedlib.companion.papers.feder.tables import (FLOOR, FLOORED_MAX, FEDER_T42, grid_frame, grid_table, grid_invariants,
+                                    grid_means, record_rise, any_stored, verdicts, grid_versus_paper)
 from fedlib.companion.papers.feder.figures import (THESIS_FIGURES, describe_floored, describe_rank_weights,
                                             describe_training_curves, figure_runs, floored_share_figure,
                                             rank_weights, stable_rank_figure, training_curves)
@@ -154,7 +154,7 @@ def test_pending_and_table():
     r[rid("Adam", "FedER", 2)] = Pending("k", {})
     df = grid_frame(r)
     assert by_claim(verdicts(df, "fmnist"))["FedER out-performs FedAvg with Adam"].verdict == "pending"
-    t = mean_table(df)
+    t = grid_means(df)
     assert t.loc["Adam", "FedAvg"] == "80.50 ± 0.50" and t.loc["Adam", "FedER"] == "pending"
     r[rid("Adam", "FedAvg", 0)] = Diverged("k0", {}, 3, "nan")  # a finished seed diverged: whatever seed 2 reads
     adam = by_claim(verdicts(grid_frame(r), "fmnist"))["FedER out-performs FedAvg with Adam"]
@@ -162,7 +162,7 @@ def test_pending_and_table():
 
 
 def test_plateau_rise_is_the_rise_of_the_fitted_line_over_the_last_20_percent():
-    assert plateau_rise(record(80.0)) == pytest.approx(0.2)  # +0.1 a round, over the last 2 of 10 rounds
+    assert record_rise(record(80.0)) == pytest.approx(0.2)  # +0.1 a round, over the last 2 of 10 rounds
 
 
 # ------------------------------------------------------------------------- tables and figures of notebook 07
@@ -198,16 +198,16 @@ def nb_records(pending_feder: bool = False) -> dict:
 
 
 def test_versus_paper_puts_table_4_2_beside_ours_and_names_what_a_scale_left_out():
-    t = versus_paper(grid_frame(nb_records()), "quick")
-    assert len(t) == 5 * 3 and t.loc["Adam · FedAvg", "paper (%)"] == PAPER["Adam"][1]
+    t = grid_versus_paper(grid_frame(nb_records()), "quick")
+    assert len(t) == 5 * 3 and t.loc["Adam · FedAvg", "paper (%)"] == FEDER_T42["Adam"][1]
     assert t.loc["Adam · FedER", "ours (%)"] == 80.0
-    assert t.loc["Adam · FedER", "diff"] == round(80 - PAPER["Adam"][2], 2)
+    assert t.loc["Adam · FedER", "diff"] == round(80 - FEDER_T42["Adam"][2], 2)
     assert t.loc["RMSGD · FedER", "ours (%)"] == "not run at scale=quick"
-    t = versus_paper(grid_frame(nb_records(pending_feder=True)), "quick")
+    t = grid_versus_paper(grid_frame(nb_records(pending_feder=True)), "quick")
     assert t.loc["Adam · FedER", "ours (%)"] == "pending"
     r = nb_records()
     r["table4.2"][rid("Adam", "FedAvg", 0)] = Diverged("d", {}, 3, "nan loss")
-    assert versus_paper(grid_frame(r), "quick").loc["Adam · FedAvg", "ours (%)"] == "diverged"
+    assert grid_versus_paper(grid_frame(r), "quick").loc["Adam · FedAvg", "ours (%)"] == "diverged"
 
 
 def test_grid_table_and_invariants_over_nested_records():
@@ -216,11 +216,11 @@ def test_grid_table_and_invariants_over_nested_records():
     assert list(t.columns) == ["final test acc (%)", "FedER floored share", "rise, last 20 % (points)", "pending",
                                "diverged", "record"]
     assert len(t) == 4 and t.loc["Adam · FedER · seed=0", "record"] == "feder"
-    assert set(invariants(recs).values()) == {True}
+    assert set(grid_invariants(recs).values()) == {True}
     bad = feder_record(80.0)
     bad.history[1]["feder_alpha"][LAYERS[2]] = [0.5, 0.5, 0.5, 0.5]
     recs["table4.2"][rid("Adam", "FedER", 0)] = bad
-    assert not invariants(recs)["FedER records a weight per client for every conv layer each round, summing to 1"]
+    assert not grid_invariants(recs)["FedER records a weight per client for every conv layer each round, summing to 1"]
 
 
 def _table_texts(fig) -> list[str]:
@@ -248,7 +248,7 @@ def test_training_curves_separate_accuracy_and_loss_and_keep_the_thesis_in_its_o
     sup = fig.get_suptitle()
     assert "Fashion-MNIST" in sup and "CIFAR-100" in sup and "1 seed (0), no interval" in sup
     assert "Figs. 4.1 (non-federated · Adam), 4.6 (FedAvg · Adam), 4.11 (FedER · Adam)" in sup
-    assert {f"{v:.2f}" for v in PAPER["Adam"]} <= set(_table_texts(fig))  # Table 4.2 as a table
+    assert {f"{v:.2f}" for v in FEDER_T42["Adam"]} <= set(_table_texts(fig))  # Table 4.2 as a table
 
 
 def test_training_curves_state_the_seeds_once_for_rows_of_different_seed_counts():
@@ -269,7 +269,7 @@ def test_training_curves_name_pending_runs_and_wait_for_a_stored_one():
     assert training_curves(none, "fmnist", "quick") is None
     assert floored_share_figure({"table4.2": {k: v for k, v in recs["table4.2"].items() if k.method != "FedER"}},
                                 "fmnist", "quick") is None
-    assert not stored({("Adam", "FedER"): Pending("p", {})})
+    assert not any_stored({("Adam", "FedER"): Pending("p", {})})
 
 
 def test_thesis_figures_follow_table_4_2s_rows_per_setting():
@@ -325,7 +325,7 @@ def test_floored_share_and_stable_rank_figures():
     fig = stable_rank_figure(recs, "cifar100", "paper")
     ax = fig.axes[0]
     assert not any(ln.get_label().startswith("thesis") for ln in ax.lines)  # the thesis's numbers: a table
-    assert {f"{v:.2f}" for v in PAPER["Adam"]} <= set(_table_texts(fig)) and "not given" in _table_texts(fig)
+    assert {f"{v:.2f}" for v in FEDER_T42["Adam"]} <= set(_table_texts(fig)) and "not given" in _table_texts(fig)
     ours = ax.lines
     assert len(ours) == 4 and len({(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in ours}) == 4
     assert "CIFAR-100" in ax.get_title() and "1 seed (0)" in ax.get_title()

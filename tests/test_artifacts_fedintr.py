@@ -14,7 +14,7 @@ from fedlib.companion.papers.fedintr import tables as fi  # noqa: E402
 from fedlib.companion.papers.fedintr import claims as fc  # noqa: E402
 from fedlib.companion.papers.fedintr import figures as ff  # noqa: E402
 from fedlib.config import Config  # noqa: E402
-from fedlib.companion.grid import Diverged  # noqa: E402
+from fedlib.companion.grid import Diverged, fmt_interval  # noqa: E402
 from fedlib.companion.common import FedIntRRunId as R  # noqa: E402
 from fedlib.companion.results import Pending, Record  # noqa: E402
 
@@ -55,9 +55,9 @@ def test_table1_puts_the_papers_column_beside_each_methods_best_mu():
     t1 = fi.Table1.from_records(table1_runs(), last=3, dataset="fmnist", left_out=LEFT_OUT)
     assert t1.best.loc["FedIntR", "μ"] == 10  # the μ with the best mean, as the paper reports
     vs = t1.versus_paper()
-    assert list(vs.index) == list(fi.PAPER_T1["fmnist"])
-    assert vs.loc["FedIntR", "paper (%)"] == fi.PAPER_T1["fmnist"]["FedIntR"][0]
-    assert vs.loc["FedIntR", "paper μ"] == fi.PAPER_T1["fmnist"]["FedIntR"][1]
+    assert list(vs.index) == list(fi.FEDINTR_T1["fmnist"])
+    assert vs.loc["FedIntR", "paper (%)"] == fi.FEDINTR_T1["fmnist"]["FedIntR"][0]
+    assert vs.loc["FedIntR", "paper μ"] == fi.FEDINTR_T1["fmnist"]["FedIntR"][1]
     assert vs.loc["FedCKA", "ours (%)"] == "not run at this scale"
     ours = vs.loc["FedIntR", "ours (%)"]
     assert vs.loc["FedIntR", "diff"] == pytest.approx(ours - vs.loc["FedIntR", "paper (%)"], abs=0.01)
@@ -70,8 +70,8 @@ def test_table1_puts_the_papers_column_beside_each_methods_best_mu():
 def test_table2_has_every_paper_mu_and_dashes_the_ones_not_run():
     t1 = fi.Table1.from_records(table1_runs(), last=3, dataset="fmnist")
     t2 = t1.table2([1, 10])
-    assert set(fi.PAPER_T2) <= set(t2.index)
-    assert t2.loc[3, "paper (%)"] == fi.PAPER_T2[3]["fmnist"] and t2.loc[3, "ours (%)"] == "—"
+    assert set(fi.FEDINTR_T2) <= set(t2.index)
+    assert t2.loc[3, "paper (%)"] == fi.FEDINTR_T2[3]["fmnist"] and t2.loc[3, "ours (%)"] == "—"
     assert t2.loc[10, "seeds"] == 3 and isinstance(t2.loc[10, "ours (%)"], float)
 
 
@@ -101,7 +101,7 @@ def test_claims_compare_seeds_and_carry_the_papers_effect():
     v = by["FedIntR beats FedAvg on Fashion-MNIST, each at its best μ"]  # §IV-B: FedIntR (and MOON) best
     assert v.verdict == "reproduced" and v.n == {"FedIntR": 3, "FedAvg": 3} and v.region.startswith("d > 0")
     assert v.paper_d == pytest.approx(89.15 - 88.90) and v.size() == "larger than the paper's"  # d = +2
-    assert v.paper == f"{fi.PAPER_T1['fmnist']['FedIntR'][0] - fi.PAPER_T1['fmnist']['FedAvg'][0]:+.2f}"
+    assert v.paper == f"{fi.FEDINTR_T1['fmnist']['FedIntR'][0] - fi.FEDINTR_T1['fmnist']['FedAvg'][0]:+.2f}"
     assert by["FedIntR's gain over FedAvg grows as β falls"].verdict == "not testable at this scale"
     fidelity = [v for c, v in by.items() if "policy margin (±1 point) of FedIntR Table I" in c]
     assert len(fidelity) == 5 and {v.verdict for v in fidelity} == {"not testable at this scale"}
@@ -127,7 +127,7 @@ def test_mu_figure_draws_each_method_at_its_mu_on_a_method_axis_and_the_paper_in
     title = fig.subfigs[0]._suptitle.get_text()
     assert "3 seeds (0-2); bars: 95 % t interval" in title and "best μ" not in title
     assert "not run at this scale: FedCKA, MOON" in title and "Fashion-MNIST" in title
-    paper = [v[0] for v in fi.PAPER_T1["fmnist"].values()] + [v["fmnist"] for v in fi.PAPER_T2.values()]
+    paper = [v[0] for v in fi.FEDINTR_T1["fmnist"].values()] + [v["fmnist"] for v in fi.FEDINTR_T2.values()]
     assert not _paper_on_axes(ax, paper)  # the paper's 100-round numbers are never on our axes
     assert {"89.15", "88.67", "0.001"} <= _panel_text(p1) | _panel_text(p2)
     assert "not run at this scale" not in p2.get_title()  # FedIntR ran two μ here: Table II has ours
@@ -139,7 +139,7 @@ def test_mu_figure_draws_each_method_at_its_mu_on_a_method_axis_and_the_paper_in
 def test_describe_mu_states_each_methods_mean_and_interval_or_pending():
     t1 = fi.Table1.from_records(table1_runs(), 3, "fmnist", LEFT_OUT)
     text = ff.describe_mu(t1)
-    assert f"FedIntR (μ=10) {ff.fmt(t1.per_seed('FedIntR'))}" in text and "(3 seeds)" in text
+    assert f"FedIntR (μ=10) {fmt_interval(t1.per_seed('FedIntR'))}" in text and "(3 seeds)" in text
     assert "FedCKA" not in text  # left out at this scale: not described as pending
     pend = {k: _pending() for k in table1_runs()}
     assert "pending" in ff.describe_mu(fi.Table1.from_records(pend, 3, "fmnist", LEFT_OUT))
@@ -162,7 +162,7 @@ def test_curves_figure_draws_the_mean_of_every_seed_the_paired_differences_and_t
     gaps = {ln.get_label(): ln for ln in diff.get_lines() if not ln.get_label().startswith("_")}
     assert "FedProx (μ=0.001) − FedAvg (n=3)" in gaps  # paired by seed: about +0.5 points late in training
     assert gaps["FedProx (μ=0.001) − FedAvg (n=3)"].get_ydata() == pytest.approx(0.5, abs=0.01)
-    assert not _paper_on_axes(ax, [v[0] for v in fi.PAPER_T1["fmnist"].values()])
+    assert not _paper_on_axes(ax, [v[0] for v in fi.FEDINTR_T1["fmnist"].values()])
     assert "88.90" in _panel_text(panel)
 
 
@@ -200,9 +200,9 @@ def test_table3_and_table5_put_the_papers_numbers_beside_ours():
     assert not _paper_on_axes(ax, [*t3.paper_gain("cifar10").values(), *t3.paper_gain("cifar100").values()])
     assert {"+2.70", "+1.97"} <= _panel_text(panel) and "3 seeds (0-2)" in ax.get_title()
     assert len(ax.containers) == 1 and ax.containers[0].lines[0].get_linestyle() == "None"  # two β: dots
-    assert f"β=0.1 {ff.fmt(gains[0.1], '+')}" in ff.describe_table3(t3) and "+2.70" in ff.describe_table3(t3)
+    assert f"β=0.1 {fmt_interval(gains[0.1], '+')}" in ff.describe_beta(t3) and "+2.70" in ff.describe_beta(t3)
     pend = fi.Table3.from_records({k: _pending() for k in low}, t1, 0.5)
-    assert "β=0.1 pending" in ff.describe_table3(pend)
+    assert "β=0.1 pending" in ff.describe_beta(pend)
     assert "not run yet: β=0.1" in ff.table3_figure(pend, "smoke").axes[0].get_title()
     records = {"table1": table1_runs(), "table3": low}
     v = {x.claim: x for x in fc.claims(t1, records, "paper", t3)}
@@ -211,7 +211,7 @@ def test_table3_and_table5_put_the_papers_numbers_beside_ours():
     uniform = {R("uniform (Eq. 6)", s, mu=10): _rec(85.0 + s, s) for s in (0, 1)}
     t5 = fi.table5(uniform, t1, 10)
     assert list(t5.index) == ["α (Eq. 5)", "uniform (Eq. 6)"] and list(t5["seeds"]) == [2, 2]
-    assert list(t5["paper (%)"]) == list(fi.PAPER_T5["fmnist"]) and t5.attrs["seeds"] == [0, 1]
+    assert list(t5["paper (%)"]) == list(fi.FEDINTR_T5["fmnist"]) and t5.attrs["seeds"] == [0, 1]
 
 
 def _only(runs: dict, mus: dict) -> dict:

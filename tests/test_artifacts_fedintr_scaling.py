@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.companion.papers.fedintr.tables import PAPER_T1
-from fedlib.companion.papers.fedintr.figures import fmt
+from fedlib.companion.papers.fedintr.tables import FEDINTR_T1
+from fedlib.companion.grid import fmt_interval
 from fedlib.companion.papers.fedintr.scaling import (describe_fig4, describe_fig5, fig4_figure, fig5_figure, mean_table,
                                               values_frame)
-from fedlib.companion.papers.fedintr.scaling_claims import BEST_E_FINDING, fig5_verdicts, table4_verdicts
+from fedlib.companion.papers.fedintr.scaling_claims import BEST_E_FINDING, epochs_verdicts, table4_verdicts
 from fedlib.companion.plots import OFF_NOTE, t_interval
 from fedlib.companion.common import FedIntRRunId as R
 from fedlib.companion.results import Pending
@@ -39,7 +39,7 @@ QUICK = {(1, "FedAvg"): (60.0, 62.0, 61.0), (1, "FedIntR"): (55.0, 58.0, 56.0),
 
 
 def test_fig5_at_quick_decides_what_e_1_and_the_default_can_show_and_says_why_not_the_rest():
-    v = by_claim(fig5_verdicts(values_frame(fig5(QUICK), ACC), default_e=6, budget_note="no E > 6 fits"))
+    v = by_claim(epochs_verdicts(values_frame(fig5(QUICK), ACC), default_e=6, budget_note="no E > 6 fits"))
     assert v["E = 1 gives FedAvg a lower accuracy than E = 6"].verdict == "reproduced"
     e1 = v["E = 1 gives FedIntR (μ=10) a lower accuracy than E = 6"]
     assert e1.n == {"E=1": 3, "E=6": 3} and e1.method.startswith("paired t") and e1.estimate == pytest.approx(-24.9)
@@ -57,7 +57,7 @@ def test_fig5_at_paper_scale_tests_the_best_e_and_the_large_e_against_the_strong
     runs = {**QUICK, (3, "FedAvg"): (79.0, 80.0, 79.4), (3, "FedIntR"): (79.0, 80.1, 79.5),
             (20, "FedAvg"): (78.0, 79.0, 78.4), (20, "FedIntR"): (79.0, 79.9, 79.5),
             (40, "FedAvg"): (75.0, 76.0, 75.5), (40, "FedIntR"): (76.0, 77.0, 76.5)}
-    v = by_claim(fig5_verdicts(values_frame(fig5(runs), ACC), default_e=6))
+    v = by_claim(epochs_verdicts(values_frame(fig5(runs), ACC), default_e=6))
     best = v["FedAvg is more accurate at the default E = 6 (the paper's 10) than at the E below it (E = 3, the best "
              "of them)"]
     assert best.verdict == "reproduced" and set(best.means) == {"E=6", "E=3"}  # E = 1 and E ≥ 20: rows of their own
@@ -70,7 +70,7 @@ def test_fig5_with_only_some_large_e_run_decides_on_those_and_names_the_one_left
     """Quick runs E = 20 but leaves out E = 40: the large-E claims are decided on E = 20, each saying so, and E = 6
     against E = 20 is one row, not two with the sign flipped ("best at E = 6" and "E ≥ 20 lowers")."""
     runs = {**QUICK, (20, "FedAvg"): (78.0, 79.0, 78.4), (20, "FedIntR"): (79.0, 79.9, 79.5)}
-    vs = fig5_verdicts(values_frame(fig5(runs), ACC), default_e=6, budget_note="E = 40: over the budget")
+    vs = epochs_verdicts(values_frame(fig5(runs), ACC), default_e=6, budget_note="E = 40: over the budget")
     v = by_claim(vs)
     pairs = [(v_.claim, frozenset(v_.means)) for v_ in vs if frozenset(v_.means) == {"E=6", "E=20"}]
     assert len(pairs) == 2 and len({c for c, _ in pairs}) == 2  # one row per method
@@ -86,13 +86,13 @@ def test_fig5_pending_and_chance_runs_are_no_verdict():
     runs = fig5(QUICK)
     runs[R("FedIntR", 1, E=1, mu=10)] = _rec(11.0)  # within 2 points of chance
     runs[R("FedAvg", 2, E=6)] = Pending("k", {})
-    v = by_claim(fig5_verdicts(values_frame(runs, ACC), default_e=6))
+    v = by_claim(epochs_verdicts(values_frame(runs, ACC), default_e=6))
     assert v["E = 1 gives FedIntR (μ=10) a lower accuracy than E = 6"].verdict == "not testable at this scale"
     assert v["E = 1 gives FedAvg a lower accuracy than E = 6"].verdict == "pending"
     assert v["FedIntR (μ=10) beats FedAvg at E = 6"].verdict == "pending"
     frame = values_frame(runs, ACC)
     frame.loc[frame["name"] == str(R("FedAvg", 0, E=1)), "off"] = "rises +1.20 points"
-    v = by_claim(fig5_verdicts(frame, default_e=6))  # a finished run off its plateau: whatever FedAvg seed 2 reads
+    v = by_claim(epochs_verdicts(frame, default_e=6))  # a finished run off its plateau: whatever FedAvg seed 2 reads
     assert v["E = 1 gives FedAvg a lower accuracy than E = 6"].verdict == "not testable at this scale"
     assert "rises +1.20" in v["E = 1 gives FedAvg a lower accuracy than E = 6"].why
 
@@ -134,11 +134,11 @@ def test_table4_fedavg_against_the_median_of_the_others_per_seed():
 
 
 def test_paper_table4_has_every_printed_n_and_method():
-    from fedlib.companion.papers.fedintr.scaling import PAPER_T4, PAPER_T4_AT, paper_table4
+    from fedlib.companion.papers.fedintr.scaling import FEDINTR_T4, FEDINTR_T4_AT, paper_table4
     tables = paper_table4()
-    assert set(tables) == set(PAPER_T4)
+    assert set(tables) == set(FEDINTR_T4)
     for n, t in tables.items():
-        assert list(t.columns) == [f"T={T}" for T in PAPER_T4_AT[n]] and set(t.index) == set(PAPER_T4[n])
+        assert list(t.columns) == [f"T={T}" for T in FEDINTR_T4_AT[n]] and set(t.index) == set(FEDINTR_T4[n])
 
 
 def _panel_text(ax) -> set[str]:
@@ -156,7 +156,7 @@ def test_fig5_figure_draws_dots_with_95_t_bars_and_the_papers_table_i_in_a_panel
     fedavg = next(c for c in ax.containers if c.get_label() == "FedAvg (n=3)")
     (_, lo), (_, hi) = fedavg.lines[2][0].get_segments()[0]
     assert (hi - lo) / 2 == pytest.approx(t_interval(QUICK[(1, "FedAvg")])[1])  # 95 % t, not the std
-    assert not any(np.isclose(float(y), PAPER_T1["fmnist"]["FedIntR"][0]) for ln in ax.get_lines()
+    assert not any(np.isclose(float(y), FEDINTR_T1["fmnist"]["FedIntR"][0]) for ln in ax.get_lines()
                    for y in np.atleast_1d(ln.get_ydata()))
     assert {"88.90", "89.15"} <= _panel_text(panel)
     assert "3 seeds (0-2); bars: 95 % t interval" in ax.get_title() and "Fashion-MNIST" in ax.get_title()
@@ -168,9 +168,9 @@ def test_fig5_figure_draws_dots_with_95_t_bars_and_the_papers_table_i_in_a_panel
 def test_describe_fig5_states_each_e_and_the_paired_differences_or_pending():
     df = values_frame(fig5(QUICK), ACC)
     text = describe_fig5(df, 6)
-    assert f"FedAvg {fmt(QUICK[(1, 'FedAvg')])}" in text and "E = 6:" in text
+    assert f"FedAvg {fmt_interval(QUICK[(1, 'FedAvg')])}" in text and "E = 6:" in text
     d = [a - b for a, b in zip(QUICK[(1, "FedIntR")], QUICK[(6, "FedIntR")])]
-    assert f"FedIntR (μ=10): E = 1 − E = 6 {fmt(d, '+')}" in text
+    assert f"FedIntR (μ=10): E = 1 − E = 6 {fmt_interval(d, '+')}" in text
     assert "FedIntR (μ=10) − FedAvg at E = 6" in text
     pend = {k: Pending("k", {}) if k.E == 1 else v for k, v in fig5(QUICK).items()}
     assert "Pending: E = 1." in describe_fig5(values_frame(pend, ACC), 6)
@@ -245,14 +245,14 @@ def test_where_e_1_runs_longer_its_poor_accuracy_is_decided_at_its_end_and_in_th
     assert set(eq["E"]) == {1} and eq["acc"].to_numpy() == pytest.approx(100 * (0.30 + 0.57 * 39 / 200) + 0.1 *
                                                                            eq["seed"].to_numpy())
     assert fig5_equal(runs, 3, {1: 40, 6: 40}, 6) is None
-    v = by_claim(fig5_verdicts(df, 6, equal=eq, rounds=rounds))
+    v = by_claim(epochs_verdicts(df, 6, equal=eq, rounds=rounds))
     end = v["E = 1 gives FedAvg a lower accuracy than E = 6, each run to its plateau (450 and 40 rounds)"]
     same = v["E = 1 gives FedAvg a lower accuracy than E = 6 in the same 40 rounds (the paper's setup: the same "
              "rounds for every E)"]
     assert end.verdict == "contradicted" and same.verdict == "reproduced"
     assert same.means == pytest.approx({"E=1 at round 40": 41.3150, "E=6": 86.2}, abs=1e-3)
     assert "E = 1 gives FedAvg a lower accuracy than E = 6" not in v  # one reading per row, each named
-    assert "E = 1 gives FedAvg a lower accuracy than E = 6" in by_claim(fig5_verdicts(df, 6))  # paper: one reading
+    assert "E = 1 gives FedAvg a lower accuracy than E = 6" in by_claim(epochs_verdicts(df, 6))  # paper: one reading
     text = describe_fig5(df, 6, eq, 40)
     assert text.startswith("Median accuracy (%) at 40 rounds for every E") and "E = 1: FedAvg 41.31" in text
     assert "FedAvg at E = 1, 450 rounds:" in text and "to their plateau (hollow" in text

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from fedlib.companion.papers.fedshibu import tables as art  # noqa: E402
 from fedlib.companion.papers.fedshibu import claims as fc  # noqa: E402
 from fedlib.companion.papers.fedshibu import figures as ff  # noqa: E402
-from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, PAPER_T1  # noqa: E402
+from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, FEDSHIBU_T1  # noqa: E402
 from fedlib.companion.papers.fedshibu.figures import plot_shards  # noqa: E402
 from fedlib.companion.papers.fedshibu.findings import crsm_readings, describe_crsm_readings, finetune_table  # noqa: E402
 from fedlib.config import Config  # noqa: E402
@@ -77,7 +77,7 @@ def test_fig4_sweeps_after_and_before_fine_tuning_and_the_paper_in_its_own_panel
     assert [t.get_text() for t in after.get_xticklabels()] == ["2"]  # only the levels run
     assert all(line.get_linestyle() == "None" for line in after.get_lines() if len(line.get_xdata()))  # 1 level: dots
     cells = _paper_cells(fig)
-    assert f"{PAPER_T1['cifar10'][2][0]:.2f}" in cells and "CIFAR-10" in paper.get_title()
+    assert f"{FEDSHIBU_T1['cifar10'][2][0]:.2f}" in cells and "CIFAR-10" in paper.get_title()
 
 
 def test_table1_is_tidy_marks_pending_diverged_and_not_run():
@@ -96,12 +96,12 @@ def test_table1_is_tidy_marks_pending_diverged_and_not_run():
 def test_table1_versus_sets_every_paper_value_beside_ours():
     frame = _frame([(m, 2, n, 90.0 + n) for m in (LINEAR, BABU) for n in (0, 1)])
     vs = art.table1_versus(frame, art.paper_column("fmnist"))
-    assert len(vs) == len(PAPER_T1["cifar10"]) * len(PAPER_ORDER)
-    for s, vals in PAPER_T1["cifar10"].items():
+    assert len(vs) == len(FEDSHIBU_T1["cifar10"]) * len(PAPER_ORDER)
+    for s, vals in FEDSHIBU_T1["cifar10"].items():
         for i, m in enumerate(PAPER_ORDER):
             assert vs.loc[f"{m} | s={s}", "paper (%)"] == vals[i]
     assert vs.loc[f"{LINEAR} | s=2", "ours (%)"] == 90.5
-    assert vs.loc[f"{LINEAR} | s=2", "diff"] == round(90.5 - PAPER_T1["cifar10"][2][0], 2)
+    assert vs.loc[f"{LINEAR} | s=2", "diff"] == round(90.5 - FEDSHIBU_T1["cifar10"][2][0], 2)
     assert vs.loc["FedSHIBU (CKA RBF) | s=2", "ours (%)"] == "not run at this scale"
     assert art.paper_column("cifar100") == "cifar100"
 
@@ -145,7 +145,7 @@ def test_fig5_curves_with_the_controls_and_the_paper_in_its_own_panel():
     assert labels == ["Local only (n=2)", "FedAvg+CRSM (n=2)", "FedAvg (n=2)"]  # local-only under, FedAvg on top
     assert np.allclose(ax.get_lines()[2].get_ydata(), [40.0, 60.5])  # FedAvg: mean over seeds, in %
     assert "2 seeds (0,1); band: 95 % t interval" in ax.get_title()
-    assert f"{PAPER_T1['cifar10'][5][3]:.2f}" in _paper_cells(fig) and not ax.tables
+    assert f"{FEDSHIBU_T1['cifar10'][5][3]:.2f}" in _paper_cells(fig) and not ax.tables
     assert "self-weight of 0.50" in fig._suptitle.get_text()
     assert ff.fig5(_runs(["FedAvg"], pending="FedAvg"), "fmnist")[1] is None
 
@@ -163,12 +163,12 @@ def _same_as_local(runs):
 
 def test_describe_fig5_says_which_control_fedavg_crsm_follows():
     runs = _same_as_local(_runs(["FedAvg", "FedAvg+CRSM", "Local only"]))
-    text = ff.describe_fig5(art.personal_frame(runs), runs)
+    text = ff.describe_fedavg_crsm(art.personal_frame(runs), runs)
     assert "FedAvg 60.5 ± 6.4 %" in text and "FedAvg+CRSM − FedAvg +20.0 ± 0.0 points over 2 paired seed(s)" in text
     assert "self-weight of 0.50" in text and "within 0.0 points of local-only training's at every round" in text
     assert "local-only training" in ff.fig5(runs, "fmnist")[1]._suptitle.get_text()
     pend = _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg")
-    assert "pending" in ff.describe_fig5(art.personal_frame(pend), pend)
+    assert "pending" in ff.describe_fedavg_crsm(art.personal_frame(pend), pend)
 
 
 def test_fig3_one_row_per_reading_with_the_label_overlap_and_the_crsm_table():
@@ -199,13 +199,13 @@ def test_describe_fig4_per_level_with_the_paired_gap_and_what_is_pending():
     rows = [(LINEAR, 2, n, 80.0 + n) for n in range(2)] + [(BABU, 2, n, 70.0 + n) for n in range(2)]
     frame = _frame(rows + [(AVG, 2, 0, "pending"), (LINEAR, 5, 0, "pending")])
     frame["acc (no ft)"] = frame["acc"] - 40
-    text = ff.describe_fig4(frame)
+    text = ff.describe_shards(frame)
     assert "at s = 2, FedSHIBU 80.5 % (40.5 % before fine-tuning), 2 seed(s)" in text
     assert "FedBABU 70.5 %" in text and "FedSHIBU − FedBABU +10.0 ± 0.0 points over 2 paired seed(s)" in text
     assert "pending: FedAvg" in text and "Not run yet: s = 5." in text and "4 of 6 runs stored" in text
-    assert "pending" in ff.describe_fig4(_frame([(LINEAR, 2, 0, "pending")]))
+    assert "pending" in ff.describe_shards(_frame([(LINEAR, 2, 0, "pending")]))
     frame = frame.assign(rounds=20, off=[None, "rises +3.00 points", None, None, None, None])
-    text = ff.describe_fig4(frame)  # each s says its rounds, and the runs still rising
+    text = ff.describe_shards(frame)  # each s says its rounds, and the runs still rising
     assert "at s = 2 (20 rounds), FedSHIBU" in text and "still rising at the end (ringed): FedSHIBU 1 of 2" in text
 
 
@@ -216,7 +216,7 @@ def test_verdicts_invariants_and_personal_table_with_pending_runs():
                "fig5": _runs(["FedAvg", "FedAvg+CRSM", "Local only"], pending="FedAvg", flat=10)}
     frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
     frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
-    vs = {v.claim: v.verdict for v in fc.verdicts(frames, records, "quick")}
+    vs = {v.claim: v.verdict for v in fc.shards_verdicts(frames, records, "quick")}
     stored = "FedAvg+CRSM ends more accurate than local-only training (the identity CRSM) at s = 5"
     assert vs.pop(stored) not in ("pending", "not testable at this scale")  # both sides stored: decided
     assert vs and set(vs.values()) == {"pending", "not testable at this scale"}
@@ -287,7 +287,7 @@ def _curves(curves, seeds=(0, 1, 2)):
 
 
 def _faster(runs):
-    return next(v for v in fc.fig5_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
+    return next(v for v in fc.fedavg_crsm_verdicts(art.personal_frame(runs), runs) if "fewer rounds" in v.claim)
 
 
 def test_converging_faster_is_not_testable_when_the_slower_run_is_there_at_its_first_evaluation():
@@ -304,14 +304,14 @@ def test_quick_runs_take_their_shard_levels_rounds_and_the_other_scales_the_pres
     rounds."""
     from fedlib.companion.papers import plan
     from fedlib.companion.papers.fedshibu.preset import FEDSHIBU_ROUNDS
-    QUICK_ROUNDS = FEDSHIBU_ROUNDS["quick"]
+    FEDSHIBU_QUICK_ROUNDS = FEDSHIBU_ROUNDS["quick"]
     from fedlib.companion.papers import preset
     quick = plan("08_fedshibu_shards", "quick")
     for art, rs in quick.items():
-        assert {c.rounds for rid, c in rs.items()} == ({QUICK_ROUNDS[art]} if art in QUICK_ROUNDS else
-                                                      {QUICK_ROUNDS[rid.s] for rid in rs}), art
-    assert all(c.rounds == QUICK_ROUNDS[rid.s] for rid, c in quick["table1"].items())
-    assert {rid.s for rid in quick["table1"]} | {"fig1", "fig3", "fig5"} == set(QUICK_ROUNDS)
+        assert {c.rounds for rid, c in rs.items()} == ({FEDSHIBU_QUICK_ROUNDS[art]} if art in FEDSHIBU_QUICK_ROUNDS else
+                                                      {FEDSHIBU_QUICK_ROUNDS[rid.s] for rid in rs}), art
+    assert all(c.rounds == FEDSHIBU_QUICK_ROUNDS[rid.s] for rid, c in quick["table1"].items())
+    assert {rid.s for rid in quick["table1"]} | {"fig1", "fig3", "fig5"} == set(FEDSHIBU_QUICK_ROUNDS)
     for scale in ("paper", "smoke"):
         rounds = {c.rounds for rs in plan("08_fedshibu_shards", scale).values() for c in rs.values()}
         assert rounds == {preset("fedshibu", scale).rounds}
@@ -351,12 +351,12 @@ def test_fig5_rows_read_the_crsm_of_the_records_and_are_not_testable_where_it_is
     frame = art.personal_frame(runs)
     crsm = frame[frame["method"] == "FedAvg+CRSM"]
     assert (crsm["crsm deviation"] > 1).all() and (crsm["clients"] == 10).all()
-    decided = fc.fig5_verdicts(frame, runs)
+    decided = fc.fedavg_crsm_verdicts(frame, runs)
     assert all(v.verdict != "not testable at this scale" for v in decided[:2])
     flat = _uniform(runs, "FedAvg+CRSM")
     frame = art.personal_frame(flat)
     assert (frame.loc[frame["method"] == "FedAvg+CRSM", "crsm deviation"] == 0).all()
-    vs = fc.fig5_verdicts(frame, flat)
+    vs = fc.fedavg_crsm_verdicts(frame, flat)
     assert all(v.verdict == "not testable at this scale" and v.finding == fc.UNIFORM for v in vs)
     assert "uniform in all 3 FedAvg+CRSM runs" in vs[0].why and "self-weight 0.1000-0.1000" in vs[0].why
 
@@ -368,7 +368,7 @@ def test_each_row_names_what_its_artifacts_runs_change_of_the_papers_setup():
     frames = {a: art.personal_frame(rs) for a, rs in records.items() if rs}
     frames["table1"] = _frame([(m, 2, n, "pending") for m in (LINEAR, BABU, IDENTITY) for n in (0, 1)])
     paper = {a: BASE.replace(num_clients=100, rounds=500, model="resnet18") for a in records}
-    vs = fc.verdicts(frames, records, "quick", paper=paper)
+    vs = fc.shards_verdicts(frames, records, "quick", paper=paper)
     fig5 = next(v for v in vs if v.claim.startswith("FedAvg+CRSM ends more accurate than FedAvg"))
     assert fig5.data.startswith("Fashion-MNIST, FedIntR CNN, 10 clients, 10 rounds; the paper: CIFAR-10, ResNet-18, "
                                 "100 clients, 500 rounds")

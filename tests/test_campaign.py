@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import fedlib.companion.papers
-from fedlib.companion import campaign
+from fedlib.companion import campaign, plan_text
+from fedlib.companion.plan_text import Item
 from fedlib.companion.campaign import collect, dataset_missing, parse_budget
 from fedlib.companion.papers import priority
 from fedlib.companion.costs import CostTable, cost_key
@@ -388,11 +389,11 @@ def test_doc_regenerates_the_plans_numbers_in_their_block_only(tmp_path, plans):
     plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"Table I": cfgs},
              "08_x": lambda scale, **kw: {"fig1": {"again": cfgs["FedAvg"], "new": smoke(seed=3)}}})
     doc = tmp_path / "campaign.md"
-    doc.write_text(f"# head\n\nkept\n{campaign.DOC_BEGIN}\nold numbers\n{campaign.DOC_END}\ntail kept\n")
+    doc.write_text(f"# head\n\nkept\n{plan_text.DOC_BEGIN}\nold numbers\n{plan_text.DOC_END}\ntail kept\n")
     args = ["doc", "--scale", "smoke", "--file", str(doc), "--store", str(tmp_path), "--costs", str(tmp_path / "c")]
     assert campaign.main(args) == 0
     text = doc.read_text()
-    assert text.startswith("# head\n\nkept\n") and text.endswith(f"{campaign.DOC_END}\ntail kept\n")
+    assert text.startswith("# head\n\nkept\n") and text.endswith(f"{plan_text.DOC_END}\ntail kept\n")
     assert "old numbers" not in text and "python -m fedlib.companion.campaign doc" in text
     assert "**3 distinct runs," in text and "| 05_fedintr_benchmarks | 2 | fmnist |" in text
     assert "| 08_x | 1 | fmnist |" in text  # a shared run counts once, under the first notebook listing it
@@ -435,7 +436,7 @@ def test_a_diverged_run_is_a_finished_result_and_is_retried_only_when_asked(tmp_
     _diverge(cfg, store)
     it, = collect("smoke", "cpu", store=store, costs=CostTable(None))
     assert it.status == "diverged" and "round 1" in it.why and it.estimate_s == 0
-    assert "| diverged |" in campaign.format_plan([it], "smoke", "cpu")
+    assert "| diverged |" in plan_text.format_plan([it], "smoke", "cpu")
     args = ["run", "--scale", "smoke", "--budget", "10m", "--store", str(tmp_path), "--costs", str(tmp_path / "c.json")]
     assert campaign.main(args) == 0
     assert "nothing to do: 0 done, 1 diverged" in capsys.readouterr().out and store.get(cfg) is None
@@ -456,20 +457,20 @@ def test_the_other_seeds_of_a_diverged_setting_are_moot_and_trained_last(tmp_pat
     moot = [by[seeds[f"FedAvg / seed={s}"].key()] for s in (1, 2)]
     assert all(it.status == "pending" and "seed 0 of its setting diverged" in it.moot for it in moot)
     assert not by[other.key()].moot and items[-2:] == sorted(moot, key=lambda i: i.sort_key)  # after a later notebook
-    assert "pending (moot)" in campaign.format_plan(items, "smoke", "cpu")
-    assert "moot 2 of the pending" in campaign.format_plan(items, "smoke", "cpu")
+    assert "pending (moot)" in plan_text.format_plan(items, "smoke", "cpu")
+    assert "moot 2 of the pending" in plan_text.format_plan(items, "smoke", "cpu")
 
 
 def test_a_divergence_during_a_campaign_sends_its_settings_other_seeds_last(tmp_path):
     store = Store(tmp_path)
     a0, a1, b = smoke(), smoke(seed=1), smoke(lr=0.05)
-    items = [campaign.Item(c.key(), c, uses=[("05_x", "t", RunId("x", 0))], order=i) for i, c in enumerate((a0, a1, b))]
+    items = [Item(c.key(), c, uses=[("05_x", "t", RunId("x", 0))], order=i) for i, c in enumerate((a0, a1, b))]
     _diverge(a0, store)
     queue = items[1:]
     campaign.Booking(store, CostTable(None), lambda s: None).failed(items[0], queue)
     assert items[0].status == "diverged" and [q.key for q in queue] == [b.key(), a1.key()] and queue[1].moot
-    queue2 = [campaign.Item(b.key(), b)]
-    campaign.Booking(store, CostTable(None), lambda s: None).failed(campaign.Item(a1.key(), a1), queue2)
+    queue2 = [Item(b.key(), b)]
+    campaign.Booking(store, CostTable(None), lambda s: None).failed(Item(a1.key(), a1), queue2)
     assert not queue2[0].moot  # a run that stopped without diverging defers nothing
 
 
@@ -497,13 +498,13 @@ def test_the_other_seeds_of_a_setting_with_a_seed_off_its_plateau_are_moot_and_t
     assert all("seed 1 of its setting ended off its plateau (rises" in it.moot for it in moot)
     assert by[seeds["FedAvg / seed=1"].key()].off and not by[flat["flat / seed=1"].key()].moot
     assert items[-2:] == sorted(moot, key=lambda i: i.sort_key)
-    assert "diverged or ended off its plateau" in campaign.format_plan(items, "smoke", "cpu")
+    assert "diverged or ended off its plateau" in plan_text.format_plan(items, "smoke", "cpu")
 
 
 def test_a_run_ending_off_its_plateau_during_a_campaign_sends_its_settings_other_seeds_last(tmp_path):
     store = Store(tmp_path)
     a0, a1, b = (smoke(rounds=10), smoke(seed=1, rounds=10), smoke(lr=0.05, rounds=10))
-    items = [campaign.Item(c.key(), c, uses=[("05_x", "t", RunId("x", 0))], order=i) for i, c in enumerate((a0, a1, b))]
+    items = [Item(c.key(), c, uses=[("05_x", "t", RunId("x", 0))], order=i) for i, c in enumerate((a0, a1, b))]
     booking, out = campaign.Booking(store, CostTable(None), lambda s: None), {"done": []}
     queue = items[1:]
     booking.finish(_rising(a0, store, 0.0), items[0], 1.0, out, queue)  # on its plateau: nothing moves
@@ -577,9 +578,9 @@ def test_match_keeps_the_runs_whose_name_contains_a_text_as_plan_prints_it(tmp_p
     plans(**{"05_fedintr_benchmarks": lambda scale, **kw: {"table1": {RunId("FedAvg", 0): a,
                                                                        RunId("FedIntR", 0): a.replace(seed=1)}}})
     items = collect("smoke", "cpu", store=Store(tmp_path), costs=CostTable(None))
-    kept = campaign.matching(items, ["table1 · FedAvg /"])
+    kept = plan_text.matching(items, ["table1 · FedAvg /"])
     assert [str(it.uses[0][2]) for it in kept] == [str(RunId("FedAvg", 0))]
-    assert campaign.matching(items, ["table1 · FedAvg |"]) == kept  # the name's own separator works as well
+    assert plan_text.matching(items, ["table1 · FedAvg |"]) == kept  # the name's own separator works as well
     with pytest.raises(SystemExit) as err:
         campaign.main(["plan", "--scale", "smoke", "--match", "FedSHIBU", "--store", str(tmp_path)])
     assert err.value.code == 2 and "--match 'FedSHIBU': no run of the plan(s) contains it" in capsys.readouterr().err
@@ -596,7 +597,7 @@ def test_the_committed_campaign_doc_block_is_the_current_plans(tmp_path):
     assert campaign.main(["doc", "--file", str(fresh)]) == 0
 
     def block(path: Path) -> str:
-        text = path.read_text().split(campaign.DOC_BEGIN, 1)[1].split(campaign.DOC_END, 1)[0]
+        text = path.read_text().split(plan_text.DOC_BEGIN, 1)[1].split(plan_text.DOC_END, 1)[0]
         return re.sub(r"at commit [\w-]+", "at commit X", text)  # -dirty: a tree with edits
     assert block(doc) == block(fresh), "docs/campaign.md's plan block is stale: run `python -m fedlib.companion.campaign doc`"
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fedlib.companion.papers
-from fedlib.companion import campaign, costs
+from fedlib.companion import campaign, costs, plan_text
 from fedlib.companion.campaign import collect
 from fedlib.companion.costs import CostTable, LongRunError, before_run, cost_key, no_check
 from fedlib.companion.grid import fetch_runs
@@ -50,7 +50,7 @@ def test_a_cpu_measurement_never_estimates_a_cuda_run(tmp_path, plans):
     assert est.source == f"measured on NVIDIA H100 80GB HBM3 ({cost_key(cfg)}: gpu-check 2026-11-23 abc)"
     assert est.seconds == pytest.approx(costs.RUN_OVERHEAD_S["cuda"] + 1e-6 * costs._work(cfg, range(1, 101)))
     assert table.estimate(cfg, "cpu").source.startswith("measured on cpu")
-    out = campaign.format_plan([item], "paper", "cuda")
+    out = plan_text.format_plan([item], "paper", "cuda")
     assert "| default |" in out  # every row names its estimate's source
 
 

@@ -16,9 +16,9 @@ from fedlib.companion.papers import plan
 from fedlib.companion.common import FedCKARunId, RunId
 from fedlib.companion.budget import MAX_PART_S, Part, estimate_s, fit
 from fedlib.companion.papers.fedcka.preset import ALPHA_ROUNDS, EPOCH_ROUNDS, TABLE2_ROUNDS
-from fedlib.companion.papers.fedcka.plans import (PAPER_T2_MU, FEDCKA_MU_GRID, TIMING_PART,
-                                                  ablations_scope, cost_setups, heterogeneity_scope,
-                                                  keeps_artifacts, similarity_scope, table2_part)
+from fedlib.companion.papers.fedcka.plans import (
+    PAPER_T2_MU, FEDCKA_MU_GRID, TIMING_PART, cost_setups, fedcka_ablations_plan,
+    fedcka_heterogeneity_plan, fedcka_similarity_plan, keeps_artifacts, table2_part)
 from fedlib.companion.report import check_params
 from fedlib.companion.papers import preset
 from fedlib.companion.results import Pending, Record, Store, fetch
@@ -97,11 +97,10 @@ def test_quick_runs_take_their_alphas_rounds_and_the_other_scales_the_presets():
 @pytest.mark.parametrize("notebook", ["02_fedcka_layer_similarity", "03_fedcka_heterogeneity",
                                       "04_fedcka_ablations"])
 def test_quick_plans_have_five_seeds_per_method_and_no_part_over_the_cap(notebook):
-    scope = {"02_fedcka_layer_similarity": similarity_scope, "03_fedcka_heterogeneity": heterogeneity_scope,
-             "04_fedcka_ablations": ablations_scope}[notebook]("quick")
+    scope = plan(notebook, "quick")
     assert scope.kept and all(sum(estimate_s(c) for rs in p.runs.values() for c in rs.values()) <= MAX_PART_S
                               for p in scope.kept)
-    runs = [c for rs in plan(notebook, "quick").values() for c in rs.values()]
+    runs = [c for rs in scope.values() for c in rs.values()]
     by_setting: dict[str, set[int]] = {}
     for c in runs:
         by_setting.setdefault(c.replace(seed=0).key(), set()).add(c.seed)
@@ -110,28 +109,28 @@ def test_quick_plans_have_five_seeds_per_method_and_no_part_over_the_cap(noteboo
 
 
 def test_quick_plans_every_table2_part_and_says_why_the_rest_is_left_out():
-    s3 = heterogeneity_scope("quick")
+    s3 = fedcka_heterogeneity_plan("quick")
     assert all(s3.has(table2_part(m, a)) for m in ("FedAvg", "MOON", "FedProx", "SCAFFOLD")
                for a in (5.0, 1.0, 0.5, 0.1))
-    mus = {(c.strategy, c.strategy_kw.get("mu"), c.partition_kw["beta"]) for c in s3.plan()["table2"].values()}
+    mus = {(c.strategy, c.strategy_kw.get("mu"), c.partition_kw["beta"]) for c in s3["table2"].values()}
     fixed = {("fedcka", 3.0), ("moon", 10.0), ("fedprox", 0.001), ("fedavg", None), ("scaffold", None)}
     assert {m[:2] for m in mus} == fixed | {("fedcka", 5.0), ("moon", 0.1), ("fedprox", 0.1)}
     # each method at every α at its fixed μ and at the μ §4.2 states for that α (PAPER_T2_MU), no other
     for a, stated in PAPER_T2_MU.items():
         assert {(st, mu) for st, mu, b in mus if b == a} == fixed | set(stated.items())
-    assert {(c.strategy, c.strategy_kw.get("mu")) for c in heterogeneity_scope("paper").plan()["table2"].values()
+    assert {(c.strategy, c.strategy_kw.get("mu")) for c in fedcka_heterogeneity_plan("paper")["table2"].values()
             } >= {(st, mu) for stated in PAPER_T2_MU.values() for st, mu in stated.items()}  # the grid holds them
     assert not s3.left_out  # E = 1 and 2 run longer, to their plateau, and the E ≥ 5 keep α = 5's rounds
-    ep = {(c.local_epochs, c.rounds) for c in s3.plan()["epochs"].values()}
+    ep = {(c.local_epochs, c.rounds) for c in s3["epochs"].values()}
     quick_e = EPOCH_ROUNDS["quick"]
     assert ep == {(5, 25), (10, 25), (20, 25), *quick_e.items()} and min(quick_e.values()) > 25
-    assert {c.rounds for c in heterogeneity_scope("paper").plan()["epochs"].values()} == {100}  # the paper's
-    s4 = ablations_scope("quick")
+    assert {c.rounds for c in fedcka_heterogeneity_plan("paper")["epochs"].values()} == {100}  # the paper's
+    s4 = fedcka_ablations_plan("quick")
     assert s4.has("FedAvg and FedCKA (M = 2) at α = 5") and s4.has(TIMING_PART) and s4.has("M = 4-7")
-    (r50, why), = similarity_scope("quick").left_out.items()  # over the 10-hour limit, named with its estimate
+    (r50, why), = fedcka_similarity_plan("quick").left_out.items()  # over the 10-hour limit, named with its estimate
     assert "ResNet-50" in r50 and "worker-hours" in why and float(why.split("about ")[1].split()[0]) > 10
     for scale in ("smoke", "paper"):  # every part runs at smoke (the code) and at paper (the papers' grids)
-        assert not heterogeneity_scope(scale).left_out and not ablations_scope(scale).left_out
+        assert not fedcka_heterogeneity_plan(scale).left_out and not fedcka_ablations_plan(scale).left_out
 
 
 def test_fit_keeps_every_part_but_those_over_the_cap_or_without_a_plateau_and_counts_shared_runs_once():
@@ -147,7 +146,7 @@ def test_fit_keeps_every_part_but_those_over_the_cap_or_without_a_plateau_and_co
     assert [p.name for p in s.kept] == ["base", "same run again", "fits after"]
     assert s.seconds == pytest.approx(2.7 * unit, rel=0.05)  # "a" once
     assert "worker-hours" in s.left_out["too big"] and s.left_out["never at quick"] == "no plateau"
-    assert s.plan() == {"x": {"a": a, "b": b}, "y": {"a": a}}
+    assert s == {"x": {"a": a, "b": b}, "y": {"a": a}}  # the plan: the kept parts' runs by artifact
     assert len(fit(parts, "paper").kept) == 5  # paper / smoke: everything
     with pytest.raises(ValueError, match="distinct"):
         fit([parts[0], parts[0]], "quick")

@@ -40,7 +40,7 @@ def _rows(tmp_path):
 def test_rows_are_read_per_paper_and_held_to_holm_within_each(tmp_path):
     df = _rows(tmp_path)
     assert list(df["study"]) == ["FedCKA"] * 4 + ["FedIntR"]
-    fam = findings.family(df)
+    fam = findings.verdict_counts(df)
     assert fam.loc["FedCKA", "contradicted"] == 1 and fam.loc["FedCKA", "not testable at this scale"] == 1
     assert fam.loc["FedCKA", "decided"] == 2 and fam.loc["FedIntR", "decided"] == 1
     assert fam.loc["FedCKA", "false decisions allowed (expected, at most)"] == pytest.approx(2 * 0.025)

@@ -1,6 +1,8 @@
 """The package's import graph has no cycles, and modules import at their top: an import inside a function is
 only for an optional dependency (or one costly submodule needed by one code path), so a module's dependencies are
-read in its first lines and a cycle cannot hide behind a deferred import."""
+read in its first lines and a cycle cannot hide behind a deferred import. An import under
+``if TYPE_CHECKING:`` is an edge of the graph like any other: a type one module needs from another
+is a dependency all the same."""
 
 from __future__ import annotations
 
@@ -31,11 +33,7 @@ MODULES = _modules()
 
 
 def _tree(path: Path) -> ast.Module:
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):  # annotations only: not imported when the program runs
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            node.body = []
-    return tree
+    return ast.parse(path.read_text())
 
 
 def _targets(mod: str, node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -94,6 +92,15 @@ def test_the_library_never_imports_the_companion():
 
 def test_the_cycle_check_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+
+
+def test_an_import_for_type_checking_is_an_edge(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("from typing import TYPE_CHECKING\n"
+                    "if TYPE_CHECKING:\n    from fedlib.config import Config\n")
+    edges = {t for n in ast.walk(_tree(path)) if isinstance(n, (ast.Import, ast.ImportFrom))
+             for t in _targets("fedlib.companion.plan_text", n)}
+    assert edges == {"fedlib.config"}
 
 
 def test_imports_inside_functions_are_only_optional_dependencies():

@@ -58,7 +58,7 @@ def test_quick_scaling_plan_is_fig_5_with_five_seeds_and_no_table_iv():
     the quick preset's E and E = 20 with 5 seeds, and its runs at the preset's E are notebook 05's Table I runs (one
     record each)."""
     p = plan("06_fedintr_scaling", "quick")
-    assert set(p) == {"fig5"} and set(scaling_left_out("quick")) == {"table4", "fig5 E > default"}
+    assert set(p) == {"fig5"} and set(scaling_left_out(p)) == {"table4", "fig5 E > default"}
     runs = {(rid.E, rid.method, rid.mu, rid.seed) for rid in p["fig5"]}
     E = preset("fedintr", "quick").local_epochs
     assert FEDINTR_DEFAULT_E["quick"] == E and FEDINTR_DEFAULT_E["paper"] == preset("fedintr").local_epochs == 10
@@ -74,15 +74,15 @@ def test_notebook_06_leaves_out_at_quick_only_parts_over_the_budget_and_says_how
     10-hour rule on its own: E = 20 fits, E = 40 does not. The claims' reason is the stated model's estimate of those
     very runs, and smoke and paper keep every part."""
     from fedlib.companion.budget import MAX_PART_S, estimate_s
-    from fedlib.companion.papers.fedintr.plans import FIG5_LONG_PART, FIG5_PART, fedintr_scaling_scope
+    from fedlib.companion.papers.fedintr.plans import FIG5_LONG_PART, FIG5_PART, fedintr_scaling_plan
 
-    scope = fedintr_scaling_scope("quick")
+    scope = fedintr_scaling_plan("quick")
     assert [p.name for p in scope.kept] == [FIG5_PART, f"{FIG5_LONG_PART} at E = 20 (FedAvg and FedIntR, 5 seeds)"]
     assert len(scope.left_out) == 2
-    long = fedintr_scaling_scope("paper").plan()["fig5"]
+    long = fedintr_scaling_plan("paper")["fig5"]
     quick_long = {(rid.E, rid.method) for rid in long if rid.E > FEDINTR_DEFAULT_E["paper"]}
     assert quick_long == {(e, m) for e in (20, 40) for m in FEDINTR_METHODS}  # quick plans FedAvg and FedIntR only
-    why = scaling_left_out("quick")
+    why = scaling_left_out(scope)
 
     def hours(e: int) -> float:
         return sum(estimate_s(preset("fedintr", "quick").replace(
@@ -93,7 +93,7 @@ def test_notebook_06_leaves_out_at_quick_only_parts_over_the_budget_and_says_how
     assert f"need about {hours(40):.2f} single-thread worker-hours" in why["fig5 E > default"]
     assert why["fig5 E > default"].startswith(f"{FIG5_LONG_PART} at E = 40 (FedAvg and FedIntR, 5 seeds): ")
     assert "800 and 1,000 rounds, 8 method settings, 5 seeds" in why["table4"]
-    assert scaling_left_out("smoke") == {} and scaling_left_out("paper") == {}
+    assert all(scaling_left_out(fedintr_scaling_plan(scale)) == {} for scale in ("smoke", "paper"))
 
 
 def test_quick_runs_are_the_strategies_scripts_runs():
@@ -158,6 +158,7 @@ def test_paper_scale_off_cifar_leaves_table_iii_out_and_its_claim_says_why(tmp_p
     runs = nb.plan("paper", dataset="fmnist", seeds=(0,))
     store = Store(tmp_path)
     records = {a: fetch_runs(rs, store=store, train=False, progress=False) for a, rs in runs.items()}
-    by = {v.claim: v for v in nb.claims(records, scale="paper", dataset="fmnist", seeds=(0,), store=store)}
+    verdicts = nb.claims(runs, records, scale="paper", dataset="fmnist", seeds=(0,), store=store)
+    by = {v.claim: v for v in verdicts}
     t3 = by["FedIntR's gain over FedAvg grows as β falls"]
     assert t3.verdict == "not testable at this scale" and "CIFAR-10 and CIFAR-100 only" in t3.why

@@ -76,9 +76,9 @@ def batch(tmp_path, monkeypatch):
 
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
-    shutil.copy(rp.NOTEBOOKS / "00_data_partitions.ipynb", nbs)
+    shutil.copy(rp.NOTEBOOK_DIR / "00_data_partitions.ipynb", nbs)
     monkeypatch.setattr("fedlib.companion.results.DEFAULT_ROOT", tmp_path / "results")
-    monkeypatch.setattr(rp, "NOTEBOOKS", nbs)
+    monkeypatch.setattr(rp, "NOTEBOOK_DIR", nbs)
     monkeypatch.setattr(rp, "execute", lambda *a, **k: (_ for _ in ()).throw(AssertionError("executed")))
     return rp, nbs
 

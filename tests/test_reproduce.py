@@ -120,8 +120,8 @@ def test_check_params_names_a_papermill_parameter_the_notebook_does_not_have():
 def test_papermill_with_a_misspelt_parameter_stops_at_the_check(tmp_path):
     pm = pytest.importorskip("papermill")
     with pytest.raises(pm.PapermillExecutionError, match="sedd: not a parameter of this notebook"):
-        pm.execute_notebook(str(rp.NOTEBOOKS / "00_data_partitions.ipynb"), str(tmp_path / "out.ipynb"),
-                            parameters={"sedd": 3, "scale": "smoke"}, cwd=str(rp.NOTEBOOKS), kernel_name="python3",
+        pm.execute_notebook(str(rp.NOTEBOOK_DIR / "00_data_partitions.ipynb"), str(tmp_path / "out.ipynb"),
+                            parameters={"sedd": 3, "scale": "smoke"}, cwd=str(rp.NOTEBOOK_DIR), kernel_name="python3",
                             progress_bar=False)
 
 

@@ -88,7 +88,8 @@ def test_every_paper_value_keyed_by_scale_names_every_scale():
     assert sorted(PRESETS) == sorted(pr.name for p in PAPERS for pr in p.presets)
     for path in sorted((PACKAGE / "companion" / "papers").glob("*/preset.py")):
         mod = importlib.import_module(f"fedlib.companion.papers.{path.parent.name}.preset")
-        assert mod.PRESET.name == path.parent.name and PRESETS[mod.PRESET.name] is mod.PRESET
+        preset = getattr(mod, f"{path.parent.name.upper()}_PRESET")
+        assert preset.name == path.parent.name and PRESETS[preset.name] is preset
         tables = {n: v for n, v in vars(mod).items()
                   if isinstance(v, dict) and set(v) & set(SCALES)}
         assert tables, path

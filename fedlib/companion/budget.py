@@ -15,8 +15,8 @@ time for the campaign's two workers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from fedlib.config import Config
 from fedlib.companion.costs import DEFAULT_THROUGHPUT, reference_passes, sample_passes, width_speedup
@@ -65,21 +65,19 @@ class Part:
     quick_why: str = ""
 
 
-@dataclass
-class Scope:
-    """What a scale runs of a notebook: the parts kept, the parts left out (name → why) and the estimate."""
+class Scope(dict):
+    """What a scale runs of a notebook, as its plan: ``{artifact: {RunId: Config}}``, the kept
+    parts' runs merged by artifact; besides, the parts kept (``kept``), the parts left out
+    (``left_out``: name → why) and the estimate of the kept runs (``seconds``: single-thread
+    worker-seconds)."""
 
-    kept: list[Part] = field(default_factory=list)
-    left_out: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def plan(self) -> Plan:
-        """The kept parts' runs, merged by artifact (the notebook's plan)."""
-        out: Plan = {}
+    def __init__(self, kept: Sequence[Part] = (), left_out: Mapping[str, str] | None = None,
+                 seconds: float = 0.0) -> None:
+        super().__init__()
+        self.kept, self.left_out, self.seconds = list(kept), dict(left_out or {}), seconds
         for p in self.kept:
             for art, runs in p.runs.items():
-                out.setdefault(art, {}).update(runs)
-        return out
+                self.setdefault(art, {}).update(runs)
 
     def has(self, name: str) -> bool:
         return any(p.name == name for p in self.kept)
@@ -94,31 +92,34 @@ class Scope:
 
 
 def fit(parts: list[Part], scale: str) -> Scope:
-    """Keep every part at a scale without a budget (``paper``, ``smoke``); at a budgeted one
-    (``quick``: :attr:`Scale.budgeted <fedlib.companion.scales.Scale.budgeted>`) leave out a part
-    with a ``quick_why`` or whose new runs (a run an earlier part keeps is counted once) need more
-    than :data:`MAX_PART_S` worker-seconds. ``Scope.seconds`` is the kept runs' worker-seconds."""
+    """The plan of ``parts`` at ``scale``: every part at a scale without a budget (``paper``,
+    ``smoke``); at a budgeted one (``quick``: :attr:`Scale.budgeted
+    <fedlib.companion.scales.Scale.budgeted>`) a part with a ``quick_why`` or whose new runs (a run an
+    earlier part keeps is counted once) need more than :data:`MAX_PART_S` worker-seconds is left out,
+    with why."""
     budgeted = scale_of(scale).budgeted
     names = [p.name for p in parts]
     if len(set(names)) != len(names):
         raise ValueError(f"fit: part names must be distinct, got {names}.")
-    scope, seen = Scope(), set()
+    kept: list[Part] = []
+    left_out: dict[str, str] = {}
+    seconds, seen = 0.0, set()
     for p in parts:
         if p.quick_why and budgeted:
-            scope.left_out[p.name] = p.quick_why
+            left_out[p.name] = p.quick_why
             continue
         new = {c.key(): c for runs in p.runs.values() for c in runs.values() if c.key() not in seen}
         cost = p.extra_s + sum(estimate_s(c) for c in new.values())
         if budgeted and cost > MAX_PART_S:
             h = cost / 3600  # as many decimals as it takes to read above the limit
             hours = next(f"{h:.{d}f}" for d in (1, 2, 3) if round(h, d) > MAX_PART_S / 3600 or d == 3)
-            scope.left_out[p.name] = (f"its runs need about {hours} single-thread worker-hours on this CPU, "
-                                      f"over the {MAX_PART_S / 3600:.0f} a quick artifact may take")
+            left_out[p.name] = (f"its runs need about {hours} single-thread worker-hours on this "
+                                f"CPU, over the {MAX_PART_S / 3600:.0f} a quick artifact may take")
             continue
-        scope.kept.append(p)
-        scope.seconds += cost
+        kept.append(p)
+        seconds += cost
         seen |= set(new)
-    return scope
+    return Scope(kept, left_out, seconds)
 
 
 def retrain_cost(runs: Plan | Mapping[Any, Config], scale: str) -> str:

@@ -53,58 +53,17 @@ from fedlib.progress import fmt_s as _fmt_s
 from fedlib.data import dataset_missing  # noqa: F401  (re-exported)
 from fedlib.errors import as_typed
 from fedlib.companion.ledger import ledger_path, write_ledger
-from fedlib.companion.plan_text import DOC_BEGIN, DOC_END, format_plan, matching, plan_doc, write_plan_doc  # noqa: F401
-from fedlib.companion.papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
-from fedlib.companion.common import Plan, RunId
+from fedlib.companion.plan_text import Item, format_plan, matching, plan_doc, write_plan_doc
+from fedlib.companion.papers import DEFAULT_PRIORITY, priority
+from fedlib.companion.common import Plan
 from fedlib.companion.results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
 from fedlib.companion.scales import scale_of
 from fedlib.schedule import NonFiniteLossError
 from fedlib.companion.verdicts import off_plateau_by_every_metric
 from fedlib.companion.workers import default_jobs
 
-__all__ = ["Item", "DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
-           "run_local", "format_plan", "unknown_notebooks", "main"]
-
-
-@dataclass
-class Item:
-    """One planned run, however many artifacts need it."""
-
-    key: str
-    cfg: Config
-    uses: list[tuple[str, str, RunId]] = field(default_factory=list)  # (notebook, artifact, run id)
-    priority: int = DEFAULT_PRIORITY
-    order: int = 0  # declaration order (ties)
-    status: str = "pending"  # done | diverged | pending | partial | blocked
-    why: str = ""
-    rounds_done: int = 0
-    estimate_s: float = 0.0
-    source: str = ""
-    retry: bool = False  # train it again even if it diverged (--retry-diverged)
-    recompute: bool = False  # its stored record is a diverged one: retrying replaces it
-    off: str = ""  # done, but off its plateau (verdicts.off_plateau_by_every_metric): why
-    moot: str = ""  # why no verdict can depend on it (defer_moot): trained last
-
-    @property
-    def what(self) -> str:
-        """``notebook · artifact · run name [key]`` of its first use (the name: ``str`` of its run id): how the
-        campaign's log names it."""
-        nb, art, name = self.uses[0]
-        return f"{nb} · {art} · {name} [{self.key}]"
-
-    @property
-    def sort_key(self) -> tuple:
-        """A moot run last (:func:`defer_moot`); a run a checkpoint holds rounds of first, whatever its priority
-        (what an earlier slice began ends before new work starts: its checkpoint is on this machine only), then
-        priority, Fashion-MNIST first, the shortest estimate first (the most runs, and the cheapest settings'
-        columns complete, per slice), then declaration order."""
-        return (bool(self.moot), self.status != "partial", self.priority, self.cfg.dataset != DATASET_FIRST,
-                self.estimate_s, self.order)
-
-    @property
-    def setting(self) -> str:
-        """The key of its config but for the seed: the runs whose seeds a comparison pools."""
-        return self.cfg.replace(seed=0).key()
+__all__ = ["DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
+           "run_local", "unknown_notebooks", "main"]
 
 
 def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> Plan:
@@ -262,8 +221,8 @@ def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], s
 
 @dataclass
 class Booking:
-    """What a backend (:func:`fedlib.companion.workers.run_local`, :func:`fedlib.companion.ray_backend.run_ray`) asks the campaign
-    around each run: :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's
+    """What a backend (:func:`fedlib.companion.workers.train_on_workers`,
+    :func:`fedlib.companion.ray_backend.train_on_ray`) asks the campaign around each run: :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's
     **pace**: the seconds its finished runs took over what the cost table estimates, as it stands now, for the
     rounds they trained. The table holds medians over earlier machines; two CPUs of one model name can differ
     twofold, so a run is admitted on its estimate times the pace (1 until a run has finished), and one that cannot
@@ -313,18 +272,21 @@ class Booking:
 
 def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, jobs: int = 1,
               progress: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """The pending ``items`` trained on this machine within ``budget_s`` (:func:`fedlib.companion.workers.run_local`)."""
+    """The pending ``items`` trained on this machine within ``budget_s``
+    (:func:`fedlib.companion.workers.train_on_workers`)."""
     booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu",
                                                      workers.worker_threads(jobs)))
-    return workers.run_local(items, store, budget_s, booking, jobs=jobs, progress=progress, log=log)
+    return workers.train_on_workers(items, store, budget_s, booking, jobs=jobs, progress=progress,
+                                    log=log)
 
 
 def run_ray(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, address: str | None = None,
             num_cpus: int | None = None, threads: int | None = None,
             log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """The pending ``items`` trained as Ray tasks within ``budget_s`` (:func:`fedlib.companion.ray_backend.run_ray`)."""
+    """The pending ``items`` trained as Ray tasks within ``budget_s``
+    (:func:`fedlib.companion.ray_backend.train_on_ray`)."""
     booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu", threads))
-    return ray_backend.run_ray(items, store, budget_s, booking, address=address,
+    return ray_backend.train_on_ray(items, store, budget_s, booking, address=address,
                                num_cpus=num_cpus, threads=threads, log=log)
 
 

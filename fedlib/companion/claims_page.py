@@ -7,22 +7,21 @@ import math
 import re
 from typing import Any, Mapping, Sequence
 
+from fedlib.companion.paper import ROMAN
+from fedlib.companion import papers as registry  # read at call time: a test may register a paper
 from fedlib.companion.report import claim_cells
 from fedlib.companion.scales import scale_of
 from fedlib.companion.verdicts import PENDING, VERDICTS, holm
 
-__all__ = ["VERDICT_COLUMNS", "PAPERS", "paper_of", "holm_readings", "claim_figures", "claims_overview", "findings"]
+__all__ = ["VERDICT_COLUMNS", "paper_names", "md_cell", "paper_of", "holm_readings",
+           "claim_figures", "claims_overview", "findings"]
 
 VERDICT_COLUMNS = (*VERDICTS, PENDING)
 
 
-def _cell(v: object) -> str:
+def md_cell(v: object) -> str:
     """A markdown table cell: pipes escaped, newlines flattened."""
     return str(v).replace("|", "\\|").replace("\n", " ")
-
-
-PAPERS = ("FedCKA", "FedIntR", "FedER", "FedSHIBU")
-_ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8}
 
 
 def holm_readings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -39,20 +38,27 @@ def holm_readings(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def claim_figures(source: str, figures: list[str]) -> list[str]:
     """The figures (of the notebook that decided a claim) drawn for the tables and figures its ``source`` cites:
     "Table I" matches ``*_table1_*``, "Fig. 5" ``*_fig5_*``."""
-    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}{_ROMAN.get(num, num).__str__().replace('.', '')}"
-              for kind, num in re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)}
+    cited = re.findall(r"\b(Table|Tables|Fig\.|Figs\.|Figure)\s*([IVX]+\b|\d+(?:\.\d+)?)", source)
+    tokens = {f"{'table' if kind.lower().startswith('t') else 'fig'}"
+              f"{str(ROMAN.get(num.lower(), num)).replace('.', '')}" for kind, num in cited}
     return [f for f in figures if any(re.search(rf"(^|_){t}(_|$)", f) for t in tokens)]
+
+
+def paper_names() -> tuple[str, ...]:
+    """The papers claim rows cite by name (:attr:`fedlib.companion.paper.Paper.cited`), in the
+    registry's order."""
+    return tuple(p.name for p in registry.PAPERS if p.cited)
 
 
 def paper_of(source: str) -> str:
     """The paper a claim's ``source`` cites ("thesis": FedER); "other" when none."""
-    return next((p for p in PAPERS if source.startswith(p) or f" {p} " in f" {source} "),
+    return next((p for p in paper_names() if source.startswith(p) or f" {p} " in f" {source} "),
                 "FedER" if "thesis" in source else "other")
 
 
 def _by_paper(rows: list[dict]) -> dict[str, list[tuple[str, dict]]]:
     """Every claim of ``rows`` (the batch's notebooks) as ``(notebook, claim)``, grouped by the paper that makes it."""
-    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in PAPERS}
+    by_paper: dict[str, list[tuple[str, dict]]] = {p: [] for p in paper_names()}
     for r in rows:
         for c in r.get("claims", []):
             by_paper.setdefault(paper_of(c.get("source", "")), []).append((r["notebook"], c))
@@ -101,7 +107,7 @@ def claims_overview(rows: list[dict], scale: str) -> str:
         for i, (nb, c) in enumerate(claims):
             cells = claim_cells(c)
             figs = claim_figures(c.get("source", ""), figures.get(nb, []))
-            lines.append("| " + " | ".join(_cell(x) for x in (
+            lines.append("| " + " | ".join(md_cell(x) for x in (
                 cells["verdict"], fam[i] or "—", cells["size"], cells["claim"], cells["source"], cells["decided on"],
                 cells["d [95 % interval]"], f"[{nb}](../notebooks/{nb}.ipynb)")) + " | "
                 + (", ".join(f"[{f}](../figures/{scale}/{f}.png)" for f in figs) or "—") + " |")

@@ -126,12 +126,12 @@ def _run(a: argparse.Namespace) -> int:
     if scalars is not None:
         scalars.close(rec.history)
         print(f"tensorboard: {Path(a.tensorboard) / rec.key}")
-    print(_final(rec))
+    print(_last_round(rec))
     print(f"record {rec.key}: {store.record_path(rec.key)}")
     return 0
 
 
-def _final(rec: Any) -> str:
+def _last_round(rec: Any) -> str:
     last = rec.history[-1] if rec.history else {}
     nums = {k: v for k, v in last.items() if k != "round" and isinstance(v, (int, float)) and not isinstance(v, bool)}
     return f"round {last.get('round', '?')}: " + ", ".join(f"{k} {100 * v:.2f} %" if k.endswith("_acc") or
@@ -156,7 +156,7 @@ def _show(a: argparse.Namespace) -> int:
     print("\nprovenance:")
     for k, v in rec.provenance.items():
         print(f"  {k} = {v}")
-    print(f"\nfinal metrics ({len(rec.history)} rounds): {_final(rec)}")
+    print(f"\nfinal metrics ({len(rec.history)} rounds): {_last_round(rec)}")
     return 0
 
 

@@ -3,7 +3,7 @@
 The rows come from the notebooks' summaries (``results/summary/<notebook>.<scale>.json``, written when a notebook
 renders); nothing here trains or decides anything anew. Per paper:
 
-* :func:`family` — the verdict counts, the decided rows and how many false decisions their 95 % intervals allow
+* :func:`verdict_counts` — the verdict counts, the decided rows and how many false decisions their 95 % intervals allow
   (each decided row errs with probability at most 2.5 %, one-sided), and how many still hold after Holm's step-down
   over the paper's decided t rows (:func:`fedlib.companion.verdicts.holm`);
 * :func:`forest` — a forest plot: each claim a row, our d with its 95 % interval, the paper's effect as a marker, the
@@ -22,13 +22,14 @@ import numpy as np
 import pandas as pd
 
 from fedlib.companion import results
-from fedlib.companion.papers.fedcka.claims import FINDINGS as FEDCKA_FINDINGS
-from fedlib.companion.claims_page import PAPERS, VERDICT_COLUMNS, holm_readings, paper_of
+from fedlib.companion.papers.fedcka.claims import FEDCKA_FINDINGS
+from fedlib.companion.claims_page import VERDICT_COLUMNS, holm_readings, paper_names, paper_of
 from fedlib.companion.report import VERDICT_COLOURS as CELL_COLOURS, Tables
 from fedlib.companion.verdicts import CONFIDENCE, MARGINS, VERDICTS
 
-__all__ = ["PAPERS", "MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "family", "forest", "paragraph",
-           "claims_view", "headline", "readme_block", "write_readme", "README_BEGIN", "README_END"]
+__all__ = ["MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "verdict_counts", "forest",
+           "paragraph", "claims_view", "headline", "readme_block", "write_readme", "README_BEGIN",
+           "README_END"]
 
 MARKER_COLOURS = {"reproduced": "#1b7837", "contradicted": "#b2182b", "inconclusive": "#e08214",
                    "not testable at this scale": "#878787"}
@@ -69,11 +70,11 @@ def load(scale: str, root: Path | None = None) -> pd.DataFrame:
     return df
 
 
-def family(df: pd.DataFrame) -> pd.DataFrame:
+def verdict_counts(df: pd.DataFrame) -> pd.DataFrame:
     """Per paper: the count of each verdict, the decided rows, the false decisions their intervals allow (at most
     2.5 % of the decided rows, expected) and the decided t rows that still hold after Holm."""
     out = []
-    for paper in [p for p in PAPERS if p in set(df.get("study", []))]:
+    for paper in [p for p in paper_names() if p in set(df.get("study", []))]:
         sub = df[df["study"] == paper]
         n = {v: int((sub["status"] == v).sum()) for v in VERDICT_COLUMNS}
         decided = n["reproduced"] + n["contradicted"]
@@ -85,7 +86,7 @@ def family(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).set_index("paper") if out else pd.DataFrame()
 
 
-def _region(ax: plt.Axes, y: float, kind: str, margin: float, unit: str, span: tuple[float, float]) -> None:
+def _shade_region(ax: plt.Axes, y: float, kind: str, margin: float, unit: str, span: tuple[float, float]) -> None:
     ref = 1.0 if unit == "ratio" else 0.0
     lo, hi = {"greater": (ref, span[1]), "less": (span[0], ref), "at_least": (-margin, span[1]),
               "within": (-margin, margin)}.get(kind, (np.nan, np.nan))
@@ -115,7 +116,7 @@ def forest(df: pd.DataFrame, paper: str, caption: str = "") -> plt.Figure | None
         span = (vals.min() - pad, vals.max() + pad)
         for y, (_, r) in enumerate(rows.iterrows()):
             margin = MARGINS.get(unit, 0.0) if r.get("kind") in ("within", "at_least") else 0.0
-            _region(ax, y, r.get("kind") or "", margin, unit, span)
+            _shade_region(ax, y, r.get("kind") or "", margin, unit, span)
             colour = MARKER_COLOURS.get(r["status"], "black")
             ax.plot([lo[y], hi[y]], [y, y], color=colour, lw=2.2, solid_capstyle="butt")
             ax.plot(r["estimate"], y, "o", color=colour, ms=5)
@@ -208,7 +209,7 @@ def headline(df: pd.DataFrame, paper: str) -> str:
 def readme_block(df: pd.DataFrame, scale: str) -> str:
     """The README's findings block at ``scale``: per paper, its verdict counts and headline, with links to the
     findings notebook and the claims page (between :data:`README_BEGIN` and :data:`README_END`)."""
-    fam = family(df)
+    fam = verdict_counts(df)
     lines = [README_BEGIN, "", f"**What we found** (scale `{scale}`, Fashion-MNIST; not the papers' setup: read "
              "[notebook 09](notebooks/09_findings.ipynb) first, every row in "
              f"[results/claims-{scale}.md](results/claims-{scale}.md)):", "",

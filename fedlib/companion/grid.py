@@ -22,12 +22,13 @@ from fedlib.data import chance
 from fedlib.errors import OneLineError
 from fedlib.companion.results import Pending, Record, Store, fetch
 from fedlib.schedule import NonFiniteLossError
-from fedlib.companion.verdicts import off_plateau
+from fedlib.companion.plots import t_interval
+from fedlib.companion.verdicts import PENDING, off_plateau
 
-__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "cell", "summary_cell", "seed_values",
-           "PENDING", "DIVERGED", "Diverged", "fetch_runs", "DuplicateSeedError", "check_distinct_seeds"]
+__all__ = ["method_name", "runs_frame", "offs", "seed_summary", "cell", "summary_cell",
+           "fmt_interval", "seed_values", "DIVERGED", "Diverged", "Run", "Runs", "Records",
+           "fetch_runs", "DuplicateSeedError", "check_distinct_seeds"]
 
-PENDING = "pending"
 DIVERGED = "diverged"
 
 
@@ -46,6 +47,8 @@ class Diverged:
 
 
 Run = Record | Pending | Diverged  # what fetching a planned run gives: its record, or a placeholder saying why not
+Runs = Mapping[Hashable, Run]  # one artifact's runs, fetched (keys: a plan's RunId, or e.g. seeds)
+Records = Mapping[str, Runs]  # a plan's runs, fetched: {artifact: {RunId: Run}}
 K = TypeVar("K", bound=Hashable)  # a run's key: a plan's RunId (its str() is the run's name), or e.g. a seed
 
 
@@ -188,6 +191,15 @@ def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = Fal
     if pending or mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return PENDING
     return f"{mean:.2f}" if n <= 1 or math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
+
+
+def fmt_interval(values: Mapping[Any, float] | Sequence[float], sign: str = "") -> str:
+    """``"85.56 ± 1.04 (5 seeds)"``: the mean and half-width of the 95 % t interval; one seed: no
+    interval."""
+    mean, half, n = t_interval(list(values.values()) if isinstance(values, Mapping) else values)
+    if n == 0:
+        return PENDING
+    return f"{mean:{sign}.2f}" + (f" ± {half:.2f} ({n} seeds)" if n > 1 else " (1 seed)")
 
 
 def summary_cell(row: Mapping[str, Any]) -> str:

@@ -1,24 +1,66 @@
-"""The campaign's plan as text: the table `python -m fedlib.companion.campaign plan` prints, and the numbers
+"""The campaign's plan: its items (one per distinct planned run) and the plan as text, the table
+`python -m fedlib.companion.campaign plan` prints and the numbers
 `python -m fedlib.companion.campaign doc` writes into docs/campaign.md's generated block."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fedlib.atomic import atomic_write_text
+from fedlib.config import Config
+from fedlib.companion.common import RunId
 from fedlib.companion.costs import CostTable
 from fedlib.progress import fmt_s as _fmt_s
-from fedlib.companion.papers import priority
+from fedlib.companion.papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
 from fedlib.companion.provenance import device_name, git_commit
 
-if TYPE_CHECKING:
-    from fedlib.companion.campaign import Item
-
-__all__ = ["format_plan", "matching", "plan_doc", "write_plan_doc", "DOC_BEGIN", "DOC_END"]
+__all__ = ["Item", "format_plan", "matching", "plan_doc", "write_plan_doc", "DOC_BEGIN", "DOC_END"]
 
 
-def _cell(text: str) -> str:
+@dataclass
+class Item:
+    """One planned run, however many artifacts need it."""
+
+    key: str
+    cfg: Config
+    uses: list[tuple[str, str, RunId]] = field(default_factory=list)  # (notebook, artifact, run id)
+    priority: int = DEFAULT_PRIORITY
+    order: int = 0  # declaration order (ties)
+    status: str = "pending"  # done | diverged | pending | partial | blocked
+    why: str = ""
+    rounds_done: int = 0
+    estimate_s: float = 0.0
+    source: str = ""
+    retry: bool = False  # train it again even if it diverged (--retry-diverged)
+    recompute: bool = False  # its stored record is a diverged one: retrying replaces it
+    off: str = ""  # done, but off its plateau (verdicts.off_plateau_by_every_metric): why
+    moot: str = ""  # why no verdict can depend on it (defer_moot): trained last
+
+    @property
+    def what(self) -> str:
+        """``notebook · artifact · run name [key]`` of its first use (the name: ``str`` of its run
+        id): how the campaign's log names it."""
+        nb, art, name = self.uses[0]
+        return f"{nb} · {art} · {name} [{self.key}]"
+
+    @property
+    def sort_key(self) -> tuple:
+        """A moot run last (:func:`fedlib.companion.campaign.defer_moot`); a run a checkpoint holds
+        rounds of first, whatever its priority (what an earlier slice began ends before new work
+        starts: its checkpoint is on this machine only), then priority, Fashion-MNIST first, the
+        shortest estimate first (the most runs, and the cheapest settings' columns complete, per
+        slice), then declaration order."""
+        return (bool(self.moot), self.status != "partial", self.priority,
+                self.cfg.dataset != DATASET_FIRST, self.estimate_s, self.order)
+
+    @property
+    def setting(self) -> str:
+        """The key of its config but for the seed: the runs whose seeds a comparison pools."""
+        return self.cfg.replace(seed=0).key()
+
+
+def _no_pipes(text: str) -> str:
     """Text for a markdown table cell (no column separators)."""
     return text.replace("|", "/")
 
@@ -26,8 +68,8 @@ def _cell(text: str) -> str:
 def matching(items: list[Item], texts: list[str]) -> list[Item]:
     """The items one of whose uses, written ``notebook · artifact · name`` as ``plan`` prints it (a name's ``|``
     as ``/``), contains one of ``texts``."""
-    says = lambda it: [_cell(f"{nb} · {art} · {rid}") for nb, art, rid in it.uses]  # noqa: E731
-    return [it for it in items if any(_cell(t) in u for u in says(it) for t in texts)]
+    says = lambda it: [_no_pipes(f"{nb} · {art} · {rid}") for nb, art, rid in it.uses]  # noqa: E731
+    return [it for it in items if any(_no_pipes(t) in u for u in says(it) for t in texts)]
 
 
 def format_plan(items: list[Item], scale: str, device: str) -> str:
@@ -41,7 +83,7 @@ def format_plan(items: list[Item], scale: str, device: str) -> str:
         status = it.status + (f" {it.rounds_done}/{it.cfg.rounds}" if it.status == "partial" else "") + \
             (" (moot)" if it.moot else "")
         est, src = (_fmt_s(it.estimate_s), _short_source(it.source)) if it.status != "done" else ("", "")
-        rows.append(f"| {i} | {it.priority} | {status} | {est} | {_cell(src)} | {it.cfg.dataset} | {it.cfg.strategy} | {_cell(f'{nb} · {art} · {name}')}{more} | {it.key} |")
+        rows.append(f"| {i} | {it.priority} | {status} | {est} | {_no_pipes(src)} | {it.cfg.dataset} | {it.cfg.strategy} | {_no_pipes(f'{nb} · {art} · {name}')}{more} | {it.key} |")
     by = {s: [i for i in items if i.status.startswith(s)]
           for s in ("done", "diverged", "pending", "partial", "blocked")}
     todo = by["pending"] + by["partial"]
@@ -93,7 +135,7 @@ def plan_doc(items: list[Item], costs: CostTable, scale: str, device: str) -> st
     for p, its in sorted(by_p.items()):
         arts = sorted({f"{nb[:2]} · {art}" for i in its for nb, art, _ in i.uses if priority(nb, art) == p})
         total += hours(its)
-        out.append(f"| {p} | {_cell(', '.join(arts))} | {len(its)} | {hours(its):.1f} | {total:.1f} |")
+        out.append(f"| {p} | {_no_pipes(', '.join(arts))} | {len(its)} | {hours(its):.1f} | {total:.1f} |")
     sources = sorted({e.source for e in est.values()})
     return "\n".join(out + ["", "Estimate sources: " + "; ".join(sources) + "."])
 

@@ -188,7 +188,7 @@ def log_t_interval(values: Iterable[float]) -> tuple[float, float, float, int]:
     return float(np.exp(m)), float(np.exp(m - half)), float(np.exp(m + half)), n
 
 
-def _interval(values: Iterable[float], log: bool) -> tuple[float, float, float, int]:
+def _mean_interval(values: Iterable[float], log: bool) -> tuple[float, float, float, int]:
     """(centre, lower, upper, n): the mean and its t interval, or on a log scale :func:`log_t_interval`."""
     if log:
         return log_t_interval(values)
@@ -237,8 +237,8 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
         shown = _with_n(label, n, p)
         tidy = frame.rename_axis("round").reset_index().melt("round", var_name="seed").dropna()
         sns.lineplot(tidy, x="round", y="value", ax=ax, label=shown, markevery=max(1, len(frame) // 10), ms=4,
-                     estimator=lambda v: _interval(v, logy)[0], err_kws=dict(alpha=0.18, lw=0),
-                     errorbar=(lambda v: _interval(v, logy)[1:3]) if n > 1 else None,
+                     estimator=lambda v: _mean_interval(v, logy)[0], err_kws=dict(alpha=0.18, lw=0),
+                     errorbar=(lambda v: _mean_interval(v, logy)[1:3]) if n > 1 else None,
                      color=style["color"], linestyle=style["ls"], marker=style.get("marker"))
         note_series(ax, shown, n=n, planned=p, interval=("log-t" if logy else "t") if n > 1 else None,
                     marked=n < p, legend=True, curve=True, dashed=style.get("ls") not in ("-", "solid"))
@@ -348,7 +348,7 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
     common = max(set(every), key=every.count) if len(set(every)) > 1 else None
     lowest = min((float(x) for by in points.values() for x, v in by.items() if v), default=0.0) * 1.15
     for i, (method, by_x) in enumerate(points.items()):
-        stats_ = {x: st for x, v in sorted(by_x.items()) if (st := _interval(v.values(), logy))[3] > 0}
+        stats_ = {x: st for x, v in sorted(by_x.items()) if (st := _mean_interval(v.values(), logy))[3] > 0}
         for v in by_x.values():
             seeds |= set(v)
         if not stats_:

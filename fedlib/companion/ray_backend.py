@@ -24,7 +24,7 @@ from fedlib.config import Config
 from fedlib.progress import fmt_s
 from fedlib.companion.results import Record, Store, git_commit, run
 
-__all__ = ["run_ray", "RAY_VERSION", "require_ray"]
+__all__ = ["train_on_ray", "RAY_VERSION", "require_ray"]
 
 RAY_VERSION = "2.60.0"  # the version pinned in pyproject.toml's `ray` extra and environment.yml
 
@@ -39,7 +39,7 @@ def require_ray() -> Any:
     return ray
 
 
-def _train(cfg_dict: dict[str, Any], root: str, threads: int | None) -> dict[str, Any]:
+def _ray_task(cfg_dict: dict[str, Any], root: str, threads: int | None) -> dict[str, Any]:
     """One run on a Ray worker: its record as JSON (stored under ``root`` on the worker too)."""
     if threads:
         torch.set_num_threads(threads)
@@ -47,11 +47,12 @@ def _train(cfg_dict: dict[str, Any], root: str, threads: int | None) -> dict[str
     return rec.to_json()
 
 
-def run_ray(items: list[Any], store: Store, budget_s: float, booking: Any, *, address: str | None = None,
-            num_cpus: int | None = None, threads: int | None = None,
-            log: Callable[[str], None] = print) -> dict[str, list[str]]:
+def train_on_ray(items: list[Any], store: Store, budget_s: float, booking: Any, *,
+                 address: str | None = None, num_cpus: int | None = None,
+                 threads: int | None = None,
+                 log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Train the pending items as Ray tasks within ``budget_s`` seconds (see the module docstring); ``booking``
-    admits and books each run as for :func:`fedlib.companion.workers.run_local`."""
+    admits and books each run as for :func:`fedlib.companion.workers.train_on_workers`."""
     ray = require_ray()
     address = address or os.environ.get("RAY_ADDRESS")
     started = not ray.is_initialized()
@@ -67,7 +68,7 @@ def run_ray(items: list[Any], store: Store, budget_s: float, booking: Any, *, ad
         if cuda and slots == 0:
             raise SystemExit("--backend ray --device cuda: the Ray cluster has no GPU (ray.cluster_resources() "
                              "shows none); start the workers on GPU nodes or use --device cpu.")
-        task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=per_cpu, max_retries=0)(_train)
+        task = ray.remote(num_gpus=1 if cuda else 0, num_cpus=per_cpu, max_retries=0)(_ray_task)
         log(f"[campaign] ray: {slots} task slot(s) ({'GPUs' if cuda else 'CPUs'}) on {res}")
         t0 = time.monotonic()
         out: dict[str, list[str]] = {"done": [], "skipped": [], "failed": []}

@@ -49,7 +49,7 @@ def _n_eval(v: Any) -> str | None:
     return None if ok else "must be None (the scale's default) or a whole number of test images >= 2"
 
 
-def _seeds(v: Any) -> str | None:
+def _seeds_problem(v: Any) -> str | None:
     if v is None:
         return None
     if not isinstance(v, (list, tuple)) or not v or len(set(v)) != len(v):
@@ -63,7 +63,7 @@ _PARAM_RULES = {
     "dataset": lambda v: field_problem("dataset", v),
     "device": lambda v: field_problem("device", v) or device_problem(v),
     "seed": lambda v: field_problem("seed", v),
-    "seeds": _seeds,
+    "seeds": _seeds_problem,
     "train": lambda v: None if isinstance(v, bool) else "must be True (train missing runs) or False (render the "
                                                         "stored records, the others as pending)",
     "executor": lambda v: field_problem("executor", v),

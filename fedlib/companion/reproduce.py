@@ -51,8 +51,9 @@ from fedlib.companion.ledger import runs_section, seeds_section
 from fedlib.companion.plots import FIGURES
 from fedlib.progress import ROUND_LOG_ENV
 from fedlib.companion.provenance import code_commit, worker_seconds
-from fedlib.companion.claims_page import PAPERS, VERDICT_COLUMNS, _cell, claim_figures, claims_overview, findings  # noqa: F401
-from fedlib.companion.report import CLAIM_COLUMNS, claim_cells, claim_rows  # noqa: F401
+from fedlib.companion.claims_page import (VERDICT_COLUMNS, claim_figures,  # noqa: F401
+                                          claims_overview, findings, md_cell)
+from fedlib.companion.report import CLAIM_COLUMNS, claim_rows
 from fedlib.companion import results
 from fedlib.companion.results import Store
 from fedlib.companion.scales import scale_of
@@ -60,10 +61,10 @@ from fedlib.companion.workers import default_jobs, worker_threads
 from fedlib.companion.writeback import BatchRunningError, batch_lock, merged_streams, notebook_problems, write_back  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = ROOT / "notebooks"
+NOTEBOOK_DIR = ROOT / "notebooks"
 
 def notebooks(only: list[str] | None = None) -> list[Path]:
-    found = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    found = sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
     if only:
         found = [p for p in found if any(p.name.startswith(o) or p.stem == o for o in only)]
         if not found:
@@ -86,8 +87,9 @@ def execute(nb: Path, scale: str, device: str, dataset: str | None, out_dir: Pat
     t0 = time.perf_counter()
     try:
         quiet = {"kernel_manager_class": "fedlib.companion.ipc_kernel.IPCKernelManager"} if os.name == "posix" else {}
-        pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters=params, cwd=str(NOTEBOOKS),
-                            kernel_name="python3", progress_bar=False, log_output=False, **quiet)
+        pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters=params,
+                            cwd=str(NOTEBOOK_DIR), kernel_name="python3", progress_bar=False,
+                            log_output=False, **quiet)
         status = "ok"
     except Exception as e:  # papermill wraps the cell's exception; keep going with the other notebooks
         name = getattr(e, "ename", type(e).__name__)
@@ -163,8 +165,8 @@ def pretrain(nb: Path, scale: str, device: str, dataset: str | None, jobs: int) 
 
 
 def _md_table(cols: list[str], rows: list[list[object]]) -> list[str]:
-    return ["| " + " | ".join(map(_cell, cols)) + " |", "|" + "---|" * len(cols),
-            *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)]
+    return ["| " + " | ".join(map(md_cell, cols)) + " |", "|" + "---|" * len(cols),
+            *("| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows)]
 
 def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, float]]:
     """Per notebook: its planned runs (``planned``), those stored (``done``), the single-thread worker-hours the
@@ -222,7 +224,7 @@ def summarize(rows: list[dict], scale: str, progress: dict[str, dict[str, float]
             details += ["", "**Controls** (the project's own comparisons, not claims of the papers)", ""]
             details += _md_table(list(CLAIM_COLUMNS), claim_rows(r["controls"]))
         for name, table in r.get("tables", {}).items():
-            details += ["", f"**{_cell(name)}**", ""]
+            details += ["", f"**{md_cell(name)}**", ""]
             if table:
                 cols = list(table[0])
                 details += _md_table(cols, [[t[c] for c in cols] for t in table])
@@ -307,7 +309,7 @@ def _main(argv: list[str] | None = None) -> int:
     if bad := parameter_problems(nbs, args):
         ap.error("nothing was run:\n  - " + "\n  - ".join(bad))
     root = results.DEFAULT_ROOT
-    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOKS / "executed", FIGURES / args.scale]):
+    for d in [root] + ([] if args.collect else [root / "summary", NOTEBOOK_DIR / "executed", FIGURES / args.scale]):
         if (why := writable_problem(d)) is not None:
             env = "FEDLIB_FIGURES" if d.is_relative_to(FIGURES) else "FEDLIB_RESULTS"
             ap.error(f"cannot write to {d} ({why}); nothing was run. Make it writable, or set {env} to a "
@@ -316,7 +318,7 @@ def _main(argv: list[str] | None = None) -> int:
         ap.error(f"--write-back: {'; '.join(bad)}; nothing was run. Make them writable (chmod u+w), or leave out "
                  f"--write-back.")
     try:
-        with nullcontext() if args.collect else batch_lock(NOTEBOOKS / "executed"):
+        with nullcontext() if args.collect else batch_lock(NOTEBOOK_DIR / "executed"):
             return _report(nbs, _batch(nbs, args), args)
     except BatchRunningError as e:
         print(f"[reproduce] {e}", file=sys.stderr)
@@ -347,11 +349,11 @@ def _batch(nbs: list[Path], args: argparse.Namespace) -> list[dict]:
                      else args.jobs)
             pre = time.monotonic() - t0
         status, secs = execute_logged(nb, args.scale, args.device, args.dataset,
-                                      NOTEBOOKS / "executed" / args.scale, train=args.train)
+                                      NOTEBOOK_DIR / "executed" / args.scale, train=args.train)
         secs += pre if args.train else 0.0
         if args.write_back and status == "ok":
             try:
-                if kept := write_back(NOTEBOOKS / "executed" / args.scale / nb.name, nb):
+                if kept := write_back(NOTEBOOK_DIR / "executed" / args.scale / nb.name, nb):
                     print(f"[reproduce] {nb.name} had uncommitted changes: its copy before the write-back is {kept}")
             except (ValueError, OSError) as e:
                 status = f"FAILED (write-back: {e})"

@@ -26,7 +26,7 @@ from fedlib.progress import fmt_s
 from fedlib.companion.papers.fedcka.plans import keeps_models
 from fedlib.companion.results import Record, Store, run
 
-__all__ = ["default_jobs", "run_local"]
+__all__ = ["default_jobs", "train_on_workers"]
 
 
 def cores() -> int:
@@ -72,13 +72,15 @@ def _train(cfg_dict: dict[str, Any], root: str, progress: bool, recompute: bool,
     return rec.to_json()
 
 
-def run_local(items: list[Any], store: Store, budget_s: float, booking: Any, *, jobs: int = 1,
-              progress: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
-    """Train the pending ``items`` (a campaign's, :class:`fedlib.companion.campaign.Item`) in order within ``budget_s``
-    seconds, ``jobs`` at a time (``jobs > 1``: that many worker processes with ``cores() // jobs`` threads each);
-    ``booking`` (:class:`fedlib.companion.campaign.Booking`) admits each run before it starts (``admit(item, seconds left,
-    out)``: the seconds left, or None to skip it) and books it when it ends (``finish(record, item, seconds,
-    out, queue)``) or stops (``failed(item, queue)``): either may reorder the items still queued. Returns the keys done,
+def train_on_workers(items: list[Any], store: Store, budget_s: float, booking: Any, *,
+                     jobs: int = 1, progress: bool = False,
+                     log: Callable[[str], None] = print) -> dict[str, list[str]]:
+    """Train the pending ``items`` (a campaign's, :class:`fedlib.companion.plan_text.Item`) in order
+    within ``budget_s`` seconds, ``jobs`` at a time (``jobs > 1``: that many worker processes with
+    ``cores() // jobs`` threads each); ``booking`` (:class:`fedlib.companion.campaign.Booking`)
+    admits each run before it starts (``admit(item, seconds left, out)``: the seconds left, or None
+    to skip it) and books it when it ends (``finish(record, item, seconds, out, queue)``) or stops
+    (``failed(item, queue)``): either may reorder the items still queued. Returns the keys done,
     skipped and failed."""
     if jobs < 1:
         raise ValueError(f"jobs={jobs!r}: give at least 1 (runs trained at once).")

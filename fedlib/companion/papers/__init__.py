@@ -8,7 +8,8 @@ Everything keyed by notebook is read from here: the plans the campaign trains (:
 datasets it plans at paper scale (:data:`PAPER_DATASETS`), the order it trains them in
 (:func:`priority`), and each notebook's claims (:func:`judge`). Adding a paper is filling in
 :class:`Paper` in ``fedlib/companion/papers/<paper>/`` (its preset in ``preset.py``) and adding it
-to :data:`PAPERS` (docs/design.md shows one).
+to :data:`PAPERS` (docs/adding-a-paper.md works one
+through).
 
     python -m fedlib.companion.papers                                  # the papers, their notebooks and presets
     python -m fedlib.companion.papers claims 05 --scale quick          # notebook 05's verdicts from the stored records
@@ -34,7 +35,8 @@ __all__ = ["Paper", "Notebook", "PAPERS", "PRESETS", "Preset", "preset", "NOTEBO
            "PAPER_DATASETS", "DEFAULT_PRIORITY", "DATASET_FIRST", "artifact_id", "notebook", "plan",
            "priority", "judge", "main"]
 
-PAPERS: tuple[Paper, ...] = (baselines.PAPER, fedcka.PAPER, fedintr.PAPER, feder.PAPER, fedshibu.PAPER)
+PAPERS: tuple[Paper, ...] = (baselines.BASELINES_PAPER, fedcka.FEDCKA_PAPER, fedintr.FEDINTR_PAPER,
+                             feder.FEDER_PAPER, fedshibu.FEDSHIBU_PAPER)
 register(pr for p in PAPERS for pr in p.presets)  # PRESETS: every paper's, by name
 NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for p in PAPERS for nb in p.notebooks}
 # Views the campaign reads (at call time, so a test may replace them): the notebooks that train something.
@@ -75,7 +77,8 @@ def judge(name: str, scale: str, *, dataset: str = "fmnist", store: Store | None
     records = {a: fetch_runs(rs, store=store, train=False, progress=False) for a, rs in runs.items()}
     report = Report(nb.name, scale=scale, dataset=dataset, device=device)
     report.runs(records)
-    for v in nb.claims(records, scale=scale, dataset=dataset, store=store, device=device, **params):
+    for v in nb.claims(runs, records, scale=scale, dataset=dataset, store=store, device=device,
+                       **params):
         report.verdict(v)
     return report
 

@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
+from fedlib.companion.common import Plan
+from fedlib.companion.grid import Records
 from fedlib.companion.papers.baselines.tables import baseline_verdicts, per_run_frame
 from fedlib.companion.papers.baselines.plans import baseline_plan
 from fedlib.companion.papers.fedintr.plans import FEDINTR_LAST
+from fedlib.companion.presets import preset
 from fedlib.companion.report import setup_label
 from fedlib.companion.verdicts import Verdict
 from fedlib.companion.paper import Notebook, Paper
 
 
-def baseline_claims(records: Mapping[str, Mapping[Any, Any]], *, scale: str, dataset: str = "fmnist",
+def baseline_claims(plan: Plan, records: Records, *, scale: str, dataset: str = "fmnist",
                     **params: Any) -> list[Verdict]:
     """FedIntR Table I's FedAvg and FedProx rows at FedIntR's statistic (the median of the last rounds), labelled
-    with what this scale's runs change of the paper's setup (the paper-scale plan's)."""
+    with what this scale's runs change of the paper's setup (FedIntR's preset at paper scale)."""
     table1 = records.get("table1", {})
-    paper = next(iter(baseline_plan("paper", dataset=dataset)["table1"].values()))
+    paper = preset("fedintr", "paper", dataset=dataset)
     data = setup_label("FedIntR Table I", dataset, [r.cfg for r in table1.values()], paper)
     return baseline_verdicts(per_run_frame(table1, last=FEDINTR_LAST[scale]), scale, dataset, data)
 
 
-PAPER = Paper(
+BASELINES_PAPER = Paper(
     name="Baselines", text="FedAvg / FedProx in FedIntR's setup; the partitions and the findings of all four papers",
     presets=(),
     notebooks=(
@@ -30,4 +33,5 @@ PAPER = Paper(
         Notebook("01_fedavg_baseline", plan=baseline_plan, claims=baseline_claims, datasets=("fmnist",),
                  priorities={"table1": 13, "*": 27}),  # FedIntR Table I's rows: the same runs as notebook 05's
         Notebook("09_findings"),  # every notebook's stored claim rows read together: nothing trained, no claims
-    ))
+    ),
+    cited=False)  # its claim rows cite FedIntR's Table I

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fedlib.companion.papers.fedcka.preset import PRESET as FEDCKA
-from fedlib.companion.papers.fedintr.preset import PRESET as FEDINTR
+from fedlib.companion.papers.fedcka.preset import FEDCKA_PRESET as FEDCKA
+from fedlib.companion.papers.fedintr.preset import FEDINTR_PRESET as FEDINTR
 from fedlib.companion.common import SEEDS, Plan, RunId
 
 __all__ = ["baseline_plan", "BASELINE_SEEDS", "BASELINE_LEFT_OUT"]

@@ -4,7 +4,7 @@ upper bound — each a tidy table and a figure, with the papers' numbers beside 
 
     stats = dirichlet_stats(parts); partition_figure(parts, dataset, "dirichlet")
     per_run = per_run_frame(records, last); summary_table(per_run); versus_paper(per_run, dataset)
-    curves_figure(records, per_run, dataset, scale); describe_baseline(per_run)
+    baseline_curves_figure(records, per_run, dataset, scale); describe_baseline(per_run)
     baseline_verdicts(per_run, scale, dataset, data)
 """
 
@@ -20,33 +20,34 @@ from matplotlib.colors import Normalize
 from matplotlib.ticker import MaxNLocator
 
 from fedlib.data import chance
-from fedlib.companion.grid import DIVERGED, PENDING, Diverged, Run, cell, offs
+from fedlib.companion.grid import DIVERGED, Diverged, Runs, cell, offs
 from fedlib.partition import Partition
 from fedlib.companion.papers.baselines.plans import BASELINE_LEFT_OUT
-from fedlib.companion.common import RunId
+from fedlib.companion.papers.fedintr.tables import FEDINTR_T1
 from fedlib.companion.plots import mean_curves, paper_panel, t_interval
 from fedlib.companion.report import compare
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.scales import scale_of
 from fedlib.companion.style import dataset_name
-from fedlib.companion.verdicts import Verdict, decide, not_testable, off_plateau, pending as pending_verdict
+from fedlib.companion.verdicts import (PENDING, Verdict, decide, not_testable, off_plateau,
+                                       pending as pending_verdict)
 
-__all__ = ["ALPHAS", "PAPER_T1", "PAPER_T1_DATASET", "PAPER_FIG5", "label_entropy", "dirichlet_stats",
-           "partition_figure", "Check", "partition_checks", "per_run_frame", "summary_table", "versus_paper",
-           "FEDCKA_SETUP", "curves_figure", "describe_baseline", "baseline_verdicts"]
+__all__ = ["ALPHAS", "BASELINE_T1", "PAPER_T1_DATASET", "PAPER_FIG5", "label_entropy",
+           "dirichlet_stats", "partition_figure", "Check", "partition_checks", "per_run_frame",
+           "summary_table", "versus_paper", "FEDCKA_SETUP", "baseline_curves_figure",
+           "describe_baseline", "baseline_verdicts"]
 
 # FedCKA Fig. 4: arXiv α ∈ {5, 0.5, 0.1}, Appl. Sci. α ∈ {5, 1, 0.1}; FedIntR Fig. 3: β ∈ {5, 0.5, 0.1}
 ALPHAS = (5.0, 1.0, 0.5, 0.1)
-# FedIntR Table I (10 clients, β = 0.5, 100 rounds; the median of the last 10 rounds): dataset -> {run: accuracy}.
-# FedProx's best μ is 0.001 only on Fashion-MNIST, so only that cell is our FedProx (μ=0.001) run's paper value.
-PAPER_T1: dict[str, dict[str, float]] = {
-    "fmnist": {"FedAvg": 88.90, "FedProx (μ=0.001)": 88.95}, "svhn": {"FedAvg": 86.04},
-    "cifar10": {"FedAvg": 65.82}, "cifar100": {"FedAvg": 40.43}}
+# FedIntR Table I's cells of notebook 01's runs: dataset -> {run: accuracy}. FedProx's best μ is
+# 0.001 only on Fashion-MNIST, so only that cell is our FedProx (μ=0.001) run's paper value.
+BASELINE_T1: dict[str, dict[str, float]] = {
+    d: {"FedAvg": row["FedAvg"][0],
+        **({"FedProx (μ=0.001)": row["FedProx"][0]} if row["FedProx"][1] == 0.001 else {})}
+    for d, row in FEDINTR_T1.items()}
 PAPER_T1_DATASET = "fmnist"  # the column notebook 01's table and fidelity claim compare with
 # FedCKA Fig. 5 / §4.4 (CIFAR-10, α = 5): the centralized upper bound and FedAvg
 PAPER_FIG5 = {"Centralized": 70.0, "FedAvg": 64.37}
-
-Runs = Mapping[RunId, Run]
 
 
 # ------------------------------------------------------------------------------------------- partitions (00)
@@ -194,7 +195,7 @@ def summary_table(per_run: pd.DataFrame) -> pd.DataFrame:
 def versus_paper(per_run: pd.DataFrame) -> pd.DataFrame:
     """FedIntR Table I (Fashion-MNIST) beside ours: the paper's number, our mean over seeds (as "mean ± std", or
     pending / diverged) and the difference of the means."""
-    paper = PAPER_T1[PAPER_T1_DATASET]
+    paper = BASELINE_T1[PAPER_T1_DATASET]
     summary = summary_table(per_run)
     acc = per_run.groupby("method", sort=False)["final"].mean()
     table = compare(paper, {k: acc.get(k, np.nan) for k in paper})
@@ -233,7 +234,7 @@ def _not_done(per_run: pd.DataFrame, methods: Sequence[str]) -> list[str]:
     return [f"{m} {int((s != 'done').sum())} of {len(s)} seeds" for m, s in g if (s != "done").any()]
 
 
-def curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str, scale: str) -> plt.Figure | None:
+def baseline_curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str, scale: str) -> plt.Figure | None:
     """Test accuracy per round, the mean over the seeds done with a 95 % t band: FedIntR's setup (FedAvg, FedProx
     μ = 0.001) and FedCKA's (the centralized upper bound, FedAvg) in panels of their own, and the papers' numbers
     (FedIntR Table I for ``dataset``, after 100 rounds; FedCKA Fig. 5 on CIFAR-10) as tables in a third panel, never
@@ -258,7 +259,7 @@ def curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str, scale: str
                      + (f"\npending or diverged: {', '.join(left)}" if left else ""), fontsize=8)
     paper = axes[-1]
     paper.axis("off")
-    t1 = PAPER_T1.get(dataset, {})
+    t1 = BASELINE_T1.get(dataset, {})
     tables = ([(f"FedIntR Table I: {dataset_name(dataset)}, 10 clients,\nβ = 0.5, 100 rounds × 10 epochs",
                 [[m, f"{v:.2f}"] for m, v in t1.items()])] if t1 else []) + [
         ("FedCKA Fig. 5 (arXiv): CIFAR-10, α = 5", [[m, f"{v:.2f}"] for m, v in PAPER_FIG5.items()])]
@@ -314,7 +315,7 @@ def _reported(method: str, per_run: pd.DataFrame, scale: str, dataset: str, per_
     """FedIntR Table I's number for ``method`` on ``dataset``: our per-seed accuracies against it (``d`` = ours −
     the paper's, "within" at the margin policy's point, the paper's own d 0). Decided at paper scale only: elsewhere
     the budget that number belongs to is not the one trained."""
-    ref = PAPER_T1.get(dataset, {}).get(method)
+    ref = BASELINE_T1.get(dataset, {}).get(method)
     number = "number" if ref is None else f"{ref:.2f} %"
     claim = f"{REPORTED[method]} reaches FedIntR Table I's {number} on {dataset_name(dataset)}"
     source = "FedIntR Table I"

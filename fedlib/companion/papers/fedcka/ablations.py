@@ -15,11 +15,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fedlib.companion.papers.fedcka.claims import PAPER_T3, PAPER_T4
-from fedlib.companion.papers.fedcka.accuracy import fmt
-from fedlib.companion.grid import DIVERGED, PENDING, Diverged, is_off, runs_frame, seed_summary, summary_cell
-from fedlib.companion.common import RunId
+from fedlib.companion.papers.fedcka.claims import FEDCKA_T3, FEDCKA_T4
+from fedlib.companion.grid import (DIVERGED, Diverged, Runs, fmt_interval, is_off, runs_frame,
+                                   seed_summary, summary_cell)
 from fedlib.companion.plots import paper_panel, sweep, t_interval
+from fedlib.companion.verdicts import PENDING
 from fedlib.companion.report import compare
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.similarity import LayerSimilarity
@@ -35,8 +35,6 @@ PAPER_M = {"FedCKA, M = 2": 67.86, "FedAvg": 64.37, "centralized": 70.0}
 M_RANGE = range(1, 8)  # the papers sweep the first M = 1..7 layers of the simple CNN
 PAPER_TOP_LAYER = 2  # Appl. Sci. Fig. 6: "the third layer [has] the highest variance of non-similarity" (0-based)
 REGULARIZED = ("conv1", "conv2")  # the simple CNN's layers ℓ_cka regularizes at M = 2 ("the first two layers")
-
-Runs = Mapping[RunId, Record | Pending]
 
 
 def _score(r: pd.Series) -> float:
@@ -133,8 +131,8 @@ def describe_m_layers(m_runs: Runs, bound_runs: Runs) -> str:
     points, bounds = m_points(m_runs), _accs(bound_runs)
     planned = sorted({int(r.cfg.strategy_kw.get("M", 2)) for r in m_runs.values()})
     missing = [m for m in planned if float(m) not in points]
-    parts = [f"M = {m:g}: {fmt(v)}" for m, v in points.items()]
-    parts += [f"{k} {fmt(v)}" for k, v in bounds.items() if v]
+    parts = [f"M = {m:g}: {fmt_interval(v)}" for m, v in points.items()]
+    parts += [f"{k} {fmt_interval(v)}" for k, v in bounds.items() if v]
     if not parts:
         return "The M-layer ablation is pending: no run stored yet."
     return ("Final test accuracy (%), mean ± 95 % t interval over seeds — FedCKA " + "; ".join(parts) + "."
@@ -290,15 +288,15 @@ def table3(metric_runs: Runs, timed: pd.DataFrame | None, timing_planned: bool) 
     fedavg = t3.loc["None (FedAvg)"] if "None (FedAvg)" in t3.index else None
     base = fedavg["s / round"] if fedavg is not None and not fedavg["pending"] else np.nan
     rows = []
-    extra = {m: ("—", "—") for m in t3.index if m not in PAPER_T3}
-    for m, (p_acc, p_s) in {**PAPER_T3, **extra}.items():
+    extra = {m: ("—", "—") for m in t3.index if m not in FEDCKA_T3}
+    for m, (p_acc, p_s) in {**FEDCKA_T3, **extra}.items():
         r = t3.loc[m] if m in t3.index else None
         ours = "not run at this scale" if r is None else summary_cell(r)
         runs = ours if r is None or r["pending"] or r["diverged"] else \
             PENDING if not np.isfinite(base) else round(float(r["s / round"] / base), 2)
         timed_ = PENDING if timing_planned and timed is None else \
             round(float(timed.loc[m, "× FedAvg"]), 2) if timed is not None and m in timed.index else "not timed"
-        ratio = "—" if m in extra else round(p_s / PAPER_T3["None (FedAvg)"][1], 2)
+        ratio = "—" if m in extra else round(p_s / FEDCKA_T3["None (FedAvg)"][1], 2)
         rows.append([m, p_acc, ours, p_s, ratio, runs, timed_])
     return pd.DataFrame(rows, columns=["metric", *T3_COLUMNS]).set_index("metric")
 
@@ -322,7 +320,7 @@ def describe_table3(metric_runs: Runs) -> str:
             pend.append(m)
         elif v := accs.get(m):
             d = [v[k] - base[k] for k in v if k in base]
-            parts.append(f"{m} {fmt(v)}" + (f" ({fmt(d, '+')} against FedAvg)" if d and m != "None (FedAvg)" else ""))
+            parts.append(f"{m} {fmt_interval(v)}" + (f" ({fmt_interval(d, '+')} against FedAvg)" if d and m != "None (FedAvg)" else ""))
     out = ("Final test accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + ".") if parts else ""
     if broke:
         out += " Diverged (the claims on them are not testable): " + "; ".join(broke) + "."
@@ -369,12 +367,12 @@ def table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mappin
     rows = []
     for model, key in models:
         c = costs.get(key)
-        for m, p in PAPER_T4[model].items():
+        for m, p in FEDCKA_T4[model].items():
             def ours(col: str, nd: int) -> Any:
                 return "not timed at this scale" if key not in costs else PENDING if c is None \
                     else round(c.loc[m, col], nd)
             rows.append({"model": model, "method": m, "paper s / round": p,
-                         "paper × FedAvg": round(p / PAPER_T4[model]["FedAvg"], 2),
+                         "paper × FedAvg": round(p / FEDCKA_T4[model]["FedAvg"], 2),
                          "ours s / round": ours("s / round", 3), "ours × FedAvg": ours("× FedAvg", 2)})
     table = pd.DataFrame(rows).set_index(["model", "method"])
     if any(costs.get(k) is None for _, k in models):
@@ -384,12 +382,12 @@ def table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mappin
     note = ""
     for j, (model, key) in enumerate(models):
         ax = fig.add_subplot(gs[j])
-        note = ratio_bars(ax, _ratios(costs[key], list(PAPER_T4[model])))
+        note = ratio_bars(ax, _ratios(costs[key], list(FEDCKA_T4[model])))
         ax.set_ylabel("time per round / FedAvg's" if j == 0 else "")
         ax.set_title(f"ours: {setups[key]['title']}\nsynthetic data, {device}", fontsize=8)
-    paper_panel(fig.add_subplot(gs[2]), [[m, f"{PAPER_T4['simple CNN'][m] / PAPER_T4['simple CNN']['FedAvg']:.2f}",
-                                          f"{PAPER_T4['ResNet-50'][m] / PAPER_T4['ResNet-50']['FedAvg']:.2f}"]
-                                         for m in PAPER_T4["simple CNN"]],
+    paper_panel(fig.add_subplot(gs[2]), [[m, f"{FEDCKA_T4['simple CNN'][m] / FEDCKA_T4['simple CNN']['FedAvg']:.2f}",
+                                          f"{FEDCKA_T4['ResNet-50'][m] / FEDCKA_T4['ResNet-50']['FedAvg']:.2f}"]
+                                         for m in FEDCKA_T4["simple CNN"]],
                 ["method", "7 layers", "ResNet-50"],
                 "paper, Table 4 (Titan V, real data):\ntime per round / FedAvg's\n(7 layers: CIFAR-10; ResNet-50: "
                 "Tiny ImageNet)")
@@ -410,8 +408,8 @@ def describe_table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[st
         if costs[key] is None:
             parts.append(f"{model}: timing pending")
             continue
-        r = _ratios(costs[key], list(PAPER_T4[model]))
-        p = PAPER_T4[model]
+        r = _ratios(costs[key], list(FEDCKA_T4[model]))
+        p = FEDCKA_T4[model]
         parts.append(f"{model} ({setups[key]['title'].split(', ')[-1]}): " + ", ".join(
             f"{m} {r[m].median():.2f} [{r[m].min():.2f}, {r[m].max():.2f}] (paper {p[m] / p['FedAvg']:.2f})"
             for m in r.columns if m != "FedAvg"))

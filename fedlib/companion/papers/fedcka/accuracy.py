@@ -14,37 +14,30 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fedlib.companion.papers.fedcka.claims import PAPER_T2 as T2_TUPLES, T2_METHODS, paper_mu
+from fedlib.companion.papers.fedcka.claims import FEDCKA_T2, T2_METHODS, paper_mu
 from fedlib.companion.papers.fedcka.rounds import (_cells, describe_epochs, describe_rounds, epoch_rounds, epochs_artifact, epochs_at,
-                            epochs_points, fmt, mean_rounds, rounds_figure, seed_curves)
+                            epochs_points, mean_rounds, rounds_figure, seed_curves)
 from fedlib.config import Config
-from fedlib.companion.grid import DIVERGED, is_off, runs_frame, seed_summary
-from fedlib.companion.common import RunId
+from fedlib.companion.grid import DIVERGED, Runs, fmt_interval, is_off, runs_frame, seed_summary
 from fedlib.companion.plots import group_panels, paper_panel
 from fedlib.companion.report import compare
-from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name
 
-__all__ = ["PAPER_T2", "PAPER_METHODS", "VERSIONS", "ALPHA_LABELS", "Table2", "table2_setup", "describe_table2", "fmt",
+__all__ = ["VERSION_ALPHAS", "ALPHA_LABELS", "Table2", "table2_setup", "describe_table2",
            "seed_curves", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_at",
            "epoch_rounds", "epochs_artifact", "describe_epochs"]
 
-PAPER_METHODS = T2_METHODS
-# FedCKA Table 2 (CIFAR-10, 10 clients, 100 rounds; the μ §4.2 states per method), both versions: α -> {method: acc}
-PAPER_T2: dict[float, dict[str, float]] = {a: dict(zip(PAPER_METHODS, v)) for a, v in T2_TUPLES.items()}
-VERSIONS = {"arXiv": (5.0, 0.5, 0.1), "Appl. Sci.": (5.0, 1.0, 0.1)}  # Table 2's α columns in each version
+VERSION_ALPHAS = {"arXiv": (5.0, 0.5, 0.1), "Appl. Sci.": (5.0, 1.0, 0.1)}  # Table 2's α columns in each version
 ALPHA_LABELS = {5.0: "α = 5", 1.0: "α = 1 (Appl. Sci.)", 0.5: "α = 0.5 (arXiv)", 0.1: "α = 0.1"}
 
-Runs = Mapping[RunId, Record | Pending]
 
-
-def _at_paper_mu(summary: pd.DataFrame) -> pd.DataFrame:
+def _summary_at_paper_mu(summary: pd.DataFrame) -> pd.DataFrame:
     """Per method and α, the summary row at the paper's μ for the setting (:func:`paper_mu`); a method run at one μ
     only, at that μ."""
     keep = []
@@ -69,7 +62,7 @@ class Table2:
     def from_records(cls, records: Runs) -> "Table2":
         grid = runs_frame(records)
         summary = seed_summary(grid, ["method", "mu", "alpha"])
-        return cls(grid, summary, _at_paper_mu(summary))
+        return cls(grid, summary, _summary_at_paper_mu(summary))
 
     @property
     def methods(self) -> list[str]:
@@ -107,8 +100,8 @@ class Table2:
     def versus_paper(self) -> dict[str, pd.DataFrame]:
         """Per version of the paper, its Table 2 (CIFAR-10) beside ours (method | α), with the difference."""
         ours = {f"{m} | α={a:g}": DIVERGED if v == -np.inf else v for (m, a), v in self.accuracy().items()}
-        return {version: compare({f"{m} | α={a:g}": PAPER_T2[a][m] for a in cols for m in PAPER_METHODS}, ours,
-                                 not_run="not run at this scale") for version, cols in VERSIONS.items()}
+        return {version: compare({f"{m} | α={a:g}": FEDCKA_T2[a][m] for a in cols for m in T2_METHODS}, ours,
+                                 not_run="not run at this scale") for version, cols in VERSION_ALPHAS.items()}
 
     def _mu(self, method: str, alpha: float) -> float | None:
         """The μ whose seeds the figures show: the paper's μ (NaN for a method without μ); while it is not
@@ -137,8 +130,8 @@ class Table2:
         """``{α label: {method: {seed: final accuracy (%)}}}`` of the stored runs that did not diverge, every α of
         both versions (one not run: no methods) at each method's μ: the input of :func:`fedlib.companion.plots.group_panels`."""
         out: dict[str, dict[str, dict[int, float]]] = {}
-        order = [m for m in PAPER_METHODS if m in self.methods] + [m for m in self.methods if m not in PAPER_METHODS]
-        for a in sorted(PAPER_T2, reverse=True):
+        order = [m for m in T2_METHODS if m in self.methods] + [m for m in self.methods if m not in T2_METHODS]
+        for a in sorted(FEDCKA_T2, reverse=True):
             out[ALPHA_LABELS[a]] = {m: {int(s): float(v) for s, v, p, d in r[["seed", "acc", "pending",
                                                                               "diverged"]].itertuples(index=False)
                                         if not p and not d}
@@ -148,12 +141,12 @@ class Table2:
     def seed_off(self) -> dict[str, dict[str, list[int]]]:
         """``{α label: {method: seeds}}`` of the runs :meth:`seed_values` draws that are off their plateau."""
         return {ALPHA_LABELS[a]: {m: [int(x) for x in r.loc[is_off(r), "seed"]] for m in self.methods
-                                  if not (r := self._runs(m, a)).empty} for a in sorted(PAPER_T2, reverse=True)}
+                                  if not (r := self._runs(m, a)).empty} for a in sorted(FEDCKA_T2, reverse=True)}
 
     def seed_diverged(self) -> dict[str, dict[str, int]]:
         """``{α label: {method: seeds diverged}}`` at each method's μ (:meth:`_runs`)."""
         return {ALPHA_LABELS[a]: {m: int(r["diverged"].sum()) for m in self.methods
-                                  if not (r := self._runs(m, a)).empty} for a in sorted(PAPER_T2, reverse=True)}
+                                  if not (r := self._runs(m, a)).empty} for a in sorted(FEDCKA_T2, reverse=True)}
 
     def incomplete(self) -> list[str]:
         """``"FedAvg at α = 5: 3 of 5 seeds"`` (``"... (2 diverged)"``) for each method at an α with stored runs
@@ -197,8 +190,8 @@ class Table2:
                  *(["incomplete: " + "; ".join(waiting)] if waiting else []),
                  *([ringed] if ringed else [])]
         top.suptitle("\n".join(textwrap.fill(ln, 130) for ln in lines), fontsize=9)
-        alphas = sorted(PAPER_T2, reverse=True)
-        paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{PAPER_T2[a][m]:.2f}" for a in alphas)] for m in PAPER_METHODS],
+        alphas = sorted(FEDCKA_T2, reverse=True)
+        paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{FEDCKA_T2[a][m]:.2f}" for a in alphas)] for m in T2_METHODS],
                     ["method", *(ALPHA_LABELS[a] for a in alphas)],
                     "paper, Table 2 (α = 5: also Table 1): CIFAR-10, 10 clients, 100 rounds, each method at the μ "
                     "of its search — not our setup")
@@ -255,11 +248,11 @@ def describe_table2(t2: Table2) -> str:
         gone = [f"{m} {n} of {n + len(by.get(m, {}))} diverged" + (
             f" (the other seed{'s' * (len(by[m]) > 1)}: {', '.join(f'{x:.2f}' for x in by[m].values())})"
             if by.get(m) else "") for m, n in dv.items()]
-        parts.append(f"{a}: " + ", ".join(f"{m} {fmt(v)}" for m, v in ranked)
+        parts.append(f"{a}: " + ", ".join(f"{m} {fmt_interval(v)}" for m, v in ranked)
                      + (f"; no mean: {', '.join(gone)}" if gone else ""))
         cka, avg = by.get("FedCKA", {}), by.get("FedAvg", {})
         if common := [s for s in cka if s in avg]:
-            pairs.append(f"{a}: {fmt([cka[s] - avg[s] for s in common], '+')}")
+            pairs.append(f"{a}: {fmt_interval([cka[s] - avg[s] for s in common], '+')}")
     if not parts:
         return "Table 2's runs are pending: no bar to draw yet."
     missing = [a for a, by in vals.items() if not any(by.values())]

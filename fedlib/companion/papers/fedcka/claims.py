@@ -22,23 +22,27 @@ from fedlib.companion.results import Pending
 from fedlib.companion.timing import repeat_times
 from fedlib.companion.verdicts import MARGINS, Verdict, decide, decide_ratio, not_testable, pending
 
-__all__ = ["PAPER_T2", "PAPER_T3", "PAPER_T4", "T2_METHODS", "FIG5_ROUNDS", "T2_VERSIONS", "compare_runs", "FINDINGS",
-           "paper_mu",
-           "table2_verdicts", "fig5_verdicts", "similarity_verdicts", "ablation_verdicts", "table3_verdicts",
-           "cost_verdicts", "variance_verdicts"]
+__all__ = ["FEDCKA_T2", "FEDCKA_T3", "FEDCKA_T4", "T2_METHODS", "FIG5_ROUNDS", "T2_VERSIONS",
+           "compare_runs", "FEDCKA_FINDINGS", "paper_mu", "table2_verdicts", "fig5_verdicts",
+           "similarity_verdicts", "ablation_verdicts", "table3_verdicts", "cost_verdicts",
+           "variance_verdicts"]
 
 T2_METHODS = ("FedAvg", "FedProx", "SCAFFOLD", "MOON", "FedCKA")
 FIG5_ROUNDS = 100  # Appl. Sci. §4.1: "trained for 100 communication rounds on CIFAR-10" (Fig. 5's x-axis)
-PAPER_T2 = {  # CIFAR-10, α -> (FedAvg, FedProx, SCAFFOLD, MOON, FedCKA); α = 5 is Table 1's CIFAR-10 column
+# FedCKA Table 2 (CIFAR-10, 10 clients, 100 rounds; the μ §4.2 states per method), both versions:
+# α -> {method: accuracy}; α = 5 is Table 1's CIFAR-10 column
+FEDCKA_T2: dict[float, dict[str, float]] = {a: dict(zip(T2_METHODS, v)) for a, v in {
     5.0: (64.37, 64.58, 64.33, 65.25, 67.86), 0.5: (59.81, 59.98, 59.47, 60.65, 61.13),
-    1.0: (62.49, 62.51, 63.31, 62.60, 66.19), 0.1: (50.43, 51.07, 40.53, 51.63, 52.35)}
+    1.0: (62.49, 62.51, 63.31, 62.60, 66.19), 0.1: (50.43, 51.07, 40.53, 51.63, 52.35)}.items()}
 T2_VERSIONS = {5.0: "Table 1 / Table 2 (both versions)", 0.1: "Table 2 (both versions)", 1.0: "Table 2 (Appl. Sci.)",
                0.5: "Table 2 (arXiv)"}
-PAPER_T3 = {"None (FedAvg)": (64.37, 54.82), "Frobenius norm": (65.54, 64.73), "vectorized cosine": (66.67, 65.75),
-            "kernel CKA": (67.93, 122.41), "linear CKA": (67.86, 104.17)}
-PAPER_T4 = {"simple CNN": {"FedAvg": 54.82, "SCAFFOLD": 57.19, "FedProx": 57.20, "MOON": 97.58, "FedCKA": 104.17},
-            "ResNet-50": {"FedAvg": 638.79, "SCAFFOLD": 967.04, "FedProx": 862.12, "MOON": 1689.28,
-                          "FedCKA": 750.97}}
+FEDCKA_T3 = {"None (FedAvg)": (64.37, 54.82), "Frobenius norm": (65.54, 64.73),
+             "vectorized cosine": (66.67, 65.75), "kernel CKA": (67.93, 122.41),
+             "linear CKA": (67.86, 104.17)}
+FEDCKA_T4 = {"simple CNN": {"FedAvg": 54.82, "SCAFFOLD": 57.19, "FedProx": 57.20, "MOON": 97.58,
+                            "FedCKA": 104.17},
+             "ResNet-50": {"FedAvg": 638.79, "SCAFFOLD": 967.04, "FedProx": 862.12, "MOON": 1689.28,
+                           "FedCKA": 750.97}}
 
 
 def _rows(df: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
@@ -72,7 +76,7 @@ def compare_runs(claim: str, source: str, df: pd.DataFrame, a: Mapping[str, Any]
 
 
 # Rows that are one phenomenon, each named once with its mechanism and confounders (the findings notebook groups by it)
-FINDINGS = {
+FEDCKA_FINDINGS = {
     "FedCKA below the baselines": (
         "FedCKA's ℓ_cka does not raise accuracy on Fashion-MNIST at this scale: its rows against FedAvg, FedProx, "
         "SCAFFOLD and MOON at every α are one phenomenon. Mechanism (notebook 04's premise rows): the regularized "
@@ -83,7 +87,8 @@ FINDINGS = {
 
 
 def _finding(x: str, y: str) -> str:
-    """The finding a Table 2 comparison of ``x`` with ``y`` belongs to (:data:`FINDINGS`), or ""."""
+    """The finding a Table 2 comparison of ``x`` with ``y`` belongs to (:data:`FEDCKA_FINDINGS`),
+    or ""."""
     return "FedCKA below the baselines" if "FedCKA" in (x, y) else ""
 
 
@@ -114,7 +119,7 @@ def table2_verdicts(df: pd.DataFrame, scope: Scope) -> list[Verdict]:
     out = []
     say = "§4.2, 'FedCKA consistently outperforms previous methods across different datasets and across different α'"
     for a, src in T2_VERSIONS.items():
-        p = dict(zip(T2_METHODS, PAPER_T2[a]))
+        p = FEDCKA_T2[a]
         why = lambda m: scope.left_out.get(table2_part(m, a), "not in this scale's plan")  # noqa: E731
         pairs = [(f"FedCKA beats {r} at α = {a:g}", f"FedCKA {src}; {say}", "FedCKA", r) for r in T2_METHODS[:4]]
         pairs += [(f"{r} beats FedAvg at α = {a:g}", f"FedCKA {src}; §4.2, 'other works consistently improve "
@@ -322,7 +327,7 @@ def table3_verdicts(t3: pd.DataFrame, scope: Scope) -> list[Verdict]:
     Frobenius norm and the cosine; kernel CKA slightly beats linear CKA; Frobenius and cosine beat FedAvg
     ("decrease performance only slightly"); linear CKA beats FedAvg."""
     src = "FedCKA Table 3 (both versions); §4.4 arXiv / §4.5 Appl. Sci."
-    p = {k: v[0] for k, v in PAPER_T3.items()}
+    p = {k: v[0] for k, v in FEDCKA_T3.items()}
     why = {"Frobenius norm": "Table 3: Frobenius norm, vectorized cosine", "vectorized cosine":
            "Table 3: Frobenius norm, vectorized cosine", "kernel CKA": "Table 3: kernel CKA"}
     pairs = [(c, o, "'performance is highest when CKA is used'") for c in ("kernel CKA", "linear CKA")
@@ -349,7 +354,7 @@ def cost_verdicts(costs: Mapping[str, pd.DataFrame | None], scope: Scope, scale:
     """Table 3's durations and Table 4 (§4.5 arXiv / §4.6 Appl. Sci.), on interleaved repeats of this device's
     timing (``costs``: :func:`fedlib.companion.timing.cached_costs` per setup; ``None``: pending)."""
     t4 = "FedCKA Table 4; §4.5 arXiv / §4.6 Appl. Sci."
-    p_cnn, p_r50 = PAPER_T4["simple CNN"], PAPER_T4["ResNet-50"]
+    p_cnn, p_r50 = FEDCKA_T4["simple CNN"], FEDCKA_T4["ResNet-50"]
     others = ["SCAFFOLD", "FedProx", "MOON"]
     specs = [
         ("metrics", "kernel CKA costs more per round than linear CKA", "FedCKA Table 3; 'considering the "

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fedlib.companion.grid import PENDING
+from fedlib.companion.verdicts import PENDING
 from fedlib.companion.plots import offdiag_range, similarity_heatmap, sweep
 from fedlib.companion.provenance import worker_seconds
 from fedlib.companion.results import Pending, Record

@@ -8,8 +8,8 @@ quick, Table 2) is the same Config, so the store trains it once.
 Each notebook's runs are :class:`~fedlib.companion.budget.Part` s in priority order (the claim that needs them most
 first); ``paper`` and ``smoke`` run every part, ``quick`` every part but those over 10 worker-hours or that cannot
 reach their plateau (:func:`fedlib.companion.budget.fit`) — their claims are "not testable at this scale", with the
-reason (``*_scope(...).left_out``). Seeds: 0-4 at ``quick`` and ``paper`` (every comparison has five seeds per
-method), 0 at ``smoke``.
+reason (each plan's ``left_out``: a :class:`~fedlib.companion.budget.Scope`). Seeds: 0-4 at
+``quick`` and ``paper`` (every comparison has five seeds per method), 0 at ``smoke``.
 
 * μ: ``paper`` tunes over the papers' grids (§4.2: FedProx {0.001, 0.01, 0.1, 1}, MOON {0.1, 1, 5, 10}, FedCKA
   {3, 5, 10}); ``quick`` and ``smoke`` run the papers' best μ on CIFAR-10 (FedProx 0.001 at α = 5 and 0.1; MOON 10,
@@ -32,17 +32,17 @@ from typing import Any
 
 from fedlib.config import Config
 from fedlib.companion.grid import method_name
-from fedlib.companion.papers.fedcka.preset import (ALPHA_ROUNDS, EPOCH_ROUNDS, PRESET,
+from fedlib.companion.papers.fedcka.preset import (ALPHA_ROUNDS, EPOCH_ROUNDS, FEDCKA_PRESET,
                                                    PRINTED_METRICS, R50_SIMILARITY, R50_TIMED_ON,
                                                    TABLE1_ONLY, TABLE2_ROUNDS)
-from fedlib.companion.common import SEEDS, FedCKARunId, Plan, RunId
+from fedlib.companion.common import SEEDS, FedCKARunId, RunId
 from fedlib.companion.budget import Part, Scope, fit
 
-__all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan", "similarity_scope",
-           "heterogeneity_scope", "ablations_scope", "table2_part", "paper_mu_part", "PAPER_T2_MU", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
-           "FEDCKA_EPOCHS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS",
-           "FEDCKA_VARIANT_METRICS", "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS", "TIMING_PART", "cost_setups",
-           "method_name", "keeps_artifacts"]
+__all__ = ["fedcka_similarity_plan", "fedcka_heterogeneity_plan", "fedcka_ablations_plan",
+           "table2_part", "paper_mu_part", "PAPER_T2_MU", "FEDCKA_MU_GRID", "FEDCKA_ALPHAS",
+           "FEDCKA_EPOCHS", "at_alpha", "FEDCKA_M", "FEDCKA_METRICS", "FEDCKA_VARIANT_METRICS",
+           "FEDCKA_SEEDS", "FEDCKA_MU", "COST_METHODS", "TIMING_PART", "cost_setups", "method_name",
+           "keeps_artifacts"]
 
 # The papers' μ grids (§4.2) and, at quick / smoke, the papers' best μ on CIFAR-10.
 FEDCKA_MU_GRID: dict[str, dict[str, tuple[float, ...]]] = {
@@ -120,8 +120,9 @@ def table2_part(method: str, alpha: float) -> str:
     return f"Table 2, α = {alpha:g}: {who}"
 
 
-def similarity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                     executor: str = "auto", variant: str | None = None) -> Scope:
+def fedcka_similarity_plan(scale: str, dataset: str = "fmnist", device: str = "cpu",
+                           seeds: Any = None, executor: str = "auto",
+                           variant: str | None = None) -> Scope:
     """Notebook 02: FedCKA §3.1 — 10 clients on IID splits, 20 rounds of FedAvg (arXiv Fig. 2, Appl. Sci. Fig. 2).
 
     ``simple_cnn``: ``"FedAvg (simple CNN) | seed=<s>"``, the preset with §3.1's changes (IID, 20 rounds; quick:
@@ -129,7 +130,7 @@ def similarity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", s
     MOON's projection head): at paper scale, and at smoke on 40 images to exercise the code; at quick its five seeds
     are over the budget's 10 worker-hours (:func:`~fedlib.companion.budget.fit` names the estimate)."""
     over = {"smoke": {}, "quick": {"rounds": 20}, "paper": {"rounds": 20}}[scale]
-    cnn = {s: PRESET.config(scale, variant=variant, dataset=dataset, device=device, seed=s,
+    cnn = {s: FEDCKA_PRESET.config(scale, variant=variant, dataset=dataset, device=device, seed=s,
                             executor=executor, partition="iid", partition_kw={}, **over)
            for s in _seeds(scale, seeds)}
     r50 = {s: c.replace(model="resnet50", model_kw={"projection": True}, **R50_SIMILARITY[scale])
@@ -141,15 +142,15 @@ def similarity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", s
     return fit(parts, scale)
 
 
-def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                        executor: str = "auto") -> Scope:
+def fedcka_heterogeneity_plan(scale: str, dataset: str = "fmnist", device: str = "cpu",
+                              seeds: Any = None, executor: str = "auto") -> Scope:
     """Notebook 03: Table 2 of both versions (Table 1's α = 5 column), Appl. Sci. Fig. 5 (accuracy per round at
     α = 5, and the local-epoch sweep).
 
     ``table2``: :class:`~fedlib.companion.common.FedCKARunId` ``"<method> | α=<a> | seed=<s>"`` (one part per α and
     method; FedAvg and FedCKA together); ``epochs``: ``"<method> | E=<e> | seed=<s>"`` for FedAvg and FedCKA (μ = 3)
     at α = 5."""
-    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
+    base = FEDCKA_PRESET.config(scale, dataset=dataset, device=device, executor=executor)
     seeds = _seeds(scale, seeds)
     parts: dict[str, dict[RunId, Config]] = {}
     table1_only = dataset in TABLE1_ONLY[scale]  # Table 1's other columns: α = 5
@@ -175,15 +176,15 @@ def heterogeneity_scope(scale: str, dataset: str = "fmnist", device: str = "cpu"
                                                                          if c.local_epochs < 5}})], scale)
 
 
-def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Any = None,
-                    executor: str = "auto") -> Scope:
+def fedcka_ablations_plan(scale: str, dataset: str = "fmnist", device: str = "cpu",
+                          seeds: Any = None, executor: str = "auto") -> Scope:
     """Notebook 04 at α = 5: the M-layer ablation (arXiv Fig. 5 / Appl. Sci. Fig. 6) with the centralized upper
     bound, Table 3's similarity metrics, the between-client variance per layer (FedAvg and FedCKA, their clients'
     models kept: :func:`keeps_artifacts`) and the timed costs (Tables 3-4, :data:`TIMING_PART`).
 
     ``M``: ``"FedCKA (μ=3, M=<m>) | seed=<s>"``; ``metrics``: ``"<label> | seed=<s>"`` (FedAvg as "None
     (FedAvg)"); ``bounds``: FedAvg and the centralized model; ``variance``: FedAvg and FedCKA (M = 2)."""
-    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
+    base = FEDCKA_PRESET.config(scale, dataset=dataset, device=device, executor=executor)
     base = at_alpha(base, scale, 5.0)
     seeds = _seeds(scale, seeds)
     fedavg = {s: base.replace(strategy="fedavg", strategy_kw={}, seed=s) for s in seeds}
@@ -216,21 +217,6 @@ def ablations_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", se
     return fit([p for p in parts if p.extra_s or any(p.runs.values())], scale)
 
 
-def fedcka_similarity_plan(scale: str, **kw: Any) -> Plan:
-    """Notebook 02's runs (:func:`similarity_scope`)."""
-    return similarity_scope(scale, **kw).plan()
-
-
-def fedcka_heterogeneity_plan(scale: str, **kw: Any) -> Plan:
-    """Notebook 03's runs (:func:`heterogeneity_scope`)."""
-    return heterogeneity_scope(scale, **kw).plan()
-
-
-def fedcka_ablations_plan(scale: str, **kw: Any) -> Plan:
-    """Notebook 04's runs (:func:`ablations_scope`)."""
-    return ablations_scope(scale, **kw).plan()
-
-
 def keeps_artifacts(cfg: Config) -> bool:
     """Whether a run keeps its clients' final models (``fetch(..., artifacts=True)``): FedAvg on IID clients
     (FedCKA §3.1, notebook 02's layer similarity), and FedAvg and FedCKA (μ = 3, M = 2, linear CKA) at α = 5 and the
@@ -241,7 +227,7 @@ def keeps_artifacts(cfg: Config) -> bool:
         return False
     if cfg.partition == "iid":
         return cfg.strategy == "fedavg"
-    at5 = at_alpha(PRESET.config(cfg.scale), cfg.scale, 5.0)
+    at5 = at_alpha(FEDCKA_PRESET.config(cfg.scale), cfg.scale, 5.0)
     return (cfg.partition == "dirichlet" and cfg.partition_kw.get("beta") == 5.0
             and cfg.local_epochs == at5.local_epochs and cfg.rounds == at5.rounds
             and (cfg.strategy == "fedavg" or (cfg.strategy == "fedcka" and cfg.strategy_kw == {"mu": FEDCKA_MU})))
@@ -254,9 +240,9 @@ def cost_setups(scale: str, device: str = "cpu") -> dict[str, dict[str, Any]]:
     equal IID clients; ``reps`` >= 5 interleaved repeats). The cost does not depend on μ; FedCKA's M = 2 layers are
     ResNet-50's stem and first post-residual block. ``paper`` times one local epoch per round (the papers run 10:
     the ratios to FedAvg do not depend on it); ``smoke`` has no ``r50`` (minutes on a CPU even for 4 images)."""
-    cnn = PRESET.config("paper", dataset="cifar10", device=device, rounds=2)
+    cnn = FEDCKA_PRESET.config("paper", dataset="cifar10", device=device, rounds=2)
     r50_data = R50_TIMED_ON[scale]  # ResNet-50 + projection head, timed on this dataset's shape
-    r50 = PRESET.config("paper", dataset=r50_data, device=device, rounds=2)
+    r50 = FEDCKA_PRESET.config("paper", dataset=r50_data, device=device, rounds=2)
     size = {"paper": dict(cnn=dict(n_train=50_000, reps=5, local_epochs=1),
                           r50=dict(n_train=100_000, reps=5, local_epochs=1)),
             "quick": dict(cnn=dict(n_train=2_560, reps=5, local_epochs=1),

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from fedlib.companion.presets import Preset
 
-__all__ = ["PRESET", "ALPHA_ROUNDS", "TABLE2_ROUNDS", "EPOCH_ROUNDS", "R50_SIMILARITY",
+__all__ = ["FEDCKA_PRESET", "ALPHA_ROUNDS", "TABLE2_ROUNDS", "EPOCH_ROUNDS", "R50_SIMILARITY",
            "TABLE1_ONLY", "PRINTED_METRICS", "R50_TIMED_ON"]
 
 # ResNet-50 with MOON's projection head ("as per MOON": l1, l2, classifier l3 on the 256-d one)
 _R50 = dict(model="resnet50", model_kw={"projection": True})
 
-PRESET = Preset(
+FEDCKA_PRESET = Preset(
     "fedcka",
     # FedCKA (arXiv & Appl. Sci.) Experimental Setup: "SGD ... learning rate of 0.1, momentum of
     # 0.9, weight decay of 0.00001. Local epochs are set to 10 ... batch size 128 ... 100

@@ -14,28 +14,18 @@ from matplotlib.ticker import MaxNLocator
 
 from fedlib.companion.papers.fedcka.claims import FIG5_ROUNDS
 from fedlib.companion.figcheck import note_series
-from fedlib.companion.grid import is_off, runs_frame, seed_summary, summary_cell
-from fedlib.companion.common import FedCKARunId, RunId
+from fedlib.companion.grid import Runs, fmt_interval, is_off, runs_frame, seed_summary, summary_cell
+from fedlib.companion.common import FedCKARunId
 from fedlib.companion.plots import mean_curves, sweep, t_interval
-from fedlib.companion.results import Pending, Record
+from fedlib.companion.results import Record
 from fedlib.companion.style import dataset_name, method_style
 
-__all__ = ["fmt", "seed_curves", "minus_fedavg", "rounds_figure", "mean_rounds", "describe_rounds", "epochs_points", "epochs_at",
-           "epoch_rounds", "epochs_artifact", "describe_epochs"]
-
-Runs = Mapping[RunId, Record | Pending]
+__all__ = ["seed_curves", "minus_fedavg", "rounds_figure", "mean_rounds", "describe_rounds",
+           "epochs_points", "epochs_at", "epoch_rounds", "epochs_artifact", "describe_epochs"]
 
 
 def _cells(df: pd.DataFrame) -> list[str]:
     return [summary_cell(r) for _, r in df.iterrows()]
-
-
-def fmt(values: Mapping[int, float] | Sequence[float], sign: str = "") -> str:
-    """``"85.56 ± 1.04 (5 seeds)"``: the mean and half-width of the 95 % t interval; one seed: no interval."""
-    mean, half, n = t_interval(list(values.values()) if isinstance(values, Mapping) else values)
-    if n == 0:
-        return "pending"
-    return f"{mean:{sign}.2f}" + (f" ± {half:.2f} ({n} seeds)" if n > 1 else " (1 seed)")
 
 
 def seed_curves(records: Runs, names: Mapping[str, str], seeds: Sequence[int], alpha: float = 5.0
@@ -99,7 +89,7 @@ def describe_rounds(curves: Mapping[str, Mapping[int, pd.Series]]) -> str:
     def at(r: int) -> str:
         vals = {m: [float(s.loc[r]) for s in c.values() if r in s.index] for m, c in curves.items()}
         ranked = sorted(vals, key=lambda m: -np.mean(vals[m]))
-        return f"round {r}: " + ", ".join(f"{m} {fmt(vals[m])}" for m in ranked)
+        return f"round {r}: " + ", ".join(f"{m} {fmt_interval(vals[m])}" for m in ranked)
 
     return f"Test accuracy (%), mean ± 95 % t interval over seeds — {at(early)}; {at(last)}."
 
@@ -217,7 +207,7 @@ def describe_epochs(records: Runs, rounds: int | None = None) -> str:
     if not points:
         return "The local-epoch sweep is pending." + tail
     longer, early = _early(records, rounds)
-    line = lambda pts, es: "; ".join(f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in pts.items()  # noqa
+    line = lambda pts, es: "; ".join(f"E = {e:g}: " + ", ".join(f"{m} {fmt_interval(p[e])}" for m, p in pts.items()  # noqa
                                                                 if e in p) for e in es)
     if not longer:
         es = sorted({e for p in points.values() for e in p})
@@ -227,6 +217,6 @@ def describe_epochs(records: Runs, rounds: int | None = None) -> str:
            f"interval over seeds — " + line(solid, sorted({e for p in solid.values() for e in p})) + ".")
     long = {m: {e: v for e, v in p.items() if int(e) in longer} for m, p in points.items()}
     out += (f" Trained longer, each to its plateau (hollow; not the paper's comparison): "
-            + "; ".join(f"E = {e} at {r} rounds: " + ", ".join(f"{m} {fmt(p[float(e)])}" for m, p in long.items()
+            + "; ".join(f"E = {e} at {r} rounds: " + ", ".join(f"{m} {fmt_interval(p[float(e)])}" for m, p in long.items()
                                                               if float(e) in p) for e, r in longer.items()) + ".")
     return out + tail

@@ -23,11 +23,12 @@ from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from fedlib.companion.plots import mean_curves, paper_panel, seeds_note, t_interval
-from fedlib.companion.papers.feder.preset import FEDER_OPTIMIZERS
+from fedlib.companion.papers.feder.preset import FEDER_OPTIMIZERS, FEDER_SETTINGS
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import PLATEAU_RISE
-from fedlib.companion.papers.feder.tables import FLOOR, FLOORED_MAX, PAPER, SETTINGS, Runs, flat_runs
+from fedlib.companion.grid import Records, Runs
+from fedlib.companion.papers.feder.tables import FEDER_T42, FLOOR, FLOORED_MAX, flat_runs
 
 __all__ = ["THESIS_FIGURES", "figure_runs", "training_curves", "describe_training_curves", "floored_share_figure",
            "describe_floored", "rank_weights", "describe_rank_weights", "stable_rank_figure"]
@@ -35,11 +36,12 @@ __all__ = ["THESIS_FIGURES", "figure_runs", "training_curves", "describe_trainin
 # Figs. 4.1–4.5 non-federated, 4.6–4.10 FedAvg, 4.11–4.15 FedER, each in Table 4.2's row order (§4.3; the
 # captions of Figs. 4.3 and 4.15 misname their optimizer, their sections do not)
 THESIS_FIGURES = {(row, s): f"4.{1 + 5 * j + i}" for i, row in enumerate(FEDER_OPTIMIZERS)
-                  for j, s in enumerate(SETTINGS)}
+                  for j, s in enumerate(FEDER_SETTINGS)}
 _PAPER_TITLE = "FedER thesis Table 4.2: final test acc. (%)\nCIFAR-100, 250 epochs, one run each"
 
 
-def _by_setting(records: Runs, row: str, metric: str, settings: tuple[str, ...] = SETTINGS
+def _by_setting(records: Runs | Records, row: str, metric: str,
+                settings: tuple[str, ...] = tuple(FEDER_SETTINGS)
                 ) -> dict[str, dict[int, pd.Series]]:
     """``{setting: {seed: per-round series}}`` of ``row``'s stored runs; ``metric`` "train_loss" falls back to the
     mean of the clients' losses."""
@@ -56,7 +58,7 @@ def _by_setting(records: Runs, row: str, metric: str, settings: tuple[str, ...] 
     return {s: out[s] for s in settings if s in out}
 
 
-def _pending(records: Runs, row: str | None = None) -> list[str]:
+def _pending(records: Runs | Records, row: str | None = None) -> list[str]:
     """The runs not stored yet (of optimizer ``row``, or all), one entry per Table 4.2 cell with its seeds."""
     by: dict[str, list[int]] = {}
     for rid, r in flat_runs(records).items():
@@ -80,13 +82,14 @@ def _figures(row: str, settings: list[str], panel: str = "") -> str:
         f"{THESIS_FIGURES[(row, s)]}{panel} ({s})" for s in settings if (row, s) in THESIS_FIGURES)
 
 
-def figure_runs(records: Runs, settings: tuple[str, ...] = SETTINGS) -> Runs:
+def figure_runs(records: Runs | Records,
+                settings: tuple[str, ...] = tuple(FEDER_SETTINGS)) -> Runs | Records:
     """The runs of ``settings`` among ``records`` (pending ones included): those a figure of these settings draws,
     so its footer states their seeds, commits and devices and not the whole notebook's."""
     return {rid: r for rid, r in flat_runs(records).items() if rid.method in settings}
 
 
-def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | None:
+def training_curves(records: Runs | Records, dataset: str, scale: str) -> plt.Figure | None:
     """Figs. 4.1–4.15 for the Table 4.2 cells that were run: per optimizer row, the test accuracy (the thesis's (a)
     panels), the training loss and the test loss (its (b) panels; log scale) of each setting, the mean over seeds
     with a 95 % t band; beside them Table 4.2's CIFAR-100 numbers of those rows in a panel of their own. ``None``
@@ -117,7 +120,7 @@ def training_curves(records: Runs, dataset: str, scale: str) -> plt.Figure | Non
             ax.set_title(f"{row}: {what}\n{_figures(row, settings, 'b')}", fontsize=8)
         for key in ("acc", "train", "test"):
             axes[f"{key}{i}"].xaxis.set_major_locator(MaxNLocator(integer=True))
-    paper_panel(axes["paper"], [[row] + [f"{v:.2f}" for v in PAPER[row]] for row in rows if row in PAPER],
+    paper_panel(axes["paper"], [[row] + [f"{v:.2f}" for v in FEDER_T42[row]] for row in rows if row in FEDER_T42],
                 ["optimizer", "non-fed.", "FedAvg", "FedER"], _PAPER_TITLE)
     pending = _pending(flat)
     planned = {(rid.optimizer, rid.method) for rid in flat}
@@ -153,12 +156,12 @@ def describe_training_curves(df: pd.DataFrame) -> str:
         by = {k: dict(zip(g["seed"], g["acc"])) for k, g in done[done["row"] == row].groupby("setting")}
         er, avg = by.get("FedER", {}), by.get("FedAvg", {})
         paired = [er[sd] - avg[sd] for sd in er if sd in avg]
-        if not paired or row not in PAPER:
+        if not paired or row not in FEDER_T42:
             continue
         mean, half, n = t_interval(paired)
         diffs.append(f"{row} {mean:+.2f} points" + (f" ± {half:.2f}" if n > 1 else "")
                      + f" ({n} seed{'s' * (n > 1)}{', no interval' if n == 1 else ''}; thesis, CIFAR-100: "
-                     f"{PAPER[row][2] - PAPER[row][1]:+.2f})")
+                     f"{FEDER_T42[row][2] - FEDER_T42[row][1]:+.2f})")
     if diffs:
         text += (f" FedER − FedAvg, paired on the seeds both ran: {'; '.join(diffs)}; whether it tests FedER at all "
                  "depends on FedER's floored share (below).")
@@ -169,7 +172,7 @@ def describe_training_curves(df: pd.DataFrame) -> str:
     return text + tail
 
 
-def floored_share_figure(records: Runs, dataset: str, scale: str) -> plt.Figure | None:
+def floored_share_figure(records: Runs | Records, dataset: str, scale: str) -> plt.Figure | None:
     """FedER's floored share per round, per optimizer row the mean over seeds with a 95 % t band, with the share
     above which the FedER-vs-FedAvg claims are not testable; ``None`` before a FedER run is stored. The thesis has
     no such figure (it is our check of what FedER does)."""
@@ -284,7 +287,7 @@ _A1 = {"FedAvg": "FedAvg", "FedER": "FedER (effective rank)", "FedER (stable ran
        "non-federated": "non-federated"}
 
 
-def stable_rank_figure(records: Runs, dataset: str, scale: str) -> plt.Figure | None:
+def stable_rank_figure(records: Runs | Records, dataset: str, scale: str) -> plt.Figure | None:
     """Fig. A.1: test accuracy per round with Adam of FedAvg, FedER with the effective rank and with the stable
     rank, and the non-federated model (mean over seeds, 95 % t band); beside it Table 4.2's CIFAR-100 numbers of
     the Adam row (the thesis gives no number for the stable rank). ``None`` before any of these runs is stored."""
@@ -302,7 +305,7 @@ def stable_rank_figure(records: Runs, dataset: str, scale: str) -> plt.Figure | 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"FedER thesis Fig. A.1 — stable rank vs effective rank, Adam, ResNet-18 on "
                  f"{dataset_name(dataset)}, scale={scale}\n{note}", fontsize=9)
-    a = PAPER["Adam"]
+    a = FEDER_T42["Adam"]
     paper_panel(axes["paper"], [["non-federated", f"{a[0]:.2f}"], ["FedAvg", f"{a[1]:.2f}"],
                                 ["FedER (effective rank)", f"{a[2]:.2f}"], ["FedER (stable rank)", "not given"]],
                 ["Adam", "final test acc. (%)"], _PAPER_TITLE.replace("Table 4.2", "Table 4.2 / Fig. A.1"))

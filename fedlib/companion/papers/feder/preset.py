@@ -10,10 +10,10 @@ from fedlib.config import Config
 from fedlib.companion.presets import Preset
 from fedlib.companion.scales import scale_of
 
-__all__ = ["PRESET", "feder_grid", "FEDER_OPTIMIZERS", "FEDER_SETTINGS", "FEDER_ROUNDS",
+__all__ = ["FEDER_PRESET", "feder_grid", "FEDER_OPTIMIZERS", "FEDER_SETTINGS", "FEDER_ROUNDS",
            "FEDER_QUICK_RUNS", "FEDER_QUICK_ONCE", "FEDER_CELLS"]
 
-PRESET = Preset(
+FEDER_PRESET = Preset(
     "feder",
     # FedER thesis §4.2 / Table 4.1: ResNet-18 (CIFAR-style), CIFAR-100 with cutout, 4 clients (one
     # GPU each), batch 128, lr 1e-3, weight decay 1e-4, StepLR (if applicable) step 25 decay 0.5 per
@@ -97,7 +97,7 @@ def feder_grid(scale: str = "paper", lrs: str = "thesis",
                 kw.setdefault("rounds", FEDER_ROUNDS[scale][row])
             if lrs == "rmsgd_paper":
                 kw.setdefault("lr", _FEDER_RMSGD_PAPER_LR[kw["optimizer"]])
-            cfg = PRESET.config(scale, **kw)
+            cfg = FEDER_PRESET.config(scale, **kw)
             if cfg.lr_step is not None and not exact and "lr_step" not in overrides:
                 epochs = cfg.rounds * cfg.local_epochs
                 step = max(1, round(cfg.lr_step[0] * epochs / 250))

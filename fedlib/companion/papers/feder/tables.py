@@ -2,8 +2,8 @@
 thesis's numbers beside ours and FedER's floored share.
 
     df = grid_frame(records)                     # records: {artifact: {run id: run}} or {run id: run}
-    mean_table(df); versus_paper(df, scale)      # Table 4.2 (ours), Table 4.2 (CIFAR-100) beside ours
-    verdicts(df, dataset, left_out); invariants(records)
+    grid_means(df); grid_versus_paper(df, scale)  # Table 4.2 (ours); the thesis's beside ours
+    verdicts(df, dataset, left_out); grid_invariants(records)
 
 The figures and the sentences that describe them are in :mod:`fedlib.companion.papers.feder.figures`.
 
@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from fedlib.data import chance
-from fedlib.companion.grid import DIVERGED, Diverged, Run, cell, offs, spoilt
+from fedlib.companion.presets import FEDER_SETTINGS
+from fedlib.companion.grid import DIVERGED, Diverged, Records, Run, Runs, cell, offs, spoilt
 from fedlib.companion.common import FedERRunId, Plan
 from fedlib.companion.report import compare
 from fedlib.companion.results import Pending, Record
@@ -34,19 +35,16 @@ from fedlib.companion.scales import scale_of
 from fedlib.companion.verdicts import Verdict, decide, not_testable, off_plateau, pending
 from fedlib.companion.verdicts import plateau_rise as verdict_rise
 
-__all__ = ["PAPER", "SETTINGS", "FLOORED_MAX", "FLOOR", "SOURCE", "grid_frame", "mean_table", "versus_paper",
-           "scale_note", "grid_setup", "first_seed", "stored", "grid_table", "invariants", "plateau_rise", "comedown",
-           "floor_share", "verdicts"]
+__all__ = ["FEDER_T42", "FLOORED_MAX", "FLOOR", "SOURCE", "grid_frame", "grid_means",
+           "grid_versus_paper", "scale_note", "grid_setup", "first_seed", "any_stored",
+           "grid_table", "grid_invariants", "record_rise", "comedown", "floor_share", "verdicts"]
 
-PAPER = {  # Table 4.2, CIFAR-100: non-federated / FedAvg / FedER
+FEDER_T42 = {  # Table 4.2, CIFAR-100: non-federated / FedAvg / FedER
     "Adam": (71.71, 76.87, 77.05), "Adam + StepLR": (74.54, 75.71, 75.97), "AdamP": (70.06, 50.89, 49.43),
     "AdamP + StepLR": (76.39, 71.85, 72.68), "RMSGD": (60.22, 60.07, 60.52)}
-SETTINGS = ("non-federated", "FedAvg", "FedER")
 FLOOR = 1e-3  # Alg. 4: er <- max(0.001, er)
 FLOORED_MAX = 0.25  # above this mean share of floored client-layers, FedER is (mostly) FedAvg: nothing to compare
 SOURCE = "FedER thesis"
-
-Runs = Mapping[FedERRunId, Run] | Mapping[str, Mapping[FedERRunId, Run]]
 
 
 def floored(record: Record) -> float:
@@ -55,7 +53,7 @@ def floored(record: Record) -> float:
     return float(np.mean(xs)) if xs else math.nan
 
 
-def plateau_rise(record: Record) -> float:
+def record_rise(record: Record) -> float:
     """The rise (points) of the test accuracy over the last 20 % of the rounds (:func:`fedlib.companion.verdicts.plateau_rise`:
     at most 1 on a plateau); NaN when the rounds it reads were not evaluated."""
     acc = {int(h["round"]): 100 * float(h["test_acc"]) for h in record.history if h.get("test_acc") is not None}
@@ -63,7 +61,7 @@ def plateau_rise(record: Record) -> float:
     return math.nan if rise is None else float(rise)
 
 
-def flat_runs(runs: Runs) -> dict[FedERRunId, Run]:
+def flat_runs(runs: Runs | Records) -> dict[FedERRunId, Run]:
     """``{run id: run}`` from itself or from ``{artifact: {run id: run}}``."""
     return {n: r for k, v in runs.items() for n, r in (v.items() if isinstance(v, Mapping) else [(k, v)])}
 
@@ -75,11 +73,11 @@ def comedown(record: Record, last: int = 3) -> float:
     return 100 * (float(s.max()) - float(s.iloc[-last:].median())) if len(s) else math.nan
 
 
-def grid_frame(runs: Runs) -> pd.DataFrame:
+def grid_frame(runs: Runs | Records) -> pd.DataFrame:
     """One row per run of the optimizer grid: ``name, row`` (the optimizer), ``setting`` (the id's method), ``seed,
     pending, diverged, acc`` (final test accuracy, %), ``train_acc`` (final train accuracy, %; NaN where the history
     records none), ``gap`` (the generalization gap, train − test), ``comedown`` (:func:`comedown`), ``floored``
-    (FedER's mean floored share), ``rise`` (:func:`plateau_rise`) and ``off``."""
+    (FedER's mean floored share), ``rise`` (:func:`record_rise`) and ``off``."""
     rows = []
     for rid, r in flat_runs(runs).items():
         ok = isinstance(r, Record)
@@ -87,13 +85,13 @@ def grid_frame(runs: Runs) -> pd.DataFrame:
         rows.append({"name": str(rid), "row": rid.optimizer, "setting": rid.method, "seed": rid.seed,
                      "pending": isinstance(r, Pending), "diverged": isinstance(r, Diverged), "acc": acc,
                      "train_acc": train, "gap": train - acc, "comedown": comedown(r) if ok else np.nan,
-                     "floored": floored(r) if ok else np.nan, "rise": plateau_rise(r) if ok else np.nan,
+                     "floored": floored(r) if ok else np.nan, "rise": record_rise(r) if ok else np.nan,
                      "off": off_plateau(r) if ok else None})
     return pd.DataFrame(rows, columns=["name", "row", "setting", "seed", "pending", "diverged", "acc", "train_acc",
                                        "gap", "comedown", "floored", "rise", "off"])
 
 
-def mean_table(df: pd.DataFrame, value: str = "acc") -> pd.DataFrame:
+def grid_means(df: pd.DataFrame, value: str = "acc") -> pd.DataFrame:
     """Optimizer row × setting: "mean ± std" of ``value`` over seeds ("pending", "diverged")."""
     cells = {(r, s): cell(g[value].mean(), g[value].std(ddof=1), g[value].count(), bool(g["pending"].any()),
                           bool(g["diverged"].any())) for (r, s), g in df.groupby(["row", "setting"], sort=False)}
@@ -112,7 +110,7 @@ def floor_share(df: pd.DataFrame, row: str) -> tuple[float, str]:
     return float(use.loc[i, "floored"]), str(use.loc[i, "name"])
 
 
-def _cell(df: pd.DataFrame, cell: tuple[str, str]) -> pd.DataFrame:
+def _cell_rows(df: pd.DataFrame, cell: tuple[str, str]) -> pd.DataFrame:
     return df[(df["row"] == cell[0]) & (df["setting"] == cell[1])]
 
 
@@ -124,7 +122,7 @@ def _compare(claim: str, source: str, df: pd.DataFrame, a: tuple[str, str], b: t
     the measured floored share (:func:`floor_share`) is above :data:`FLOORED_MAX`, ``left_out`` (the scale leaves
     the FedER runs out), or where a cell or a recorded value it needs is missing. ``rule``: how the values are read
     (said in the row's why)."""
-    A, B = _cell(df, a), _cell(df, b)
+    A, B = _cell_rows(df, a), _cell_rows(df, b)
 
     def nt(why: str) -> Verdict:
         return replace(not_testable(claim, source, why, paper), paper_d=paper_d)
@@ -173,7 +171,7 @@ def verdicts(df: pd.DataFrame, dataset: str, left_out: Mapping[str, str] | None 
         return _compare(claim, src, df, (row, "FedER"), (row, b), kind, paper, why_missing=miss, feder=row,
                         cols=cols, paper_d=paper_d, rule=rule, left_out=no_feder, **kw)
 
-    for row, (_, avg, er) in PAPER.items():
+    for row, (_, avg, er) in FEDER_T42.items():
         if row == "AdamP":
             claim, kind = "FedER under-performs FedAvg with AdamP without StepLR", "less"
             src = f"{t42}: 'the Federated Effective Rank method under-performs quite a lot using AdamP and no StepLR'"
@@ -181,7 +179,7 @@ def verdicts(df: pd.DataFrame, dataset: str, left_out: Mapping[str, str] | None 
             claim, kind = f"FedER out-performs FedAvg with {row}", "greater"
             src = f"{t42}: 'it out-performs in every other configuration'"
         out.append(feder_row(claim, src, row, kind, f"FedER − FedAvg = {er - avg:+.2f}", er - avg))
-    p = {r: v for r, v in PAPER.items()}
+    p = {r: v for r, v in FEDER_T42.items()}
     out.append(_compare("FedAvg with Adam out-performs the non-federated ResNet-18", f"{SOURCE} §4.3.2, Fig. 4.6: "
                         "'Adam without StepLR is out-performing plain ResNet18'", df, ("Adam", "FedAvg"),
                         ("Adam", "non-federated"), "greater", f"{p['Adam'][1] - p['Adam'][0]:+.2f}",
@@ -231,10 +229,11 @@ def verdicts(df: pd.DataFrame, dataset: str, left_out: Mapping[str, str] | None 
     return out + [stable]
 
 # ----------------------------------------------------------------------------------------------------- tables
-def versus_paper(df: pd.DataFrame, scale: str) -> pd.DataFrame:
+def grid_versus_paper(df: pd.DataFrame, scale: str) -> pd.DataFrame:
     """Table 4.2 (CIFAR-100, one run each) beside ours (mean over seeds), one row per "optimizer · setting"; a cell
     this scale did not run says so."""
-    paper = {f"{row} · {s}": PAPER[row][i] for row in PAPER for i, s in enumerate(SETTINGS)}
+    paper = {f"{row} · {s}": FEDER_T42[row][i] for row in FEDER_T42
+             for i, s in enumerate(FEDER_SETTINGS)}
     ours: dict[str, Any] = {}
     for (row, s), g in df.groupby(["row", "setting"], sort=False):
         done = g.loc[~g["diverged"], "acc"]
@@ -266,17 +265,17 @@ def grid_setup(runs: Plan, scale: str, dataset: str, left_out: Mapping[str, str]
             f"{({a: len(r) for a, r in runs.items()})}; left out: {list(left_out) or 'nothing'}")
 
 
-def first_seed(records: Runs, seed: int) -> dict[tuple[str, str], Run]:
+def first_seed(records: Runs | Records, seed: int) -> dict[tuple[str, str], Run]:
     """``{(optimizer row, setting): run}`` of one seed (the runs the figures draw)."""
     return {(rid.optimizer, rid.method): r for rid, r in flat_runs(records).items() if rid.seed == seed}
 
 
-def stored(runs: Mapping[Any, Run | None]) -> bool:
+def any_stored(runs: Mapping[Any, Run | None]) -> bool:
     """Whether any of ``runs`` is a stored record (a figure of pending runs only is shown, not saved)."""
     return any(isinstance(r, Record) for r in runs.values())
 
 
-def grid_table(df: pd.DataFrame, records: Runs) -> pd.DataFrame:
+def grid_table(df: pd.DataFrame, records: Runs | Records) -> pd.DataFrame:
     """One row per run by name (``df``: :func:`grid_frame`): final accuracy, FedER's floored share, the plateau rise,
     status and record key."""
     keys = {str(rid): r.key for rid, r in flat_runs(records).items()}
@@ -286,12 +285,12 @@ def grid_table(df: pd.DataFrame, records: Runs) -> pd.DataFrame:
         "acc": "final test acc (%)", "floored": "FedER floored share", "rise": "rise, last 20 % (points)"})
 
 
-def _feder_entropy_runs(records: Runs) -> list[Record]:
+def _feder_entropy_runs(records: Runs | Records) -> list[Record]:
     return [r for rid, r in flat_runs(records).items() if isinstance(r, Record) and rid.method == "FedER"
             and r.config.get("strategy_kw", {}).get("metric", "entropy") == "entropy"]
 
 
-def invariants(records: Runs) -> dict[str, bool]:
+def grid_invariants(records: Runs | Records) -> dict[str, bool]:
     """Invariants of our FedER (the stored effective-rank runs): Eq. 3.1's weights sum to 1 per conv layer, and the
     floored share is recorded every round, in [0, 1]."""
     fr = _feder_entropy_runs(records)

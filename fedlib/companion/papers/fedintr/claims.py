@@ -19,13 +19,15 @@ from fedlib.config import Config
 from fedlib.data import chance
 from fedlib.companion.grid import offs, seed_values
 from fedlib.companion.papers.fedintr.plans import FEDINTR_BEST_MU, FEDINTR_METHODS
-from fedlib.companion.papers.fedintr.preset import PRESET
+from fedlib.companion.papers.fedintr.preset import FEDINTR_PRESET
 from fedlib.companion.scales import scale_of
 from fedlib.companion.report import label_rows, setup_changes
 from fedlib.companion.results import is_pending
 from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import Verdict, decide, not_testable, pending
-from fedlib.companion.papers.fedintr.tables import PAPER_T1, PAPER_T2, PAPER_T3, PAPER_T5, Runs, Table1, Table3, _best_mu, _by_mu, median_frame
+from fedlib.companion.papers.fedintr.tables import (FEDINTR_T1, FEDINTR_T2, FEDINTR_T3, FEDINTR_T5,
+                                                    Runs, Table1, Table3, _best_mu, _by_mu,
+                                                    median_frame)
 
 __all__ = ["T1_SOURCE", "T2_SOURCE", "T3_SOURCE", "T5_SOURCE", "C10_SOURCE", "scale_setup", "labelled",
            "table1_reading", "claims"]
@@ -49,13 +51,13 @@ T5_SOURCE = ("FedIntR Table V; §IV-F: 'calculating a layer-wise weight α_k ...
 def scale_setup(cfg: Config) -> str:
     """What ``cfg`` (a run's setup) changes from the paper's §IV-A setup on its dataset (every image, 100 rounds ×
     10 local epochs, batch 512): :func:`fedlib.companion.report.setup_changes`."""
-    return setup_changes(cfg, PRESET.config("paper", dataset=cfg.dataset))
+    return setup_changes(cfg, FEDINTR_PRESET.config("paper", dataset=cfg.dataset))
 
 
 def labelled(verdicts: Sequence[Verdict], cfg: Config, notes: Mapping[str, str] | None = None) -> list[Verdict]:
     """``verdicts`` saying what they were decided on where it differs from the paper (:func:`fedlib.companion.report.label_rows`
     against FedIntR's §IV-A setup; ``notes``: ``{source pattern: note}``)."""
-    return label_rows(verdicts, cfg, PRESET.config("paper", dataset=cfg.dataset), notes)
+    return label_rows(verdicts, cfg, FEDINTR_PRESET.config("paper", dataset=cfg.dataset), notes)
 
 
 def table1_reading(dataset: str, method: str) -> tuple[str, str, str]:
@@ -72,7 +74,7 @@ def table1_reading(dataset: str, method: str) -> tuple[str, str, str]:
 
 
 def _paper_best(dataset: str) -> str:
-    p = PAPER_T1[dataset]
+    p = FEDINTR_T1[dataset]
     m = max((m for m in p if m != "FedIntR"), key=lambda k: p[k][0])
     return f"{dataset_name(dataset)}: FedIntR {p['FedIntR'][0]:.2f} vs {m} {p[m][0]:.2f}"
 
@@ -108,7 +110,7 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
         out.append(not_testable(f"FedIntR beats every baseline on {names}", f"{T1_SOURCE}, {_SUPERIOR}",
                                 _not_run(unrun, data, scale), "; ".join(map(_paper_best, unrun))))
     if ds != "cifar100":
-        c100 = PAPER_T1["cifar100"]
+        c100 = FEDINTR_T1["cifar100"]
         e = c100["FedIntR"][0] - c100["FedCKA"][0]
         out.append(_untested("FedCKA beats FedIntR on CIFAR-100, but FedIntR's accuracy stays comparable",
                              f"{T1_SOURCE}, {_C100}", _not_run(["cifar100"], data, scale),
@@ -121,7 +123,7 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str, t3: Table3 | Non
         uni = seed_values(t5, "median (%)", method="uniform (Eq. 6)")
         alpha = seed_values(t1.long, "median (%)", method="FedIntR", μ=mu5)
         intr = t1.long[(t1.long["method"] == "FedIntR") & (t1.long["μ"].astype(float) == mu5)]
-        p5 = PAPER_T5.get(ds)
+        p5 = FEDINTR_T5.get(ds)
         out.append(judge(decide(f"α-weighting (Eq. 5) beats uniform weights (Eq. 6) at μ = {mu5:g}", T5_SOURCE,
                                 alpha, uni, names=("α (Eq. 5)", "uniform (Eq. 6)"), chance=ch,
                                 off=offs(t5, "run") + offs(intr, "run"), paper=f"{p5[0] - p5[1]:+.2f}" if p5 else "",
@@ -152,7 +154,7 @@ def _table2(t1: Table1, judge: Callable[..., Verdict]) -> Verdict:
     """Table II: FedIntR is most accurate at the μ the paper's sweep puts first for the dataset, against our best
     other μ; not testable where one μ is run."""
     ds, data = t1.dataset, dataset_name(t1.dataset)
-    col = {mu: v[ds] for mu, v in PAPER_T2.items()} if ds in PAPER_T1 else {}
+    col = {mu: v[ds] for mu, v in FEDINTR_T2.items()} if ds in FEDINTR_T1 else {}
     best = max(col, key=col.get) if col else None
     claim = f"FedIntR is most accurate at μ = {best:g} of Table II's μ on {data}" if col else \
         f"FedIntR's accuracy by μ (Table II) on {data}"
@@ -174,7 +176,7 @@ def _table2(t1: Table1, judge: Callable[..., Verdict]) -> Verdict:
                         paper_d=col[best] - col[other]))
 
 
-def _at(t3: Table3, beta: float, method: str) -> tuple[dict[int, float], list[str]]:
+def _at_best_mu(t3: Table3, beta: float, method: str) -> tuple[dict[int, float], list[str]]:
     """``method``'s per-seed medians at ``beta`` at its best μ there, and its runs off their plateau."""
     df = t3.long[t3.long["β"] == beta]
     d = df[df["method"] == method]
@@ -184,7 +186,7 @@ def _at(t3: Table3, beta: float, method: str) -> tuple[dict[int, float], list[st
     return seed_values(d, "median (%)"), offs(d, "run")
 
 
-def _runner_up(t3: Table3, beta: float, lead: str) -> str | None:
+def _t3_runner_up(t3: Table3, beta: float, lead: str) -> str | None:
     df = t3.long[(t3.long["β"] == beta) & (t3.long["method"] != lead)]
     means = df.groupby("method")["median (%)"].mean()
     return None if means.empty else str(means.fillna(-1.0).idxmax())
@@ -192,7 +194,7 @@ def _runner_up(t3: Table3, beta: float, lead: str) -> str | None:
 
 def _paper_lead(dataset: str, beta: float, lead: str) -> tuple[str, float]:
     """The paper's Table III effect of ``lead`` over the best other method at ``beta``: (text, value)."""
-    p = PAPER_T3[dataset][beta]
+    p = FEDINTR_T3[dataset][beta]
     other = max((m for m in p if m != lead), key=lambda m: p[m][0])
     return f"{lead} − {other}: {p[lead][0] - p[other][0]:+.2f}", p[lead][0] - p[other][0]
 
@@ -217,7 +219,7 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
              f"{_C100_SOURCE}: 'With β = 0.1, our proposed FedIntR significantly outperforms the other approaches'")]
     proxes = ["FedProx's accuracy is comparable to FedIntR's at β = 5",
               "FedProx falls further behind FedIntR at β = 0.1 than at β = 5"]
-    p10 = PAPER_T3["cifar10"]
+    p10 = FEDINTR_T3["cifar10"]
     d5, d1 = (p10[b]["FedProx"][0] - p10[b]["FedIntR"][0] for b in (5, 0.1))
     prox_paper = [(f"{d5:+.2f}", d5), (f"β=0.1 {d1:+.2f}, β=5 {d5:+.2f}", d1 - d5)]
     lead_paper = {c: _paper_lead("cifar100" if s.startswith(_C100_SOURCE) else "cifar10", b, ld)
@@ -229,8 +231,8 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
             [_untested(c, s, none, lead_paper[c]) for c, _, _, s in c100]
     low_b, ref = min(t3.runs3["β"]), t3.reference
     gain = t3.paper_gain()
-    (li, lo_i), (la, lo_a) = _at(t3, low_b, "FedIntR"), _at(t3, low_b, "FedAvg")
-    (mi, mo_i), (ma, mo_a) = _at(t3, t3.beta, "FedIntR"), _at(t3, t3.beta, "FedAvg")
+    (li, lo_i), (la, lo_a) = _at_best_mu(t3, low_b, "FedIntR"), _at_best_mu(t3, low_b, "FedAvg")
+    (mi, mo_i), (ma, mo_a) = _at_best_mu(t3, t3.beta, "FedIntR"), _at_best_mu(t3, t3.beta, "FedAvg")
     g_low = {s: v - la.get(s, float("nan")) for s, v in li.items()}
     g_mid = {s: v - ma.get(s, float("nan")) for s, v in mi.items()}
     out.append(judge(decide(f"FedIntR's gain over FedAvg is larger at β = {low_b:g} than at β = {t3.beta:g}",
@@ -249,12 +251,12 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
             out.append(_untested(text, src, f"the sentence is about {want}; this render runs "
                                             f"{dataset_name(t1.dataset)} at scale={scale}", lead_paper[text]))
             continue
-        other = _runner_up(t3, b, lead) if b in betas else None
+        other = _t3_runner_up(t3, b, lead) if b in betas else None
         if other is None:
             out.append(_untested(text, src, f"β = {b:g} is not run at scale={scale}", lead_paper[text]))
             continue
-        (a, oa), (o, oo) = _at(t3, b, lead), _at(t3, b, other)
-        p = PAPER_T3["cifar100" if cifar100 else "cifar10"][b]
+        (a, oa), (o, oo) = _at_best_mu(t3, b, lead), _at_best_mu(t3, b, other)
+        p = FEDINTR_T3["cifar100" if cifar100 else "cifar10"][b]
         note = f"Table III at scale={scale} runs {', '.join(only)} only" if len(only) < len(FEDINTR_METHODS) else ""
         v = decide(f"{text} ({other} the best of the others)", src, a, o, names=(lead, other), chance=ch,
                    off=oa + oo, paper=f"{lead} − {other}: {p[lead][0] - p[other][0]:+.2f}",
@@ -266,8 +268,8 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
         why = (f"the sentence is about CIFAR-10; this render runs CIFAR-100" if t1.dataset == "cifar100" else
                f"FedProx is not run at β = 5 and 0.1 at scale={scale} (Table III runs {', '.join(only)})")
         return out + [_untested(c, prox, why, pp) for c, pp in zip(proxes, prox_paper)]
-    (p5, op5), (i5, oi5) = _at(t3, 5.0, "FedProx"), _at(t3, 5.0, "FedIntR")
-    (p1, op1), (i1, oi1) = _at(t3, 0.1, "FedProx"), _at(t3, 0.1, "FedIntR")
+    (p5, op5), (i5, oi5) = _at_best_mu(t3, 5.0, "FedProx"), _at_best_mu(t3, 5.0, "FedIntR")
+    (p1, op1), (i1, oi1) = _at_best_mu(t3, 0.1, "FedProx"), _at_best_mu(t3, 0.1, "FedIntR")
     out.append(judge(decide(proxes[0], prox, p5, i5, kind="within", names=("FedProx", "FedIntR"), chance=ch,
                             off=op5 + oi5, paper=f"{d5:+.2f}", paper_d=d5), "table3"))
     behind1 = {s: v - i1.get(s, float("nan")) for s, v in p1.items()}

@@ -17,19 +17,15 @@ import pandas as pd
 
 from fedlib.data import chance
 from fedlib.companion.figcheck import note_series
-from fedlib.companion.grid import Diverged, Run, is_off
-from fedlib.companion.common import FedIntRRunId
+from fedlib.companion.grid import Diverged, Runs, fmt_interval, is_off
 from fedlib.companion.plots import paper_panel, sweep, t_interval
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name, method_style
 from fedlib.companion.verdicts import off_plateau
-from fedlib.companion.papers.fedintr.tables import PAPER_T1
-from fedlib.companion.papers.fedintr.figures import fmt
+from fedlib.companion.papers.fedintr.tables import FEDINTR_T1
 
 __all__ = ["accuracy_at", "values_frame", "fig5_frame", "fig5_equal", "fig5_points", "fig5_off", "fig5_solid",
            "fig5_figure", "describe_fig5"]
-
-Runs = Mapping[FedIntRRunId, Run]
 
 
 def accuracy_at(record: Record, T: int, window: int = 10) -> float:
@@ -126,7 +122,7 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int, equal: pd
     round are hollow, labelled with their rounds. The paper's Table I values for the dataset (its E = 10, 100 rounds)
     stand in a panel of their own: its Fig. 5 (CIFAR-10) gives no numbers. ``left_out``: the E this scale does not
     run, and why (in the title)."""
-    paper, data = PAPER_T1.get(dataset), dataset_name(dataset)
+    paper, data = FEDINTR_T1.get(dataset), dataset_name(dataset)
     fig = plt.figure(figsize=(10.5 if paper else 7.5, 5), layout="constrained")
     gs = fig.add_gridspec(1, 2 if paper else 1, width_ratios=[2.4, 1] if paper else [1])
     ax = fig.add_subplot(gs[0])
@@ -192,25 +188,25 @@ def describe_fig5(df: pd.DataFrame, default_e: int, equal: pd.DataFrame | None =
         return "Fig. 5's runs are pending: no figure yet." if not pend else f"Fig. 5's runs are pending.{tail}"
     same = sorted({r for p in rounds.values() for v in p.values() for r in v})
     at = f" at {same[0]} rounds for every E" if len(same) == 1 else ""
-    parts = [f"E = {e:g}: " + ", ".join(f"{m} {fmt(p[e])}" for m, p in points.items() if e in p) for e in es]
+    parts = [f"E = {e:g}: " + ", ".join(f"{m} {fmt_interval(p[e])}" for m, p in points.items() if e in p) for e in es]
     diffs = []
     for m, p in points.items():
         if 1.0 in p and float(default_e) in p and default_e != 1:
             d = [p[1.0][s] - p[float(default_e)][s] for s in p[1.0] if s in p[float(default_e)]]
-            diffs.append(f"{m}: E = 1 − E = {default_e} {fmt(d, '+')}")
+            diffs.append(f"{m}: E = 1 − E = {default_e} {fmt_interval(d, '+')}")
     intr, avg = next((m for m in points if m.startswith("FedIntR")), None), points.get("FedAvg")
     for e in es if intr and avg else []:
         a, b = points[intr].get(e, {}), avg.get(e, {})
         if a and b:
-            diffs.append(f"{intr} − FedAvg at E = {e:g}: {fmt([a[s] - b[s] for s in a if s in b], '+')}")
+            diffs.append(f"{intr} − FedAvg at E = {e:g}: {fmt_interval([a[s] - b[s] for s in a if s in b], '+')}")
     out = f"Median accuracy (%){at}, mean ± 95 % t interval over seeds (the solid points) — " + "; ".join(parts) + "."
     if diffs:
         out += " Paired over seeds (points): " + "; ".join(diffs) + "."
     hollow = []
     for m, p in longer.items():
         ref = points.get(m, {}).get(float(default_e), {})
-        hollow += [f"{m} at E = {e:g}, {', '.join(map(str, _rounds(df)[m][e]))} rounds: {fmt(v)} (− E = {default_e} "
-                   f"at its rounds: {fmt([v[s] - ref[s] for s in v if s in ref], '+')})" for e, v in p.items()]
+        hollow += [f"{m} at E = {e:g}, {', '.join(map(str, _rounds(df)[m][e]))} rounds: {fmt_interval(v)} (− E = {default_e} "
+                   f"at its rounds: {fmt_interval([v[s] - ref[s] for s in v if s in ref], '+')})" for e, v in p.items()]
     if hollow:
         out += (" Trained longer, to their plateau (hollow; more rounds than the other E, so not the paper's "
                 "comparison): " + "; ".join(hollow) + ".")

@@ -2,7 +2,7 @@
 
     fig = mu_figure(t1, scale); describe_mu(t1)
     cv = t1.curves(records["table1"]); fig = curves_figure(cv, dataset, scale); describe_curves(cv)
-    fig = table3_figure(t3, scale); describe_table3(t3)
+    fig = table3_figure(t3, scale); describe_beta(t3)
 
 Our runs are drawn with the shared kinds of :mod:`fedlib.companion.plots`: means over seeds with 95 % t intervals (none for
 one seed), a setting run at fewer than three values as dots. The paper's numbers come from 100 rounds on the full
@@ -18,24 +18,17 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fedlib.companion.grid import is_off, seed_values
+from fedlib.companion.grid import fmt_interval, is_off, seed_values
 from fedlib.companion.papers.fedintr.plans import FEDINTR_BEST_MU, FEDINTR_METHODS
 from fedlib.companion.plots import group_panels, mean_curves, paper_panel, sweep, t_interval
 from fedlib.companion.style import dataset_name
-from fedlib.companion.papers.fedintr.tables import PAPER_T1, PAPER_T2, Table1, Table3, round_ticks
+from fedlib.companion.papers.fedintr.tables import (FEDINTR_T1, FEDINTR_T2, Table1, Table3,
+                                                    round_ticks)
 
 __all__ = ["mu_points", "mu_figure", "describe_mu", "curves_phrase", "curves_figure", "describe_curves", "table3_figure",
-           "describe_table3", "fmt"]
+           "describe_beta"]
 
 Curves = Mapping[str, Mapping[int, pd.Series]]
-
-
-def fmt(values: Mapping[int, float] | list[float], sign: str = "") -> str:
-    """``"85.56 ± 1.04 (5 seeds)"``: the mean and half-width of the 95 % t interval; one seed: no interval."""
-    mean, half, n = t_interval(list(values.values()) if isinstance(values, Mapping) else values)
-    if n == 0:
-        return "pending"
-    return f"{mean:{sign}.2f}" + (f" ± {half:.2f} ({n} seeds)" if n > 1 else " (1 seed)")
 
 
 def _finite(values: Mapping[int, float]) -> dict[int, float]:
@@ -56,12 +49,12 @@ def mu_points(t1: Table1) -> dict[str, dict[float, dict[int, float]]]:
 
 
 def _paper_t1(ax: plt.Axes, dataset: str, what: str) -> None:
-    paper = PAPER_T1[dataset]
+    paper = FEDINTR_T1[dataset]
     paper_panel(ax, [[m, "—" if mu is None else f"{mu:g}", f"{acc:.2f}"] for m, (acc, mu) in paper.items()],
                 ["method", "its μ", "acc. (%)"], f"paper, Table I ({dataset_name(dataset)}):\n{what}")
 
 
-def _not_run(t1: Table1, drawn: set[str]) -> str:
+def _not_drawn(t1: Table1, drawn: set[str]) -> str:
     left = [m for m in FEDINTR_METHODS if m in t1.left_out]
     pend = [m for m in FEDINTR_METHODS if m not in drawn and m not in left]
     return (f"; not run at this scale: {', '.join(left)}" if left else "") + \
@@ -89,11 +82,11 @@ def mu_figure(t1: Table1, scale: str) -> plt.Figure:
                                    off={key: off}).partition("\n")
     intr_mus = len(points.get("FedIntR", {}))
     sub.suptitle(f"FedIntR Tables I–II: ours, each method at the μ the paper gives for {data} (one μ each: no μ "
-                 f"search at this scale) — scale={scale}\n{note}{_not_run(t1, set(points) | ({'FedAvg'} if fa else set()))}"
+                 f"search at this scale) — scale={scale}\n{note}{_not_drawn(t1, set(points) | ({'FedAvg'} if fa else set()))}"
                  + (f"\n{ringed}" if ringed else ""), fontsize=9)
     if paper:
         _paper_t1(fig.add_subplot(gs[0, 1]), t1.dataset, "each method at the μ of its search,\n100 rounds × 10 epochs")
-        paper_panel(fig.add_subplot(gs[1, 1]), [[f"{mu:g}", f"{v[t1.dataset]:.2f}"] for mu, v in PAPER_T2.items()],
+        paper_panel(fig.add_subplot(gs[1, 1]), [[f"{mu:g}", f"{v[t1.dataset]:.2f}"] for mu, v in FEDINTR_T2.items()],
                     ["μ", "FedIntR (%)"], f"paper, Table II ({data}): FedIntR by μ"
                     + ("\nours: not run at this scale (one μ)" if intr_mus < 2 else ""))
     return fig
@@ -112,7 +105,7 @@ def describe_mu(t1: Table1) -> str:
     span = stats_[hi][0] - stats_[lo][0]
     halves = [h for _, h, _ in stats_.values() if np.isfinite(h)]
     out = (f"Each method at {t1.mu_phrase} (median of the last {t1.last} rounds, mean ± 95 % t interval): "
-           + ", ".join(f"{label[m]} {fmt(v)}" for m, v in done.items()) + ". "
+           + ", ".join(f"{label[m]} {fmt_interval(v)}" for m, v in done.items()) + ". "
            f"The means span {span:.2f} points ({label[lo]} to {label[hi]})")
     if halves:
         out += f", while the intervals' half-widths are {min(halves):.2f}–{max(halves):.2f} points"
@@ -144,7 +137,7 @@ def curves_figure(curves: Curves, dataset: str, scale: str) -> plt.Figure:
     paired by seed (mean and 95 % t band of the paired differences) over the last third of the rounds, where the
     statistic is taken and the methods lie within a point or two; the paper's Table I values for the dataset in a
     panel of their own."""
-    paper = dataset in PAPER_T1
+    paper = dataset in FEDINTR_T1
     fig = plt.figure(figsize=(14 if paper else 12, 4.8), layout="constrained")
     gs = fig.add_gridspec(1, 3 if paper else 2, width_ratios=[3, 2.6, 1.5] if paper else [3, 2.6])
     ax, diff = fig.add_subplot(gs[0]), fig.add_subplot(gs[1])
@@ -217,7 +210,7 @@ def table3_figure(t3: Table3, scale: str) -> plt.Figure:
     return fig
 
 
-def describe_table3(t3: Table3) -> str:
+def describe_beta(t3: Table3) -> str:
     """What the Table III figure shows: FedIntR's gain over FedAvg at each β (mean ± 95 % t) and the paper's."""
     gains = t3.gains()
     ref = dataset_name(t3.reference)
@@ -225,5 +218,5 @@ def describe_table3(t3: Table3) -> str:
     if not any(gains.values()):
         return f"Table III's runs are pending: no gains yet (the paper, {ref}: {paper})."
     return ("FedIntR − FedAvg (points, mean ± 95 % t interval over the seeds both ran): "
-            + ", ".join(f"β={b:g} {fmt(v, '+')}" for b, v in gains.items())
+            + ", ".join(f"β={b:g} {fmt_interval(v, '+')}" for b, v in gains.items())
             + f"; the paper ({ref}, 100 rounds): {paper}.")

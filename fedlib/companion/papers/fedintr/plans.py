@@ -6,8 +6,9 @@ no μ; Table III adds ``"β=<beta> | "`` in front, Table IV ``"N=<clients> | "``
 ``quick`` (the preset's 40 rounds × 6 epochs on 12,000 images at batch 64, on the plateau) runs each method at
 the μ FedIntR Table I found best for the dataset, 5 seeds each, with Table III at β = 5 and 0.1 (β = 0.1 for 120
 rounds: :data:`FEDINTR_TABLE3_ROUNDS`) and Table V.
-Notebook 06 at quick leaves Table IV and Fig. 5 above the preset's E out (:func:`fedintr_scaling_scope`: tens of
-worker-hours each) and runs Fig. 5 for FedAvg and FedIntR at E = 1 and the preset's E.
+Notebook 06 at quick leaves Table IV and Fig. 5 above the preset's E out
+(:func:`fedintr_scaling_plan`: tens of worker-hours each) and runs Fig. 5 for FedAvg and FedIntR at
+E = 1 and the preset's E.
 ``paper`` is every grid of the paper; ``smoke`` one value of each, for CI.
 """
 
@@ -18,7 +19,7 @@ from typing import Any, Sequence
 
 from fedlib.config import Config
 from fedlib.companion.papers.fedintr.preset import (FEDINTR_FIG5_ROUNDS, FEDINTR_TABLE3_ROUNDS,
-                                                    PRESET, TABLE3_METHODS, TABLE3_PAPER_COLUMNS,
+                                                    FEDINTR_PRESET, TABLE3_METHODS, TABLE3_PAPER_COLUMNS,
                                                     TABLE5_PER_SAMPLE, TUNES_MU)
 from fedlib.companion.common import SEEDS, FedIntRRunId, Plan
 from fedlib.companion.budget import Part, Scope, fit
@@ -26,7 +27,7 @@ from fedlib.companion.budget import Part, Scope, fit
 __all__ = ["FEDINTR_LAST", "fedintr_benchmarks_plan", "fedintr_scaling_plan", "FEDINTR_METHODS",
            "mu_grid", "FEDINTR_BEST_MU", "FEDINTR_BETAS", "FEDINTR_TABLE4", "FEDINTR_TABLE4_METHODS",
            "FEDINTR_EPOCHS", "FEDINTR_TABLE4_AT", "FEDINTR_QUICK_LEFT_OUT",
-           "fedintr_scaling_scope", "TABLE4_PART", "FIG5_PART", "FIG5_LONG_PART", "scaling_left_out",
+           "TABLE4_PART", "FIG5_PART", "FIG5_LONG_PART", "scaling_left_out",
            "benchmarks_left_out", "fig5_rounds"]
 
 # "We report the median of test accuracy values attained by the global model over the course of last 10 training
@@ -133,7 +134,7 @@ def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "
     artifacts of :func:`benchmarks_left_out` are left out (their claims: not testable, with why). ``seed``: the only seed when
     ``seeds`` is empty."""
     seeds = SEEDS[scale] if seeds is None else (tuple(seeds) or (seed,))
-    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
+    base = FEDINTR_PRESET.config(scale, dataset=dataset, device=device, executor=executor)
     grid, best = mu_grid(scale, dataset), _best(dataset)
     left_out = benchmarks_left_out(scale, dataset)
     table1 = _grid(base, {m: mus for m, mus in grid.items() if m not in left_out}, lambda m, mu: seeds)
@@ -154,15 +155,17 @@ def fedintr_benchmarks_plan(scale: str, dataset: str = "fmnist", device: str = "
     return {a: runs for a, runs in plan.items() if a not in left_out}
 
 
-def fedintr_scaling_scope(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
-                          executor: str = "auto", seeds: Sequence[int] | None = None) -> Scope:
-    """Notebook 06's parts: Table IV / Fig. 4 (N clients, 20 % sampled per round, T rounds, evaluated every round)
-    and Fig. 5 (local epochs E at Table I's μ for the dataset, the preset's rounds), up to and above the default E,
-    each run with every seed; :func:`fedlib.companion.budget.fit` decides what ``quick`` keeps (:data:`TABLE4_PART` needs
-    tens of worker-hours; each E above the default is a part of its own, :data:`FIG5_LONG_PART` at that E).
-    ``seeds``: default ``seed, seed + 1, ...`` (:data:`FEDINTR_SCALING_SEEDS`)."""
+def fedintr_scaling_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed: int = 0,
+                         executor: str = "auto", seeds: Sequence[int] | None = None) -> Scope:
+    """Notebook 06's runs: Table IV / Fig. 4 (N clients, 20 % sampled per round, T rounds,
+    evaluated every round) and Fig. 5 (local epochs E at Table I's μ for the dataset, the preset's
+    rounds), up to and above the default E, each run with every seed;
+    :func:`fedlib.companion.budget.fit` decides what ``quick`` keeps (:data:`TABLE4_PART` needs
+    tens of worker-hours; each E above the default is a part of its own, :data:`FIG5_LONG_PART` at
+    that E), and the plan names what it leaves out. ``seeds``: default ``seed, seed + 1, ...``
+    (:data:`FEDINTR_SCALING_SEEDS`)."""
     seeds = tuple(seeds) if seeds is not None else tuple(seed + i for i in range(FEDINTR_SCALING_SEEDS[scale]))
-    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
+    base = FEDINTR_PRESET.config(scale, dataset=dataset, device=device, executor=executor)
     nt, settings = FEDINTR_TABLE4.get(scale, FEDINTR_TABLE4["paper"]), FEDINTR_TABLE4_METHODS.get(scale, _TABLE4_PAPER)
     table4 = {FedIntRRunId(m, s, N=n, mu=mu): _method(base, m, mu).replace(num_clients=n, sample_fraction=0.2,
                                                                          rounds=t, seed=s)
@@ -192,23 +195,19 @@ def _and(items: Any) -> str:
 def fig5_rounds(scale: str, dataset: str = "fmnist") -> dict[int, int]:
     """Fig. 5's rounds by E at ``scale``: the preset's, except where :data:`FEDINTR_FIG5_ROUNDS` runs an E longer (to
     its plateau)."""
-    base = PRESET.config(scale, dataset=dataset).rounds
+    base = FEDINTR_PRESET.config(scale, dataset=dataset).rounds
     return {e: FEDINTR_FIG5_ROUNDS[scale].get(e, base) for e in FEDINTR_EPOCHS[scale]}
 
 
-def fedintr_scaling_plan(scale: str, **kw: Any) -> Plan:
-    """Notebook 06's runs: the parts :func:`fedintr_scaling_scope` keeps."""
-    return fedintr_scaling_scope(scale, **kw).plan()
-
-
-def scaling_left_out(scale: str, dataset: str = "fmnist") -> dict[str, str]:
-    """What notebook 06 leaves out at ``scale``, by artifact (``"table4"``; ``"fig5 E > default"``: the E of Fig. 5
-    above the default E that are left out, one part each), each with the parts and why (the estimate)."""
+def scaling_left_out(plan: Scope) -> dict[str, str]:
+    """What notebook 06's ``plan`` (:func:`fedintr_scaling_plan`) leaves out, by artifact
+    (``"table4"``; ``"fig5 E > default"``: the E of Fig. 5 above the default E that are left out,
+    one part each), each with the parts and why (the estimate)."""
     def key(part: str) -> str:
         return "table4" if part.startswith(TABLE4_PART) else "fig5 E > default" if part.startswith(FIG5_LONG_PART) \
             else "fig5"
 
     out: dict[str, str] = {}
-    for p, w in fedintr_scaling_scope(scale, dataset=dataset).left_out.items():
+    for p, w in plan.left_out.items():
         out[key(p)] = "; ".join(filter(None, (out.get(key(p)), f"{p}: {w}")))
     return out

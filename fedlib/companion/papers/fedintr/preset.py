@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from fedlib.companion.presets import Preset
 
-__all__ = ["PRESET", "TUNES_MU", "TABLE3_PAPER_COLUMNS", "TABLE3_METHODS", "TABLE5_PER_SAMPLE",
+__all__ = ["FEDINTR_PRESET", "TUNES_MU", "TABLE3_PAPER_COLUMNS", "TABLE3_METHODS", "TABLE5_PER_SAMPLE",
            "FEDINTR_TABLE3_ROUNDS", "FEDINTR_FIG5_ROUNDS"]
 
-PRESET = Preset(
+FEDINTR_PRESET = Preset(
     "fedintr",
     # FedIntR §IV-A: "SGD ... learning rate of 0.01, weight decay of 0.00001, and momentum of 0.9.
     # batch size 512, local epochs 10, training rounds 100. random horizontal flip except SVHN", 10

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from fedlib.companion.grid import Run, cell
+from fedlib.companion.grid import Runs, cell
 from fedlib.companion.common import FedIntRRunId
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.plots import mean_curves, paper_panel
@@ -25,14 +25,15 @@ from fedlib.companion.papers.fedintr.tables import round_ticks
 from fedlib.companion.papers.fedintr.epochs import (accuracy_at, describe_fig5, fig5_equal, fig5_figure, fig5_frame, fig5_off, fig5_points,
                              values_frame)
 
-__all__ = ["PAPER_T4", "PAPER_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves", "mean_table",
-           "paper_table4", "series_style", "fig4_figure", "describe_fig4", "fig5_frame", "fig5_equal", "fig5_figure",
-           "fig5_points", "fig5_off", "describe_fig5", "setup_table", "T4_SOURCE", "FIG5_SOURCE", "INTR"]
+__all__ = ["FEDINTR_T4", "FEDINTR_T4_AT", "accuracy_at", "values_frame", "table4_frame", "curves",
+           "mean_table", "paper_table4", "series_style", "fig4_figure", "describe_fig4",
+           "fig5_frame", "fig5_equal", "fig5_figure", "fig5_points", "fig5_off", "describe_fig5",
+           "setup_table", "T4_SOURCE", "FIG5_SOURCE", "INTR"]
 
 T4_SOURCE = "FedIntR §IV-D, Table IV"
 FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
 
-PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each reported T}
+FEDINTR_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each reported T}
     50: {"FedAvg": (49.41, 57.79, 65.26, 64.62), "FedCKA (μ=1)": (45.28, 56.76, 64.90, 63.96),
          "FedCKA (μ=10)": (44.45, 53.83, 58.69, 59.08), "FedProx (μ=0.01)": (46.17, 58.12, 65.44, 65.75),
          "MOON (μ=1)": (48.25, 57.98, 64.24, 64.23), "MOON (μ=10)": (42.71, 55.83, 64.52, 65.18),
@@ -42,9 +43,8 @@ PAPER_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each repo
           "MOON (μ=1)": (38.08, 47.98, 60.08, 63.66, 64.85), "MOON (μ=10)": (34.34, 46.81, 61.68, 63.97, 65.12),
           "FedIntR (μ=1)": (35.87, 48.15, 60.59, 63.46, 64.26), "FedIntR (μ=10)": (32.13, 49.76, 61.31, 65.55, 66.57)},
 }
-PAPER_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
+FEDINTR_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
 INTR = "FedIntR (μ=10)"
-Runs = Mapping[FedIntRRunId, Run]
 
 
 def table4_frame(runs: Runs, at: Mapping[int, tuple[int, ...]]) -> pd.DataFrame:
@@ -75,8 +75,8 @@ def mean_table(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
 
 def paper_table4() -> dict[int, pd.DataFrame]:
     """FedIntR Table IV (CIFAR-10) as printed: per N, one row per method, one column per reported round T."""
-    return {n: pd.DataFrame({m: dict(zip([f"T={T}" for T in PAPER_T4_AT[n]], v)) for m, v in rows.items()}).T
-            for n, rows in PAPER_T4.items()}
+    return {n: pd.DataFrame({m: dict(zip([f"T={T}" for T in FEDINTR_T4_AT[n]], v)) for m, v in rows.items()}).T
+            for n, rows in FEDINTR_T4.items()}
 
 
 def series_style(name: str) -> dict[str, Any]:
@@ -105,9 +105,9 @@ def fig4_figure(cv: Mapping[str, Mapping[int, pd.Series]], n: int, dataset: str,
     round_ticks(ax, rounds)
     ax.set_title(f"FedIntR Fig. 4: N = {n} clients, {round(0.2 * n)} per round — {dataset_name(dataset)}, "
                  f"scale={scale}\n{note}", fontsize=10)
-    pn = n if n in PAPER_T4 else 100
-    paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{v:.2f}" for v in vs)] for m, vs in PAPER_T4[pn].items()],
-                ["method", *(f"T = {T}" for T in PAPER_T4_AT[pn])],
+    pn = n if n in FEDINTR_T4 else 100
+    paper_panel(fig.add_subplot(gs[1]), [[m, *(f"{v:.2f}" for v in vs)] for m, vs in FEDINTR_T4[pn].items()],
+                ["method", *(f"T = {T}" for T in FEDINTR_T4_AT[pn])],
                 f"paper, Table IV (CIFAR-10, N = {pn}): median test accuracy (%) of the 10 rounds ending at T")
     return fig
 
@@ -122,7 +122,7 @@ def describe_fig4(cv: Mapping[str, Mapping[int, pd.Series]] | None, n: int | Non
     if means.empty:
         return f"Fig. 4's runs (N = {n}) are pending: no curves yet."
     last = int(means.index.max())
-    early = next((T for T in PAPER_T4_AT.get(n or 0, PAPER_T4_AT[100]) if T < last), max(1, last // 5))
+    early = next((T for T in FEDINTR_T4_AT.get(n or 0, FEDINTR_T4_AT[100]) if T < last), max(1, last // 5))
     early = int(means.index[means.index <= early].max())
 
     def at(r: int) -> str:

@@ -19,9 +19,10 @@ import pandas as pd
 
 from fedlib.companion.grid import offs, spoilt
 from fedlib.companion.verdicts import Verdict, decide, not_testable, pending
-from fedlib.companion.papers.fedintr.scaling import FIG5_SOURCE, INTR, PAPER_T4, PAPER_T4_AT, T4_SOURCE
+from fedlib.companion.papers.fedintr.scaling import (FIG5_SOURCE, INTR, FEDINTR_T4, FEDINTR_T4_AT,
+                                                     T4_SOURCE)
 
-__all__ = ["table4_verdicts", "fig5_verdicts", "BEST_E_FINDING"]
+__all__ = ["table4_verdicts", "epochs_verdicts", "BEST_E_FINDING"]
 
 BEST_E_FINDING = "E = 10 is each method's best (Fig. 5): E = 1 below it, E ≥ 20 below it"
 
@@ -31,8 +32,9 @@ def _side(df: pd.DataFrame) -> tuple[dict[int, float], bool, list[str]]:
         list(df.loc[df["diverged"], "name"])
 
 
-def _compare(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str], kind: str,
-             paper: str = "", paper_d: float = math.nan, finding: str = "") -> Verdict:
+def _compare_sides(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame,
+                   names: tuple[str, str], kind: str, paper: str = "", paper_d: float = math.nan,
+                   finding: str = "") -> Verdict:
     (av, ap, ad), (bv, bp, bd) = _side(a), _side(b)
     if (ap or bp) and (a.empty or b.empty or not spoilt(pd.concat([a, b]))):
         return pending(claim, source)
@@ -53,7 +55,7 @@ def _runner_up(df: pd.DataFrame, exclude: str) -> str | None:
 
 
 def _paper_t4(n: int, i: int) -> tuple[float, float, str]:
-    row = {m: v[i] for m, v in PAPER_T4[n].items()}
+    row = {m: v[i] for m, v in FEDINTR_T4[n].items()}
     med = statistics.median(v for m, v in row.items() if m != "FedAvg")
     second = max((m for m in row if m != INTR), key=row.get)
     return row["FedAvg"] - med, row[INTR] - row[second], second
@@ -69,16 +71,16 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
     reported rounds, and FedIntR (μ = 10) beats every other method at the last one. ``df``: :func:`values_frame` with
     ``what`` = ``"T=<round>"``; ``left_out``: why this scale does not run Table IV (every claim not testable)."""
     out = []
-    Ts = {n: PAPER_T4_AT[n] for n in PAPER_T4} if df is None or df.empty else \
+    Ts = {n: FEDINTR_T4_AT[n] for n in FEDINTR_T4} if df is None or df.empty else \
         {int(n): tuple(int(w[2:]) for w in dict.fromkeys(g["what"])) for n, g in df.groupby("N", sort=False)}
     for n, ts in Ts.items():
-        pn = n if n in PAPER_T4 else max(PAPER_T4)
+        pn = n if n in FEDINTR_T4 else max(FEDINTR_T4)
         for i, T in enumerate(ts[:2]):
             claim = f"FedAvg beats the majority of the other methods early in training (N = {n}, T = {T})"
             src = f"{T4_SOURCE}: 'vanilla FedAvg outperforms the majority of other approaches in the early training " \
                   f"rounds (i.e., T = 100 and T = 200)'"
             eff = _paper_t4(pn, i)[0]
-            paper = f"FedAvg − median of the others: {eff:+.2f} at N = {pn}, T = {PAPER_T4_AT[pn][i]}"
+            paper = f"FedAvg − median of the others: {eff:+.2f} at N = {pn}, T = {FEDINTR_T4_AT[pn][i]}"
             if left_out:
                 out.append(replace(not_testable(claim, src, left_out, paper), paper_d=eff))
                 continue
@@ -94,11 +96,12 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
                               diverged=list(at.loc[at["diverged"], "name"]), paper=paper, paper_d=eff,
                               off=offs(at.drop_duplicates("name"))).noted(_at_t(T)))
         T = ts[-1]
-        _, eff, second = _paper_t4(pn, len(PAPER_T4_AT[pn]) - 1)
+        _, eff, second = _paper_t4(pn, len(FEDINTR_T4_AT[pn]) - 1)
         claim = f"FedIntR (μ = 10) beats every other method after enough rounds (N = {n}, T = {T})"
         src = f"{T4_SOURCE}: 'with a sufficient number of training rounds, FedIntR with μ = 10 can significantly " \
               f"outperform all other approaches'"
-        paper = f"{eff:+.2f} over the second best, {second}, at N = {pn}, T = {PAPER_T4_AT[pn][-1]}"
+        paper = (f"{eff:+.2f} over the second best, {second}, at N = {pn}, "
+                 f"T = {FEDINTR_T4_AT[pn][-1]}")
         if left_out:
             out.append(replace(not_testable(claim, src, left_out, paper), paper_d=eff))
             continue
@@ -107,16 +110,17 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
         if other is None:
             out.append(pending(claim, src))
             continue
-        p = PAPER_T4[pn]
+        p = FEDINTR_T4[pn]
         d = p[INTR][-1] - p[other][-1] if other in p else math.nan
-        out.append(_compare(claim, src, at[at["method"] == INTR], at[at["method"] == other], (INTR, other),
+        out.append(_compare_sides(claim, src, at[at["method"] == INTR], at[at["method"] == other], (INTR, other),
                             "greater", f"{paper}; FedIntR (μ=10) − {other}: {d:+.2f}" if other in p else paper,
                             paper_d=d).noted(_at_t(T)))
     return out
 
 
-def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal: pd.DataFrame | None = None,
-                  rounds: Mapping[int, int] | None = None) -> list[Verdict]:
+def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
+                    equal: pd.DataFrame | None = None,
+                    rounds: Mapping[int, int] | None = None) -> list[Verdict]:
     """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
     ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5. One
     row per comparison: "best at the default E" compares it with the E below it but 1 (E = 1 and E ≥ 20 have rows of
@@ -139,13 +143,13 @@ def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal
         d = df[df["method"] == m]
         claim = f"E = 1 gives {m} a lower accuracy than E = {default_e}" + (
             f", each run to its plateau ({r1} and {rd} rounds)" if both else "")
-        out.append(_compare(claim, src, d[d["E"] == 1], d[d["E"] == default_e], ("E=1", f"E={default_e}"), "less",
+        out.append(_compare_sides(claim, src, d[d["E"] == 1], d[d["E"] == default_e], ("E=1", f"E={default_e}"), "less",
                             finding=BEST_E_FINDING))
         if both:
             e1 = equal[(equal["method"] == m) & (equal["E"] == 1)]
             rule = (f"read at round {rd}, the default E's last (the median of its last rounds up to it): the paper "
                     f"runs every E for the same rounds; each run's plateau checked at its own last round")
-            out.append(_compare(f"E = 1 gives {m} a lower accuracy than E = {default_e} in the same {rd} rounds "
+            out.append(_compare_sides(f"E = 1 gives {m} a lower accuracy than E = {default_e} in the same {rd} rounds "
                                 f"(the paper's setup: the same rounds for every E)", src, e1, d[d["E"] == default_e],
                                 (f"E=1 at round {rd}", f"E={default_e}"), "less",
                                 finding=BEST_E_FINDING).noted(rule))
@@ -158,7 +162,7 @@ def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal
             out.append(pending(claim, src))
             continue
         best = d[d["E"].isin(below)].groupby("E")["acc"].mean().idxmax()
-        out.append(_compare(f"{claim} (E = {best:g}, the best of them)", src, d[d["E"] == default_e],
+        out.append(_compare_sides(f"{claim} (E = {best:g}, the best of them)", src, d[d["E"] == default_e],
                             d[d["E"] == best], (f"E={default_e}", f"E={best:g}"), "greater", finding=BEST_E_FINDING))
     for m in methods:
         d = df[df["method"] == m]
@@ -172,7 +176,7 @@ def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal
             out.append(pending(claim, src))
             continue
         best = d[d["E"].isin(above)].groupby("E")["acc"].mean().idxmax()  # the better of the large E's
-        out.append(_compare(claim, src, d[d["E"] == best], d[d["E"] == default_e], (f"E={best:g}", f"E={default_e}"),
+        out.append(_compare_sides(claim, src, d[d["E"] == best], d[d["E"] == default_e], (f"E={best:g}", f"E={default_e}"),
                             "less", finding=BEST_E_FINDING).noted(partly))
     intr = next((m for m in methods if m.startswith("FedIntR")), None)  # at Table I's μ for the dataset
     src = f"{FIG5_SOURCE}: 'FedIntR achieves the best performance in most settings except E = 5'"
@@ -184,7 +188,7 @@ def fig5_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "", equal
         claim = f"{intr} beats {', '.join(m for m in methods if m != intr)} at E = {e:g}"
         other = _runner_up(at, intr)
         v = pending(claim, src) if other is None else \
-            _compare(claim, src, at[at["method"] == intr], at[at["method"] == other], (intr, other), "greater")
+            _compare_sides(claim, src, at[at["method"] == intr], at[at["method"] == other], (intr, other), "greater")
         if e == default_e:  # Table I's runs: notebook 05's Table I row is the claim
             v = replace(v, control=True).noted("the default E's runs are Table I's: its claim is notebook 05's "
                                               "Table I row; this row is kept as the control of Fig. 5's sweep")

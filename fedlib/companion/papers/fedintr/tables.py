@@ -20,20 +20,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fedlib.companion.grid import DIVERGED, PENDING, Diverged, Run, offs, seed_values
+from fedlib.companion.grid import DIVERGED, Diverged, Runs, offs, seed_values
 from fedlib.companion.common import FedIntRRunId, Plan
 from fedlib.companion.papers.fedintr.plans import FEDINTR_BEST_MU, FEDINTR_METHODS
 from fedlib.companion.report import compare
 from fedlib.companion.results import Pending, Record
 from fedlib.companion.style import dataset_name
-from fedlib.companion.verdicts import off_plateau
+from fedlib.companion.verdicts import PENDING, off_plateau
 
-__all__ = ["PAPER_DATASETS", "PAPER_T1", "PAPER_T2", "PAPER_T3", "PAPER_T5", "median_frame",
-           "readable", "table1_setup", "round_ticks", "Table1", "Table3", "table5", "median_table"]
+__all__ = ["FEDINTR_DATASETS", "FEDINTR_T1", "FEDINTR_T2", "FEDINTR_T3", "FEDINTR_T5",
+           "median_frame", "readable", "table1_setup", "round_ticks", "Table1", "Table3", "table5",
+           "median_table"]
 
-PAPER_DATASETS = ("fmnist", "svhn", "cifar10", "cifar100")  # the columns of Tables I, II and V
+FEDINTR_DATASETS = ("fmnist", "svhn", "cifar10", "cifar100")  # the columns of Tables I, II and V
 # FedIntR Table I (10 clients, β = 0.5, 100 rounds): dataset → {method: (accuracy, best μ)}
-PAPER_T1: dict[str, dict[str, tuple[float, float | None]]] = {
+FEDINTR_T1: dict[str, dict[str, tuple[float, float | None]]] = {
     "fmnist": {"FedAvg": (88.90, None), "FedCKA": (88.85, 3), "FedProx": (88.95, 0.001), "MOON": (89.15, 1),
                "FedIntR": (89.15, 10)},
     "svhn": {"FedAvg": (86.04, None), "FedCKA": (86.47, 1), "FedProx": (86.42, 0.01), "MOON": (86.61, 10),
@@ -44,11 +45,11 @@ PAPER_T1: dict[str, dict[str, tuple[float, float | None]]] = {
                  "FedIntR": (41.48, 10)},
 }
 # FedIntR Table II: FedIntR's accuracy at each μ, μ → {dataset: accuracy}
-PAPER_T2: dict[float, dict[str, float]] = {mu: dict(zip(PAPER_DATASETS, v)) for mu, v in {
+FEDINTR_T2: dict[float, dict[str, float]] = {mu: dict(zip(FEDINTR_DATASETS, v)) for mu, v in {
     0.1: (88.87, 86.85, 65.23, 41.00), 1: (89.07, 85.89, 65.66, 40.43), 3: (88.67, 87.05, 67.23, 40.99),
     5: (89.13, 87.01, 66.99, 41.21), 10: (89.15, 87.17, 65.89, 41.48)}.items()}
 # FedIntR Table III (CIFAR-10 and CIFAR-100, 10 clients): dataset → β → {method: (accuracy, best μ)}
-PAPER_T3: dict[str, dict[float, dict[str, tuple[float, float | None]]]] = {
+FEDINTR_T3: dict[str, dict[float, dict[str, tuple[float, float | None]]]] = {
     "cifar10": {5: {"FedAvg": (68.69, None), "FedCKA": (68.62, 1), "FedProx": (70.03, 0.01), "MOON": (69.34, 1),
                     "FedIntR": (70.66, 5)},
                 0.5: {"FedAvg": (65.82, None), "FedCKA": (66.55, 0.1), "FedProx": (65.03, 0.01), "MOON": (66.35, 5),
@@ -63,8 +64,7 @@ PAPER_T3: dict[str, dict[float, dict[str, tuple[float, float | None]]]] = {
                        "FedIntR": (38.24, 0.5)}},
 }
 # FedIntR Table V: dataset → (α-weighted, Eq. 5; uniform, Eq. 6) at Table I's μ
-PAPER_T5 = {"fmnist": (89.15, 89.03), "svhn": (87.17, 85.62), "cifar10": (67.23, 64.20), "cifar100": (41.48, 40.33)}
-Runs = Mapping[FedIntRRunId, Run]
+FEDINTR_T5 = {"fmnist": (89.15, 89.03), "svhn": (87.17, 85.62), "cifar10": (67.23, 64.20), "cifar100": (41.48, 40.33)}
 _FLAGS = ["pending", "diverged", "off"]
 
 
@@ -171,7 +171,7 @@ class Table1:
 
     @property
     def paper(self) -> dict[str, tuple[float, float | None]] | None:
-        return PAPER_T1.get(self.dataset)
+        return FEDINTR_T1.get(self.dataset)
 
     def runs(self) -> pd.DataFrame:
         """Every run: median over the last rounds, last round, seconds per round, record."""
@@ -208,7 +208,7 @@ class Table1:
         """Table II: FedIntR at each μ of the paper (its column for the dataset) and ours; "—": μ not run."""
         intr = self.all.loc["FedIntR"] if "FedIntR" in self.all.index.get_level_values(0) else pd.DataFrame(
             columns=["median (%)", "std", "seeds"])
-        t2 = pd.DataFrame({"paper (%)": {mu: v.get(self.dataset, np.nan) for mu, v in PAPER_T2.items()},
+        t2 = pd.DataFrame({"paper (%)": {mu: v.get(self.dataset, np.nan) for mu, v in FEDINTR_T2.items()},
                            "ours (%)": intr["median (%)"], "± std": intr["std"], "seeds": intr["seeds"]})
         t2.index.name = "μ"
         t2["diff"] = t2["ours (%)"] - t2["paper (%)"]
@@ -267,10 +267,10 @@ class Table3:
     @property
     def reference(self) -> str:
         """The paper's Table III column compared with: the dataset's, else CIFAR-10."""
-        return self.t1.dataset if self.t1.dataset in PAPER_T3 else "cifar10"
+        return self.t1.dataset if self.t1.dataset in FEDINTR_T3 else "cifar10"
 
     def paper_gain(self, dataset: str | None = None) -> dict[float, float]:
-        p = PAPER_T3[dataset or self.reference]
+        p = FEDINTR_T3[dataset or self.reference]
         return {b: p[b]["FedIntR"][0] - p[b]["FedAvg"][0] for b in p}
 
     def table(self) -> pd.DataFrame:
@@ -307,8 +307,8 @@ def table5(runs: Runs, t1: Table1, mu: float) -> pd.DataFrame:
     t5 = pd.concat([alpha.assign(variant="α (Eq. 5)"), long5]).groupby("variant", sort=False).agg(
         **{"median (%)": ("median (%)", "mean"), "± std": ("median (%)", "std"), "seeds": ("median (%)", "count"),
            "last round (%)": ("last round (%)", "mean")})
-    if t1.dataset in PAPER_T5:
-        t5.insert(0, "paper (%)", [*PAPER_T5[t1.dataset], *[np.nan] * (len(t5) - 2)][:len(t5)])
+    if t1.dataset in FEDINTR_T5:
+        t5.insert(0, "paper (%)", [*FEDINTR_T5[t1.dataset], *[np.nan] * (len(t5) - 2)][:len(t5)])
         t5["diff"] = t5["median (%)"] - t5["paper (%)"]
     t5 = t5.round(2)
     t5.attrs["seeds"] = seeds

@@ -27,10 +27,10 @@ from fedlib.companion.report import setup_label
 from fedlib.companion.results import Record
 from fedlib.companion.style import dataset_name
 from fedlib.companion.verdicts import CHANCE_MARGIN, VERDICTS, Verdict, decide, not_testable, pending
-from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, PAPER_T1, T1, Runs, overlap
+from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, FEDSHIBU_T1, T1, Runs, overlap
 
-__all__ = ["UNIFORM", "crsm_precondition", "table1_verdicts", "fig1_verdicts", "fig3_verdicts", "fig5_verdicts",
-           "verdicts"]
+__all__ = ["UNIFORM", "crsm_precondition", "table1_verdicts", "fig1_verdicts", "fig3_verdicts",
+           "fedavg_crsm_verdicts", "shards_verdicts"]
 
 UNIFORM = "the uniform CRSM: FedSHIBU aggregates as FedBABU, FedAvg+CRSM as FedAvg"  # the finding of its rows
 CKAS = {LINEAR: "linear CKA", RBF: "RBF CKA"}
@@ -123,7 +123,7 @@ def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10", ru
     s < 5 (CIFAR-100 only); the FedSHIBU − FedBABU gap shrinks as s grows; FedSHIBU equals FedBABU on homogeneous
     data (s = 100); FedBABU beats FedAvg on heterogeneous data with s > 5, and the two are comparable at s = 100."""
     levels = sorted(frame["s"].dropna().unique().astype(int))
-    paper, out = PAPER_T1[column], []
+    paper, out = FEDSHIBU_T1[column], []
     babu = "FedSHIBU aggregates as FedBABU"
     for s in [s for s in levels if s <= 5]:
         for m, cka in CKAS.items():
@@ -171,7 +171,7 @@ def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10", ru
 
 def _avg_beats_babu(frame: pd.DataFrame, s: int, column: str, dataset: str, classes: int) -> Verdict:
     """§4.1's CIFAR-100 sentence (FedAvg beats FedBABU for s < 5): decided on CIFAR-100 only."""
-    c100, c10 = PAPER_T1["cifar100"][s], PAPER_T1["cifar10"][s]
+    c100, c10 = FEDSHIBU_T1["cifar100"][s], FEDSHIBU_T1["cifar10"][s]
     claim = f"FedAvg beats FedBABU at s = {s} (CIFAR-100)"
     src = ("FedSHIBU Table 1; §4.1, 'when s < 5 in CIFAR100, FedAVG outperforms FedBABU. However, the same was not "
            "observed in CIFAR10'")
@@ -212,20 +212,20 @@ def _babu_vs_avg(frame: pd.DataFrame, levels: list[int], column: str, scale: str
           "heterogeneous (s > 5)' (Table 1 has it on CIFAR-100 at every s > 5; on CIFAR-10 FedAvg is ahead at s = 50)"
     above = [s for s in levels if 5 < s < 100 and len(_pick(frame, AVG, s))]
     for s in above:
-        c100, c10 = PAPER_T1["cifar100"][s], PAPER_T1["cifar10"][s]
+        c100, c10 = FEDSHIBU_T1["cifar100"][s], FEDSHIBU_T1["cifar10"][s]
         out.append(_judge(f"FedBABU beats FedAvg at s = {s}", het, _pick(frame, BABU, s), _pick(frame, AVG, s),
                           ("FedBABU", "FedAvg"), paper=f"CIFAR-100: {c100[2] - c100[3]:+.2f}; CIFAR-10: "
                                                        f"{c10[2] - c10[3]:+.2f}",
-                          paper_d=PAPER_T1[column][s][2] - PAPER_T1[column][s][3]))
+                          paper_d=FEDSHIBU_T1[column][s][2] - FEDSHIBU_T1[column][s][3]))
     if not above:
         out.append(not_testable("FedBABU beats FedAvg for 5 < s < 100", het,
                                 f"FedAvg is not run at a heterogeneous s > 5 at {scale} scale"))
     claim = "FedBABU and FedAvg are comparable when the data are homogeneous (s = 100)"
     src = ("FedSHIBU Table 1 (caption: 's=100 implies homogeneity'; CIFAR-10 90.87 vs 90.94); §1, FedAvg is "
            "'particularly helpful when the distribution of data across the clients is homogeneous'")
-    c100, c10 = PAPER_T1["cifar100"][100], PAPER_T1["cifar10"][100]
+    c100, c10 = FEDSHIBU_T1["cifar100"][100], FEDSHIBU_T1["cifar10"][100]
     paper, d = f"CIFAR-10: {c10[2] - c10[3]:+.2f}; CIFAR-100: {c100[2] - c100[3]:+.2f}", \
-        PAPER_T1[column][100][2] - PAPER_T1[column][100][3]
+        FEDSHIBU_T1[column][100][2] - FEDSHIBU_T1[column][100][3]
     out.append(_judge(claim, src, _pick(frame, BABU, 100), _pick(frame, AVG, 100), ("FedBABU", "FedAvg"),
                       kind="within", paper=paper, paper_d=d) if 100 in levels and len(_pick(frame, AVG, 100)) else
                replace(not_testable(claim, src, f"FedAvg is not run at s = 100 at {scale} scale", paper), paper_d=d))
@@ -278,7 +278,7 @@ def _rounds_to(s: pd.Series, target: float) -> float:
     return float(hit.index[0]) if len(hit) else float(s.index[-1] + 1)
 
 
-def fig5_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
+def fedavg_crsm_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
     """Fig. 5 at s = 5: FedAvg+CRSM ends more accurate than FedAvg (the uniform CRSM) and than local-only training
     (the identity CRSM), and reaches 90 % of FedAvg's final accuracy in fewer rounds. The paper prints no values."""
     crsm, avg, local = (_pick(frame, m) for m in ("FedAvg+CRSM", "FedAvg", "Local only"))
@@ -315,14 +315,15 @@ def _faster(claim: str, src: str, fast: pd.DataFrame, slow: pd.DataFrame, runs: 
     return verdict
 
 
-def verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Runs], scale: str, column: str = "cifar10",
-             dataset: str = "fmnist", paper: Mapping[str, Any] | None = None, classes: int = 10) -> list[Verdict]:
+def shards_verdicts(frames: Mapping[str, pd.DataFrame], records: Mapping[str, Runs], scale: str,
+                    column: str = "cifar10", dataset: str = "fmnist",
+                    paper: Mapping[str, Any] | None = None, classes: int = 10) -> list[Verdict]:
     """Every claim of the notebook: Table 1 / Fig. 4, Fig. 1, Fig. 3 and Fig. 5 (frames from ``personal_frame``),
     each labelled with what its artifact's runs change of ``paper`` (``{artifact: the paper-scale plan's Config}``:
     :func:`fedlib.companion.report.setup_label`)."""
     rows = {"table1": table1_verdicts(frames["table1"], scale, column, records.get("table1"), dataset, classes),
             "fig1": fig1_verdicts(frames["fig1"]), "fig3": fig3_verdicts(frames["fig3"], records["fig3"]),
-            "fig5": fig5_verdicts(frames["fig5"], records["fig5"])}
+            "fig5": fedavg_crsm_verdicts(frames["fig5"], records["fig5"])}
     out = []
     for art, vs in rows.items():
         cfgs = [r.cfg for r in records.get(art, {}).values()]

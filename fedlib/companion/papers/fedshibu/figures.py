@@ -23,10 +23,11 @@ from fedlib.companion.papers.fedshibu.plans import AVG, BABU, IDENTITY, LINEAR
 from fedlib.companion.plots import mean_curves, offdiag_range, paper_panel, similarity_heatmap, sweep, t_interval
 from fedlib.companion.results import Record
 from fedlib.companion.style import dataset_name
-from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, PAPER_T1, Runs, crsm_rounds, overlap, personal_frame, seed_summary
+from fedlib.companion.papers.fedshibu.tables import (PAPER_ORDER, FEDSHIBU_T1, Runs, crsm_rounds,
+                                                     overlap, personal_frame, seed_cells)
 
-__all__ = ["FIG1_LABELS", "ACC", "seed_curves", "plot_shards", "fig1", "fig3", "fig5", "describe_fig1",
-           "describe_fig3", "describe_fig4", "describe_fig5"]
+__all__ = ["FIG1_LABELS", "ACC", "metric_curves", "plot_shards", "fig1", "fig3", "fig5",
+           "describe_fig1", "describe_fig3", "describe_shards", "describe_fedavg_crsm"]
 
 # Fig. 1's runs under names that start with the method whose style they take (fedlib.companion.style.method_style)
 GROUPED, EVERYTHING = "aggregated within each group", "all bodies aggregated (FedBABU)"
@@ -44,8 +45,8 @@ def _percent_axis(ax: plt.Axes) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def seed_curves(runs: Runs, metric: str = "personal_acc_mean",
-                labels: Mapping[str, str] | None = None) -> dict[str, dict[int, pd.Series]]:
+def metric_curves(runs: Runs, metric: str = "personal_acc_mean",
+                  labels: Mapping[str, str] | None = None) -> dict[str, dict[int, pd.Series]]:
     """``{method: {seed: metric per round}}`` of the stored runs (fractions, as recorded), for
     :func:`fedlib.companion.plots.mean_curves`; ``labels`` renames methods. Runs without ``metric`` are left out."""
     out: dict[str, dict[int, pd.Series]] = {}
@@ -76,7 +77,7 @@ def _pm(mean: float, half: float, unit: str = "%") -> str:
         f" ± {half:.1f}" if np.isfinite(half) else "") + f" {unit}"
 
 
-def _stored(frame: pd.DataFrame) -> str:
+def _stored_count(frame: pd.DataFrame) -> str:
     return f"{int(frame['acc'].notna().sum())} of {len(frame)} runs stored"
 
 
@@ -126,7 +127,7 @@ def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int, column: str
             ("pending", pending), ("does not fine-tune", no_ft),
             ("not fine-tuned (no head of its own; its global model, drawn for reference)", own)) if v), fontsize=9)
     pend = [s for s in levels if s not in run]
-    rows = [[s, *(f"{v:.2f}" for v in PAPER_T1[column][s])] for s in sorted(PAPER_T1[column])]
+    rows = [[s, *(f"{v:.2f}" for v in FEDSHIBU_T1[column][s])] for s in sorted(FEDSHIBU_T1[column])]
     paper_panel(axes[2], rows, ["s", *(m.replace("FedSHIBU (CKA linear)", "SHIBU lin.").replace(
         "FedSHIBU (CKA RBF)", "SHIBU RBF") for m in PAPER_ORDER)],
                 f"paper, Table 1 (%): {dataset_name(column)}, ResNet-18, 100 clients\n(SHIBU lin. / RBF: FedSHIBU "
@@ -139,7 +140,7 @@ def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int, column: str
 def _curves_pair(runs: Runs, labels: Mapping[str, str] | None, title: str) -> plt.Figure | None:
     """Mean personalized accuracy per round after (left) and before (right) fine-tuning, mean over seeds with a
     95 % t band; None while no run is stored."""
-    after, before = (seed_curves(runs, metric, labels) for _, metric, _ in ACC.values())
+    after, before = (metric_curves(runs, metric, labels) for _, metric, _ in ACC.values())
     if not after:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")  # own y range: before is far lower
@@ -157,10 +158,10 @@ def fig1(runs: Runs, dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
     frame = personal_frame(runs)
     a, b = _stat(frame, GROUPED), _stat(frame, EVERYTHING)
     found = (f"final, after fine-tuning: within groups {a[0]:.1f} %, all bodies {b[0]:.1f} %"
-             if a[2] and b[2] else _stored(frame))
+             if a[2] and b[2] else _stored_count(frame))
     fig = _curves_pair(runs, FIG1_LABELS, f"FedSHIBU Fig. 1: clients 0–4 hold labels 0–4, clients 5–9 labels 5–9 "
                                           f"({dataset_name(dataset)}); {found}")
-    return seed_summary(frame).set_index("method"), fig
+    return seed_cells(frame).set_index("method"), fig
 
 
 def describe_fig1(frame: pd.DataFrame) -> str:
@@ -168,7 +169,7 @@ def describe_fig1(frame: pd.DataFrame) -> str:
     grouped, everything = GROUPED, EVERYTHING
     (ga, gh, gn), (ea, eh, en) = _stat(frame, grouped), _stat(frame, everything)
     if not gn or not en:
-        return f"Fig. 1 is pending ({_stored(frame)}): " + ", ".join(
+        return f"Fig. 1 is pending ({_stored_count(frame)}): " + ", ".join(
             f"{m}: {n} seed(s)" for m, n in ((grouped, gn), (everything, en))) + "."
     gb, eb = _stat(frame, grouped, "acc (no ft)")[0], _stat(frame, everything, "acc (no ft)")[0]
     d, h, n = _paired(frame, grouped, everything)
@@ -255,7 +256,7 @@ def describe_fig3(runs: Runs) -> str:
 SHORT = {LINEAR: "FedSHIBU", BABU: "FedBABU", IDENTITY: "identity CRSM", AVG: "FedAvg"}
 
 
-def describe_fig4(frame: pd.DataFrame) -> str:
+def describe_shards(frame: pd.DataFrame) -> str:
     """Fig. 4 in numbers: per level of s run, its rounds, each method's final accuracy after (and before)
     fine-tuning, the runs still rising at the end, the FedSHIBU − FedBABU difference paired by seed, and what is
     pending."""
@@ -283,14 +284,14 @@ def describe_fig4(frame: pd.DataFrame) -> str:
                      + (f"; FedSHIBU − FedBABU {_pm(d, h, 'points')} over {n} paired seed(s)" if n else "")
                      + (f"; pending: {', '.join(missing)}" if missing else ""))
     pend = [s for s in levels if s not in run]
-    return (f"Final personalized accuracy, mean over seeds ({_stored(frame)}; ± 95 % t): " + ". ".join(parts) + "."
+    return (f"Final personalized accuracy, mean over seeds ({_stored_count(frame)}; ± 95 % t): " + ". ".join(parts) + "."
             + (f" Not run yet: s = {', '.join(map(str, pend))}." if pend else ""))
 
 
 FIG5 = ("Local only", "FedAvg+CRSM", "FedAvg")  # drawn in this order: local-only under, FedAvg on top
 
 
-def _gap(curves: Mapping[str, Mapping[int, pd.Series]], a: str, b: str) -> float:
+def _max_gap(curves: Mapping[str, Mapping[int, pd.Series]], a: str, b: str) -> float:
     """The largest |difference| (points) of the seed-mean accuracy curves of ``a`` and ``b`` over the rounds both
     have."""
     if not curves.get(a) or not curves.get(b):
@@ -302,11 +303,12 @@ def _gap(curves: Mapping[str, Mapping[int, pd.Series]], a: str, b: str) -> float
 def _fig5_finding(frame: pd.DataFrame, runs: Runs) -> str:
     """Which control FedAvg+CRSM's curve coincides with (within :data:`SAME` points at every round), with the
     self-weight its CRSM keeps; the run count while a side is pending."""
-    curves = seed_curves(runs)
+    curves = metric_curves(runs)
     sw = _stat(frame, "FedAvg+CRSM", "self-weight")[0]
-    local, avg = _gap(curves, "FedAvg+CRSM", "Local only"), _gap(curves, "FedAvg+CRSM", "FedAvg")
+    local = _max_gap(curves, "FedAvg+CRSM", "Local only")
+    avg = _max_gap(curves, "FedAvg+CRSM", "FedAvg")
     if not (np.isfinite(sw) and np.isfinite(local) and np.isfinite(avg)):
-        return _stored(frame)
+        return _stored_count(frame)
     m = next(r.cfg.num_clients for r in runs.values() if isinstance(r, Record))
     text = f"FedAvg+CRSM's CRSM keeps a self-weight of {sw:.2f} (identity: 1, uniform: 1/{m})"
     (near, a), (far, b) = sorted([(local, "local-only training"), (avg, "FedAvg")])
@@ -322,7 +324,7 @@ def fig5(runs: Runs, dataset: str, column: str = "cifar10") -> tuple[pd.DataFram
     curves per round with local-only training (the identity CRSM; FedAvg is the uniform one), titled with the
     control FedAvg+CRSM coincides with; the paper's FedAvg at s = 5 (Table 1 ``column``) in a panel of its own."""
     frame = personal_frame(runs)
-    table, curves = seed_summary(frame).set_index("method"), seed_curves(runs)
+    table, curves = seed_cells(frame).set_index("method"), metric_curves(runs)
     if not curves:
         return table, None
     fig, (ax, pax) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained", width_ratios=[2.3, 1])
@@ -334,19 +336,19 @@ def fig5(runs: Runs, dataset: str, column: str = "cifar10") -> tuple[pd.DataFram
     ax.legend(fontsize=8, loc="lower right")
     _percent_axis(ax)
     ax.set_title(f"no fine-tuning in these methods: each client's model on its own test split\n{note}", fontsize=9)
-    paper_panel(pax, [["FedAvg (Table 1)", f"{PAPER_T1[column][5][3]:.2f}"], ["FedAvg+CRSM", "no value printed"]],
+    paper_panel(pax, [["FedAvg (Table 1)", f"{FEDSHIBU_T1[column][5][3]:.2f}"], ["FedAvg+CRSM", "no value printed"]],
                 ["method", "s = 5 (%)"], f"paper: {dataset_name(column)}, ResNet-18,\n100 clients")
     fig.suptitle(f"FedSHIBU Fig. 5: FedAvg vs FedAvg+CRSM at s = 5 ({dataset_name(dataset)})\n"
                  f"{_fig5_finding(frame, runs)}", fontsize=10)
     return table, fig
 
 
-def describe_fig5(frame: pd.DataFrame, runs: Runs) -> str:
+def describe_fedavg_crsm(frame: pd.DataFrame, runs: Runs) -> str:
     """Fig. 5 in numbers: each method's final personalized accuracy, FedAvg+CRSM − FedAvg paired by seed, and which
     control FedAvg+CRSM's curve coincides with."""
     stats_ = {m: _stat(frame, m) for m in FIG5}
     if not all(n for _, _, n in stats_.values()):
-        return f"Fig. 5 is pending ({_stored(frame)}): " + ", ".join(
+        return f"Fig. 5 is pending ({_stored_count(frame)}): " + ", ".join(
             f"{m}: {n} seed(s)" for m, (_, _, n) in stats_.items()) + "."
     d, h, n = _paired(frame, "FedAvg+CRSM", "FedAvg")
     return ("Final personalized accuracy (mean over seeds ± 95 % t): " + ", ".join(

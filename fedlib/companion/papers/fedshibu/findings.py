@@ -28,7 +28,7 @@ READINGS = {"own": "own samples", "shared": "shared samples"}
 STYLES = {"own samples": dict(ls=":", marker="o", mfc="none"), "shared samples": dict(ls="--", marker="s")}  # one seed: dashed
 
 
-def _finding(df: pd.DataFrame) -> str:
+def _last_step(df: pd.DataFrame) -> str:
     """At the last step: the correlation each reading reaches on the label groups and the self-weight it leaves."""
     last = df[df["steps"] == df["steps"].max()].set_index(["setting", "reading"])
     groups, shards = SETTINGS["groups_shared"], SETTINGS["shards_local"]
@@ -72,14 +72,14 @@ def crsm_readings(path: Path = CRSM_GROUPS) -> tuple[pd.DataFrame, plt.Figure]:
     axes[1].text(0, 0.12, "uniform (1/10)", color="grey", fontsize=8)
     axes[0].set_ylim(-1.05, 1.05)
     axes[1].set_ylim(0, 1)
-    fig.suptitle(f"What the CRSM detects (benchmarks/crsm_groups.py, 10 clients, one seed)\n{_finding(df)}",
+    fig.suptitle(f"What the CRSM detects (benchmarks/crsm_groups.py, 10 clients, one seed)\n{_last_step(df)}",
                  fontsize=10)
     return df.round(3), fig
 
 
 def describe_crsm_readings(df: pd.DataFrame) -> str:
     """The controlled test in numbers (``df`` from :func:`crsm_readings`): what each reading of D̂_i reaches."""
-    return (f"One seed, 10 clients: {_finding(df)}. A CRSM that finds the groups but keeps the uniform weight "
+    return (f"One seed, 10 clients: {_last_step(df)}. A CRSM that finds the groups but keeps the uniform weight "
             f"aggregates like FedBABU; one at CKA's chance level keeps each client near its own body.")
 
 

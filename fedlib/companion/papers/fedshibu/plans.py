@@ -35,11 +35,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from fedlib.config import Config
-from fedlib.companion.papers.fedshibu.preset import FEDSHIBU_ROUNDS, FT_SELECT, PRESET, RBF_CKA
+from fedlib.companion.papers.fedshibu.preset import FEDSHIBU_ROUNDS, FT_SELECT, FEDSHIBU_PRESET, RBF_CKA
 from fedlib.companion.common import SEEDS, FedSHIBURunId, Plan
 
-__all__ = ["fedshibu_plan", "fedshibu_methods", "FEDSHIBU_LEVELS", "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS",
-           "FIG_S"]
+__all__ = ["fedshibu_plan", "artifact_presets", "fedshibu_methods", "FEDSHIBU_LEVELS",
+           "FEDSHIBU_METHODS", "FEDSHIBU_SEEDS", "GROUPS", "FIG_S"]
 
 FEDSHIBU_LEVELS = {"paper": (2, 3, 4, 5, 8, 10, 20, 50, 100), "quick": (2, 5, 10, 100), "smoke": (2, 5)}
 FEDSHIBU_SEEDS = SEEDS
@@ -63,11 +63,21 @@ def fedshibu_methods(scale: str, s: int) -> dict[str, dict[str, Any]]:
     return {m: kw for m, kw in FEDSHIBU_METHODS.items() if m != RBF or RBF_CKA[scale]}
 
 
+def artifact_presets(scale: str, **kw: Any) -> dict[str, Config]:
+    """The config each artifact's runs start from at ``scale`` (``kw``: the preset's overrides):
+    the preset's federation for Table 1 and Fig. 5, 10 clients for Figs. 1 and 3 (Fig. 3's
+    federation). At paper scale, the paper's setup of each artifact: what its claim rows say this
+    scale changes."""
+    base = FEDSHIBU_PRESET.config(scale, **kw)
+    ten = base.replace(num_clients=10)
+    return {"table1": base, "fig1": ten, "fig3": ten, "fig5": base}
+
+
 def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seeds: Sequence[int] | None = None,
                   executor: str = "auto") -> Plan:
     """FedSHIBU's artifacts (see the module docstring): ``table1``, ``fig1``, ``fig3``, ``fig5``."""
     seeds = tuple(seeds) if seeds is not None else FEDSHIBU_SEEDS[scale]
-    base = PRESET.config(scale, dataset=dataset, device=device, executor=executor)
+    start = artifact_presets(scale, dataset=dataset, device=device, executor=executor)
     rounds = FEDSHIBU_ROUNDS[scale]
 
     def at(c: Config, s: int, method: str, seed: int, **kw: Any) -> Config:
@@ -80,24 +90,27 @@ def fedshibu_plan(scale: str, dataset: str = "fmnist", device: str = "cpu", seed
         return c.replace(strategy_kw=kw) if fine else c
 
     every = dict(eval_every=1)  # every round: the curves of Figs. 4-5 and the plateau each verdict checks
-    table = {FedSHIBURunId(m, n, s=s): at(base, s, m, n, **every)
+    table = {FedSHIBURunId(m, n, s=s): at(start["table1"], s, m, n, **every)
              for s in FEDSHIBU_LEVELS[scale] for m in fedshibu_methods(scale, s) for n in seeds}
-    ten = base.replace(num_clients=10)
+
     def rounds_of(figure: str) -> dict[str, int]:  # a figure's own rounds, where the scale has them
         return dict(rounds=rounds[figure]) if figure in rounds else {}
 
-    fig3 = {FedSHIBURunId(label, n, s=FIG_S): at(ten, FIG_S, LINEAR, n, strategy_kw={"sim": "linear", **kw},
+    fig3 = {FedSHIBURunId(label, n, s=FIG_S): at(start["fig3"], FIG_S, LINEAR, n,
+                                                 strategy_kw={"sim": "linear", **kw},
                                                  **rounds_of("fig3"))
             for label, kw in (("own samples (§4.3)", {"samples": "own"}),
                               ("shared samples (Algorithm 2's D)", {"samples": "shared"}))
             for n in seeds}
-    fig5 = {FedSHIBURunId(label, n, s=FIG_S): at(base, FIG_S, AVG, n, **every, **rounds_of("fig5")).replace(
-                strategy=strategy, strategy_kw=kw)
+    fig5 = {FedSHIBURunId(label, n, s=FIG_S): at(start["fig5"], FIG_S, AVG, n, **every,
+                                                 **rounds_of("fig5")).replace(strategy=strategy,
+                                                                              strategy_kw=kw)
             for label, strategy, kw in (("FedAvg", "fedavg", {}),
                                         ("FedAvg+CRSM", "fedavg_crsm", {"sim": "linear", "samples": "shared"}),
                                         ("Local only", "local_only", {})) for n in seeds}
-    groups = ten.replace(partition="label_groups", partition_kw={}, eval_every=1,  # its curve, and its plateau
-                         **rounds_of("fig1"))
+    groups = start["fig1"].replace(partition="label_groups", partition_kw={},
+                                   eval_every=1,  # its curve, and its plateau
+                                   **rounds_of("fig1"))
     fig1 = {FedSHIBURunId(label, n): groups.replace(seed=n, strategy=st, strategy_kw=kw)
             for label, st, kw in (("all bodies aggregated (FedBABU)", "fedbabu", {"head": "dense"}),
                                   ("aggregated within each group", "fedshibu", {"sim": "groups", "groups": GROUPS}))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from fedlib.companion.presets import Preset
 
-__all__ = ["PRESET", "FEDSHIBU_ROUNDS", "RBF_CKA", "FT_SELECT"]
+__all__ = ["FEDSHIBU_PRESET", "FEDSHIBU_ROUNDS", "RBF_CKA", "FT_SELECT"]
 
-PRESET = Preset(
+FEDSHIBU_PRESET = Preset(
     "fedshibu",
     # FedSHIBU §3: "ResNet18 ... on CIFAR10 and CIFAR100", "100 clients with full participation" (m
     # = N), shards per user s, "A learning rate of 0.1 is used and it is decayed as in [FedBABU]"

@@ -22,7 +22,7 @@ import torch
 from fedlib.config import Config
 from fedlib.crsm import crsm_reading, label_overlap, offdiag_corr
 from fedlib.engine import build_partition, load_data
-from fedlib.companion.grid import Diverged, Run
+from fedlib.companion.grid import Diverged, Run, Runs
 from fedlib.companion.common import FedSHIBURunId, Plan
 from fedlib.companion.papers.fedshibu.plans import AVG, BABU, IDENTITY, LINEAR
 from fedlib.companion.report import compare
@@ -30,12 +30,12 @@ from fedlib.companion.results import Pending, Record
 from fedlib.strategies import Strategy, build_strategy
 from fedlib.companion.verdicts import off_plateau
 
-__all__ = ["PAPER_T1", "PAPER_ORDER", "T1", "paper_column", "shards_setup", "personal_chance", "overlap",
-           "personal_frame", "seed_summary", "wide", "table1", "table1_versus", "crsm_rounds", "invariants",
-           "personal_table"]
+__all__ = ["FEDSHIBU_T1", "PAPER_ORDER", "T1", "paper_column", "shards_setup", "personal_chance",
+           "overlap", "personal_frame", "seed_cells", "wide", "table1", "table1_versus",
+           "crsm_rounds", "invariants", "personal_table"]
 
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
-PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
+FEDSHIBU_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
     "cifar10": {2: (94.04, 90.69, 68.43, 58.13), 3: (81.12, 78.62, 77.74, 69.58), 4: (85.07, 85.9, 84.06, 83.88),
                 5: (89.26, 88.18, 86.93, 85.96), 8: (89.32, 89.92, 89.38, 89.01), 10: (90.34, 90.28, 90.24, 89.67),
                 20: (90.64, 90.93, 90.85, 90.58), 50: (90.88, 90.94, 91.03, 91.28),
@@ -48,7 +48,6 @@ PAPER_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
 T1 = "FedSHIBU Table 1 / Fig. 4"
 _LABELS: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 _DATA: dict[tuple, Any] = {}
-Runs = Mapping[FedSHIBURunId, Run]
 
 
 def _counts(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +91,7 @@ def overlap(cfg: Config) -> torch.Tensor:
 
 def paper_column(dataset: str) -> str:
     """The Table 1 column set beside ``dataset``: its own, else CIFAR-10 (the closer one to 10-class data)."""
-    return dataset if dataset in PAPER_T1 else "cifar10"
+    return dataset if dataset in FEDSHIBU_T1 else "cifar10"
 
 
 def shards_setup(runs: Plan) -> str:
@@ -154,7 +153,7 @@ def personal_frame(runs: Runs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _cell(g: pd.DataFrame, col: str) -> str:
+def _seed_cell(g: pd.DataFrame, col: str) -> str:
     v = g[col].dropna()
     if g["pending"].any() or (v.empty and not g["diverged"].any()):
         return "pending"
@@ -164,19 +163,19 @@ def _cell(g: pd.DataFrame, col: str) -> str:
     return f"{v.mean():.{d}f}" + (f" ± {v.std(ddof=1):.{d}f}" if len(v) > 1 else "")
 
 
-def seed_summary(frame: pd.DataFrame, cols: tuple[str, ...] = ("acc", "acc (no ft)", "self-weight", "off-diagonal")
+def seed_cells(frame: pd.DataFrame, cols: tuple[str, ...] = ("acc", "acc (no ft)", "self-weight", "off-diagonal")
                  ) -> pd.DataFrame:
     """One row per (method, s): ``n`` finished seeds and, per column of ``cols``, mean ± std over seeds ("pending",
     "diverged"; "–" where a run has no such number, e.g. no CRSM)."""
     rows = []
     for (m, s), g in frame.groupby(["method", frame["s"].fillna(-1)], sort=False):
         rows.append({"method": m, "s": None if s == -1 else int(s), "n": int(g["acc"].notna().sum()),
-                     **{c: _cell(g, c) if g[c].notna().any() or g["pending"].any() else "–" for c in cols}})
+                     **{c: _seed_cell(g, c) if g[c].notna().any() or g["pending"].any() else "–" for c in cols}})
     return pd.DataFrame(rows)
 
 
 def wide(summary: pd.DataFrame, col: str = "acc") -> pd.DataFrame:
-    """s × method: the column ``col`` of :func:`seed_summary` ("not run" where a scale leaves a pair out)."""
+    """s × method: the column ``col`` of :func:`seed_cells` ("not run" where a scale leaves a pair out)."""
     methods = list(dict.fromkeys(summary["method"]))
     return summary.pivot(index="s", columns="method", values=col)[methods].fillna("not run")
 
@@ -184,7 +183,7 @@ def wide(summary: pd.DataFrame, col: str = "acc") -> pd.DataFrame:
 def table1(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Table 1 from Table 1's runs: s × method personalized accuracy (mean ± std over seeds), and per (s, method)
     the accuracy before fine-tuning and the last round's CRSM self-weight and off-diagonal."""
-    summary = seed_summary(frame)
+    summary = seed_cells(frame)
     return wide(summary), summary.set_index(["s", "method"])
 
 
@@ -192,7 +191,7 @@ def table1_versus(frame: pd.DataFrame, column: str = "cifar10") -> pd.DataFrame:
     """FedSHIBU Table 1 (the paper's ``column``) beside our seed means, per "method | s=s" ("not run at this scale"
     for the RBF column and the levels of s a scale leaves out)."""
     means = frame.groupby(["method", "s"])["acc"].mean()
-    paper = {f"{m} | s={s}": v[i] for s, v in PAPER_T1[column].items() for i, m in enumerate(PAPER_ORDER)}
+    paper = {f"{m} | s={s}": v[i] for s, v in FEDSHIBU_T1[column].items() for i, m in enumerate(PAPER_ORDER)}
     return compare(paper, {f"{m} | s={s}": v for (m, s), v in means.items()}, not_run="not run at this scale")
 
 
