@@ -18,7 +18,7 @@ from fedlib.companion.scales import scale_of
 
 __all__ = ["Preset", "PRESETS", "preset", "register"]
 
-Values = Mapping[str, Any]
+Fields = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,10 @@ class Preset:
     """One paper's setup: ``config(scale, variant, **overrides)`` is the Config of a run of it."""
 
     name: str  # "fedintr": the Config's label starts with it
-    setup: Values  # the paper's setup: the Config fields it states (paper scale)
-    scales: Mapping[str, Values]  # what each scale changes of the setup ("paper": nothing)
-    datasets: Mapping[str, Values] = field(default_factory=dict)  # what it changes on a dataset
-    variants: Mapping[str, Values] = field(default_factory=dict)  # named departures, each a reading
+    setup: Fields  # the paper's setup: the Config fields it states (paper scale)
+    scales: Mapping[str, Fields]  # what each scale changes of the setup ("paper": nothing)
+    datasets: Mapping[str, Fields] = field(default_factory=dict)  # what it changes on a dataset
+    variants: Mapping[str, Fields] = field(default_factory=dict)  # named departures, each a reading
 
     def __post_init__(self) -> None:
         if set(self.scales) != set(SCALES):

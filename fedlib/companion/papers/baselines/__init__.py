@@ -9,7 +9,7 @@ from fedlib.companion.grid import Records
 from fedlib.companion.papers.baselines.tables import baseline_verdicts, per_run_frame
 from fedlib.companion.papers.baselines.plans import baseline_plan
 from fedlib.companion.papers.fedintr.plans import FEDINTR_LAST
-from fedlib.companion.presets import preset
+from fedlib.companion.papers.fedintr.preset import FEDINTR_PRESET
 from fedlib.companion.report import setup_label
 from fedlib.companion.verdicts import Verdict
 from fedlib.companion.paper import Notebook, Paper
@@ -20,7 +20,7 @@ def baseline_claims(plan: Plan, records: Records, *, scale: str, dataset: str = 
     """FedIntR Table I's FedAvg and FedProx rows at FedIntR's statistic (the median of the last rounds), labelled
     with what this scale's runs change of the paper's setup (FedIntR's preset at paper scale)."""
     table1 = records.get("table1", {})
-    paper = preset("fedintr", "paper", dataset=dataset)
+    paper = FEDINTR_PRESET.config("paper", dataset=dataset)
     data = setup_label("FedIntR Table I", dataset, [r.cfg for r in table1.values()], paper)
     return baseline_verdicts(per_run_frame(table1, last=FEDINTR_LAST[scale]), scale, dataset, data)
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from fedlib.data import chance
-from fedlib.companion.presets import FEDER_SETTINGS
+from fedlib.companion.papers.feder.preset import FEDER_SETTINGS
 from fedlib.companion.grid import DIVERGED, Diverged, Records, Run, Runs, cell, offs, spoilt
 from fedlib.companion.common import FedERRunId, Plan
 from fedlib.companion.report import compare
