@@ -1,11 +1,12 @@
 """Atomic writes: a file is either its old version or its complete new one, never half written.
 
-Each writer writes a hidden temporary file next to the target (``.<name>.tmp<pid>``) and renames it over the
-target (``os.replace`` is atomic on POSIX); a writer that fails removes its temporary file, and one left by a killed
-process is removed by :meth:`fedlib.companion.results.Store.clean_temp`.
+Each writer writes a hidden temporary file next to the target (``.<name>.tmp<pid>``) and renames it
+over the target (``os.replace`` is atomic on POSIX); a writer that fails removes its temporary file,
+and one left by a killed process is removed by :meth:`fedlib.companion.results.Store.clean_temp`.
 
-Text and bytes writers leave a file alone when it already holds exactly the new content: regenerating outputs
-that did not change (figures, summaries, ledgers) leaves ``git status`` clean and the file's mtime as it was.
+Text and bytes writers leave a file alone when it already holds exactly the new content:
+regenerating outputs that did not change (figures, summaries, ledgers) leaves ``git status`` clean
+and the file's mtime as it was.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Any, Callable
 
 import torch
 
-__all__ = ["atomic_write", "atomic_write_text", "atomic_write_bytes", "atomic_save", "temporary_name",
-           "writable_problem", "orphaned"]
+__all__ = [
+    "atomic_write", "atomic_write_text", "atomic_write_bytes", "atomic_save", "temporary_name",
+    "writable_problem", "orphaned"
+]
 
 
 def temporary_name(path: Path) -> Path:
@@ -55,7 +58,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically, unless ``path`` already holds exactly that text."""
+    """Write ``text`` (UTF-8) to ``path`` atomically, unless ``path`` already holds exactly that
+    text."""
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -65,7 +69,8 @@ def atomic_save(path: str | Path, obj: Any) -> Path:
 
 
 def writable_problem(folder: str | Path) -> str | None:
-    """Why files cannot be written in ``folder`` (created if missing), or None: a probe file is written and removed."""
+    """Why files cannot be written in ``folder`` (created if missing), or None: a probe file is
+    written and removed."""
     d = Path(folder)
     try:
         d.mkdir(parents=True, exist_ok=True)
@@ -77,11 +82,13 @@ def writable_problem(folder: str | Path) -> str | None:
     return None
 
 
-_TMP = re.compile(r"^\.?(?P<name>.+)\.tmp(?P<pid>\d+)$")  # ".<name>.tmp<pid>" (here) and "<name>.tmp<pid>"
+# ".<name>.tmp<pid>" (here) and "<name>.tmp<pid>"
+_TMP = re.compile(r"^\.?(?P<name>.+)\.tmp(?P<pid>\d+)$")
 
 
 def orphaned(path: Path) -> bool:
-    """Whether ``path`` is a temporary file of a writer process that no longer exists (not this one)."""
+    """Whether ``path`` is a temporary file of a writer process that no longer exists (not this
+    one)."""
     m = _TMP.match(Path(path).name)
     if m is None or int(m["pid"]) == os.getpid():
         return False

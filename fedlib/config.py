@@ -1,13 +1,16 @@
-"""Experiment configuration: :class:`Config`, its validation and identity (the presets are in :mod:`fedlib.companion.presets`).
+"""Experiment configuration: :class:`Config`, its validation and identity (the presets are in
+:mod:`fedlib.companion.presets`).
 
-An experiment is a :class:`Config`; ``fedlib.companion.results.run(cfg)`` turns it into a record. Every field that can
-change a number is part of the config's identity (:meth:`Config.key`); fields that only say *where* or *how fast*
-it runs (device, executor, checkpointing) are not, and are recorded as provenance instead.
+An experiment is a :class:`Config`; ``fedlib.companion.results.run(cfg)`` turns it into a record.
+Every field that can change a number is part of the config's identity (:meth:`Config.key`); fields
+that only say *where* or *how fast* it runs (device, executor, checkpointing) are not, and are
+recorded as provenance instead.
 
-:meth:`Config.validate` checks every field (types too: an ``int`` field takes no float, bool or string) and
-raises one :class:`ConfigError` naming each bad field, its value and the fix; :meth:`Config.from_dict`,
-:meth:`Config.replace` and :func:`preset` reject unknown keys instead of dropping them (docs/bad-inputs.md). The
-per-paper presets are in :func:`fedlib.companion.presets.preset`.
+:meth:`Config.validate` checks every field (types too: an ``int`` field takes no float, bool or
+string) and raises one :class:`ConfigError` naming each bad field, its value and the fix;
+:meth:`Config.from_dict`, :meth:`Config.replace` and :func:`preset` reject unknown keys instead of
+dropping them (docs/bad-inputs.md). The per-paper presets are in
+:func:`fedlib.companion.presets.preset`.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label",
 
 
 class ConfigError(OneLineError, ValueError, TypeError):
-    """An invalid or unknown :class:`Config` field. The message names each field, its bad value and the fix;
-    ``fields`` lists the fields. A ``ValueError`` (and, for callers of ``replace``, a ``TypeError``)."""
+    """An invalid or unknown :class:`Config` field. The message names each field, its bad value and
+    the fix; ``fields`` lists the fields. A ``ValueError`` (and, for callers of ``replace``, a
+    ``TypeError``)."""
 
     def __init__(self, message: str, fields: list[str]) -> None:
         super().__init__(message)
@@ -53,15 +57,17 @@ class ConfigError(OneLineError, ValueError, TypeError):
 _OPTIONS = "_strategy_options"
 _VALID = "_validated"
 
-# Keys of records written by older versions, applied by ``Config.from_dict(d, migrate=True)`` (reading stored
-# records). Renamed: old key -> current field. Dropped: keys whose field was removed (their value is ignored).
+# Keys of records written by older versions, applied by ``Config.from_dict(d, migrate=True)``
+# (reading stored records). Renamed: old key -> current field. Dropped: keys whose field was removed
+# (their value is ignored).
 _RENAMED: dict[str, str] = {}
 _DROPPED: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
 class Config:
-    """One federated experiment. Names follow the papers (``mu``, ``beta``/``alpha``, ``M`` live in kwargs)."""
+    """One federated experiment. Names follow the papers (``mu``, ``beta``/``alpha``, ``M`` live in
+    kwargs)."""
 
     # what is trained
     dataset: str = "fmnist"
@@ -82,13 +88,18 @@ class Config:
     lr: float = 0.01
     momentum: float = 0.9
     weight_decay: float = 1e-5
-    lr_milestones: tuple[float, ...] = ()  # fractions of `rounds` at which lr *= lr_gamma (FedBABU: 0.5, 0.75)
+    # fractions of `rounds` at which lr *= lr_gamma (FedBABU: 0.5, 0.75)
+    lr_milestones: tuple[float, ...] = ()
     lr_gamma: float = 0.1
-    optimizer_kw: dict[str, Any] = field(default_factory=dict)  # options of package optimizers (fedlib.optim)
-    lr_step: tuple[int, float] | None = None  # per-epoch StepLR inside local training: (step_size epochs, gamma)
-    persistent_optimizer: bool = False  # each client keeps its optimizer state across rounds (a long-lived trainer)
+    # options of package optimizers (fedlib.optim)
+    optimizer_kw: dict[str, Any] = field(default_factory=dict)
+    # per-epoch StepLR inside local training: (step_size epochs, gamma)
+    lr_step: tuple[int, float] | None = None
+    # each client keeps its optimizer state across rounds (a long-lived trainer)
+    persistent_optimizer: bool = False
     augment: str | None = None  # None: the dataset's default in the papers
-    drop_last: bool = False  # MOON's loader drops the last partial batch; a client smaller than a batch keeps one
+    # MOON's loader drops the last partial batch; a client smaller than a batch keeps one
+    drop_last: bool = False
     # data scale (None: the whole split)
     n_train: int | None = None
     n_test: int | None = None
@@ -96,26 +107,31 @@ class Config:
     eval_every: int = 1
     personal_eval: bool = False  # per-client test splits (shards / label groups)
     seed: int = 0
-    # numerics: "fp32", or "bf16" (forward pass under torch.autocast; parameters, optimizer state and the loss stay
-    # float32). bf16 changes the numbers, so it is part of the identity; benchmarks/precision.py records its accuracy.
+    # numerics: "fp32", or "bf16" (forward pass under torch.autocast; parameters, optimizer state
+    # and the loss stay float32). bf16 changes the numbers, so it is part of the identity;
+    # benchmarks/precision.py records its accuracy.
     precision: str = "fp32"
     # execution (not part of the identity)
     device: str = "cpu"
     executor: str = "auto"  # "sequential" | "vectorized" | "auto"
     chunk_size: int | None = None  # clients per vectorized chunk (None: all sampled clients)
-    # rounds between checkpoints; 0: none; None (auto): every round when the run is estimated over a minute
-    # (fedlib.companion.costs.CHECKPOINT_AFTER_S, before_run), so a killed run resumes
+    # rounds between checkpoints; 0: none; None (auto): every round when the run is estimated over a
+    # minute (fedlib.companion.costs.CHECKPOINT_AFTER_S, before_run), so a killed run resumes
     checkpoint_every: int | None = None
-    compile: bool = False  # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
-    # vectorized executor on CUDA: fixed-shape steps replayed from one captured CUDA graph (the same training up to
-    # float rounding: fedlib/executors/fast/static.py, benchmarks/RESULTS.md). None (auto): whenever they apply on CUDA;
-    # True: also say why when they do not; False: never (the eager vectorized steps)
+    # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
+    compile: bool = False
+    # vectorized executor on CUDA: fixed-shape steps replayed from one captured CUDA graph (the same
+    # training up to float rounding: fedlib/executors/fast/static.py, benchmarks/RESULTS.md). None
+    # (auto): whenever they apply on CUDA; True: also say why when they do not; False: never (the
+    # eager vectorized steps)
     cuda_graph: bool | None = None
     label: str = ""
-    scale: str = ""  # the preset's scale ("smoke", "quick", "paper"); "" for a config no preset made
+    # the preset's scale ("smoke", "quick", "paper"); "" for a config no preset made
+    scale: str = ""
 
     def __post_init__(self) -> None:
-        # numpy scalars (a sweep over np.arange) become Python ones: json would hash np.int64(10) as the string "10"
+        # numpy scalars (a sweep over np.arange) become Python ones: json would hash np.int64(10) as
+        # the string "10"
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", None) == 0:
@@ -174,17 +190,20 @@ class Config:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, migrate: bool = False) -> "Config":
-        """The config of ``d`` (as :meth:`to_dict` writes it). Unknown keys raise :class:`ConfigError`.
+        """The config of ``d`` (as :meth:`to_dict` writes it). Unknown keys raise
+        :class:`ConfigError`.
 
-        ``migrate=True`` (used when reading stored records) first renames the keys of older versions listed in
-        ``_RENAMED`` and drops those in ``_DROPPED``; a migrated config may hash to a different :meth:`key`.
+        ``migrate=True`` (used when reading stored records) first renames the keys of older versions
+        listed in ``_RENAMED`` and drops those in ``_DROPPED``; a migrated config may hash to a
+        different :meth:`key`.
         """
         d = dict(d)
         if migrate:
             for old, new in _RENAMED.items():
                 if old in d:
                     if new in d:
-                        raise ConfigError(f"Config record has both {old!r} and its new name {new!r}; keep one.",
+                        raise ConfigError(f"Config record has both {old!r} and its new name "
+                                          f"{new!r}; keep one.",
                                           [old, new])
                     d[new] = d.pop(old)
             d = {k: v for k, v in d.items() if k not in _DROPPED}
@@ -196,10 +215,10 @@ class Config:
         return cls(**d)
 
     def validate(self) -> "Config":
-        """Return ``self`` if every field is usable, else raise one :class:`ConfigError` naming every bad field,
-        its value and the fix (before any data is loaded or any round is trained). Checked once: a
-        config already validated, and unchanged since (its dict fields could change), returns at
-        once."""
+        """Return ``self`` if every field is usable, else raise one :class:`ConfigError` naming
+        every bad field, its value and the fix (before any data is loaded or any round is trained).
+        Checked once: a config already validated, and unchanged since (its dict fields could
+        change), returns at once."""
         stamp = repr(self)
         if self.__dict__.get(_VALID) == stamp:
             return self
@@ -212,7 +231,8 @@ class Config:
 
 
 def _checked_init(init: Any) -> Any:
-    """``Config(...)`` with an unknown keyword raises :class:`ConfigError` naming it (not the dataclass TypeError)."""
+    """``Config(...)`` with an unknown keyword raises :class:`ConfigError` naming it (not the
+    dataclass TypeError)."""
     @functools.wraps(init)
     def __init__(self: Config, *args: Any, **kw: Any) -> None:
         reject_unknown(kw, "Config")
@@ -229,7 +249,8 @@ def reject_unknown(d: dict[str, Any], where: str) -> None:
     if unknown:
         hints = [f"{u!r} (did you mean {m!r}?)" if (m := closest(u, valid, 0.75, _SYNONYMS))
                  else repr(u) for u in unknown]
-        raise ConfigError(f"{where}: unknown field(s) {', '.join(hints)}. Valid fields: {', '.join(valid)}.",
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(hints)}. Valid fields: "
+                          f"{', '.join(valid)}.",
                           unknown)
 
 
@@ -240,7 +261,8 @@ _SYNONYMS = {"learning_rate": "lr", "num_rounds": "rounds", "epochs": "local_epo
 
 
 # --------------------------------------------------------------------------------------------- validation
-# Each rule returns None (fine) or what is wrong and how to fix it; ConfigError prefixes "field=value: ".
+# Each rule returns None (fine) or what is wrong and how to fix it; ConfigError prefixes
+# "field=value: ".
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
@@ -257,8 +279,8 @@ def _int_rule(lo: int, example: int, *, optional: bool = False, hi: int | None =
             return None
         if not _is_int(v):
             kind = "a bool" if isinstance(v, bool) else f"a {type(v).__name__}"
-            return (f"must be a whole number (int) >= {lo}{' or None' if optional else ''}, not {kind}; "
-                    f"write e.g. {example}")
+            return (f"must be a whole number (int) >= {lo}{' or None' if optional else ''}, not "
+                    f"{kind}; write e.g. {example}")
         if v < lo or (hi is not None and v >= hi):
             return f"must be >= {lo}" + (f" and < {hi_text or hi}" if hi is not None else "") + f"; e.g. {example}"
         return None
@@ -333,11 +355,12 @@ def _lr_step_rule(v: Any) -> str | None:
     return "must be None or (step_size >= 1 epochs, 0 < gamma <= 1), e.g. (25, 0.5)"
 
 
-# Fields added after records were first stored: left out of the identity while at these defaults, so every
-# earlier config keeps its key.
+# Fields added after records were first stored: left out of the identity while at these defaults, so
+# every earlier config keeps its key.
 _LATER_FIELDS: dict[str, Any] = {"optimizer_kw": {}, "lr_step": None, "persistent_optimizer": False}
-# Options added after records were first stored (field -> option -> its default): left out of that field in the
-# identity while at their defaults, so giving an option its default value keeps the key of the config without it.
+# Options added after records were first stored (field -> option -> its default): left out of that
+# field in the identity while at their defaults, so giving an option its default value keeps the key
+# of the config without it.
 _LATER_OPTIONS: dict[str, dict[str, Any]] = {"strategy_kw": {"body_mean": "weighted", "lr_rounding": "ceil"}}
 
 
@@ -373,7 +396,8 @@ _RULES: dict[str, Any] = {
     "chunk_size": _int_rule(1, 8, optional=True),  # clients per vectorized chunk
     "checkpoint_every": _int_rule(0, 10, optional=True),
     "compile": _type_rule(bool, "True or False"),
-    "cuda_graph": lambda v: None if v is None or isinstance(v, bool) else "None (auto), True or False",
+    "cuda_graph": lambda v: None if v is None or isinstance(v, bool) else "None (auto), True or "
+                                                                          "False",
     "label": _type_rule(str, "a string"),
     "scale": _choice_rule(("",) + SCALES, "scales ('': no preset)"),
     "optimizer_kw": _kw_rule,
@@ -383,7 +407,8 @@ _RULES: dict[str, Any] = {
 
 
 def field_problem(name: str, value: Any) -> str | None:
-    """What is wrong with ``value`` as Config field ``name`` and how to fix it; None if it is valid."""
+    """What is wrong with ``value`` as Config field ``name`` and how to fix it; None if it is
+    valid."""
     return _RULES[name](value)
 
 
@@ -401,8 +426,8 @@ def device_problem(device: str) -> str | None:
 
 
 def _problems(cfg: Config) -> list[tuple[str, str]]:
-    """``(field, message)`` for every field that breaks its rule, then for every strategy / model / optimizer option
-    (:mod:`fedlib.options`: typed by their signatures), in field order."""
+    """``(field, message)`` for every field that breaks its rule, then for every strategy / model /
+    optimizer option (:mod:`fedlib.options`: typed by their signatures), in field order."""
     out = []
     for name in Config.field_names():
         v = getattr(cfg, name)

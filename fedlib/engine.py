@@ -1,16 +1,18 @@
 """The federated loop: rounds → client sampling → local training → aggregation → evaluation.
 
-The :class:`Engine` owns every loop; a :class:`~fedlib.strategies.Strategy` supplies hooks and declares what its
-local step needs; an executor (:mod:`fedlib.executors`) runs the local training it is handed as a
-:class:`~fedlib.local.LocalTask`. Speed rules: the dataset lives on the device as tensors and batches are index
-lookups (no DataLoader); one model, one frozen reference model and one optimizer are built per run and reused for
-every client and round. Randomness is a pure function of ``(seed, round, client, epoch)``
-(:mod:`fedlib.schedule`), so a resumed run, or one on another executor, sees exactly the same batches.
+The :class:`Engine` owns every loop; a :class:`~fedlib.strategies.Strategy` supplies hooks and
+declares what its local step needs; an executor (:mod:`fedlib.executors`) runs the local training it
+is handed as a :class:`~fedlib.local.LocalTask`. Speed rules: the dataset lives on the device as
+tensors and batches are index lookups (no DataLoader); one model, one frozen reference model and one
+optimizer are built per run and reused for every client and round. Randomness is a pure function of
+``(seed, round, client, epoch)`` (:mod:`fedlib.schedule`), so a resumed run, or one on another
+executor, sees exactly the same batches.
 
-Clients upload, and the server checks and aggregates, only what local training changes (``Engine.trained``: the
-strategy's trainable parameters and the buffers); every other tensor — a frozen head, projection heads no loss
-reaches — keeps its initial value, bit for bit. What clients upload and what the server keeps is checked for
-NaN/inf every round (:class:`~fedlib.schedule.NonFiniteLossError` names the client, the round and the tensor).
+Clients upload, and the server checks and aggregates, only what local training changes
+(``Engine.trained``: the strategy's trainable parameters and the buffers); every other tensor — a
+frozen head, projection heads no loss reaches — keeps its initial value, bit for bit. What clients
+upload and what the server keeps is checked for NaN/inf every round
+(:class:`~fedlib.schedule.NonFiniteLossError` names the client, the round and the tensor).
 """
 
 from __future__ import annotations
@@ -48,19 +50,20 @@ __all__ = ["Engine", "NonFiniteLossError", "load_data", "build_partition", "used
            "rng_key", "sample_clients", "round_lr", "num_batches", "epoch_plan"]
 
 
-# Test-set evaluation batch per device type (``Engine.evaluate``; ``python benchmarks/engine.py --eval`` times it: the
-# FedIntR CNN on Fashion-MNIST's 10,000 test images). CPU: 512, 0.36 s against 0.61 s at 2048 on the idle 2-core
-# CPU (profile of a round, 2026-11-23; the reruns under load in benchmarks/RESULTS.md are too noisy to rank).
-# CUDA: 2048, unchanged and not re-measured (no GPU when the CPU row was set).
+# Test-set evaluation batch per device type (``Engine.evaluate``; ``python benchmarks/engine.py
+# --eval`` times it: the FedIntR CNN on Fashion-MNIST's 10,000 test images). CPU: 512, 0.36 s
+# against 0.61 s at 2048 on the idle 2-core CPU (profile of a round, 2026-11-23; the reruns under
+# load in benchmarks/RESULTS.md are too noisy to rank). CUDA: 2048, unchanged and not re-measured
+# (no GPU when the CPU row was set).
 EVAL_BATCH = {"cpu": 512, "cuda": 2048}
 
 
 def used_parameters(model: torch.nn.Module, taps: tuple[str, ...], x: Tensor) -> set[str]:
     """Names of the parameters that the logits (and the requested taps) depend on.
 
-    Parameters outside the forward pass (e.g. projection heads no tap asks for) get no gradient, so FedAvg leaves
-    them untouched; excluding them from training keeps every strategy consistent with that (weight decay and
-    proximal terms do not move them either)."""
+    Parameters outside the forward pass (e.g. projection heads no tap asks for) get no gradient, so
+    FedAvg leaves them untouched; excluding them from training keeps every strategy consistent with
+    that (weight decay and proximal terms do not move them either)."""
     model.zero_grad(set_to_none=True)
     out = model(x, taps=taps) if taps else model(x)
     logits, tap_out = (out if taps else (out, []))
@@ -71,7 +74,8 @@ def used_parameters(model: torch.nn.Module, taps: tuple[str, ...], x: Tensor) ->
 
 
 def load_data(cfg: Config, root: str | Path | None = None) -> FedDataset:
-    """The config's dataset on its device, cut to ``n_train`` / ``n_test`` (a fixed subset, seed 0)."""
+    """The config's dataset on its device, cut to ``n_train`` / ``n_test`` (a fixed subset, seed
+    0)."""
     data = load_dataset(cfg.dataset, root=root, device=cfg.device)
     if cfg.n_train is not None or cfg.n_test is not None:
         data = data.subset(cfg.n_train, cfg.n_test, seed=0)
@@ -118,7 +122,8 @@ class Engine:
         self.model = build_model(cfg.model, self.data.in_shape, self.data.num_classes, **cfg.model_kw)
         self.model.to(self.device)
         if self.device.type == "cpu" and self.data.x_train.dim() == 4:
-            # oneDNN runs small convs and pooling ~1.4-3x faster in NHWC on CPU (benchmarks/engine.py)
+            # oneDNN runs small convs and pooling ~1.4-3x faster in NHWC on CPU
+            # (benchmarks/engine.py)
             self.model.to(memory_format=torch.channels_last)
         self.strategy.setup(self.model, cfg)
         self.needs: Needs = self.strategy.needs
@@ -128,7 +133,8 @@ class Engine:
         self.used = used_parameters(self.model, self.needs.taps, self.data.x_train[:2])
         self.trainable = self._trainable(self.strategy.trainable)
         params = {n for n, _ in self.model.named_parameters()}
-        # what local training changes: the only tensors uploaded, checked and aggregated (buffers: BatchNorm's)
+        # what local training changes: the only tensors uploaded, checked and aggregated (buffers:
+        # BatchNorm's)
         self.trained = self.trainable + tuple(k for k in self.model.state_dict() if k not in params)
         self.optimizer = OptimizerSpec.from_config(cfg).validate()
         self.global_params: Params = clone_params(self.model.state_dict())
@@ -177,16 +183,18 @@ class Engine:
     @torch.no_grad()
     def features(self, cid: int, rnd: int, params: Params, taps: tuple[str, ...] | list[str], n: int,
                  shared: bool = False) -> list[Tensor]:
-        """The flattened taps (eval mode) of ``params`` on ``n`` training samples drawn by a key of (seed, round,
-        client): client ``cid``'s own (all of them if it has fewer), or with ``shared`` the same ``n`` samples of the
-        whole training set for every client of the round."""
+        """The flattened taps (eval mode) of ``params`` on ``n`` training samples drawn by a key of
+        (seed, round, client): client ``cid``'s own (all of them if it has fewer), or with
+        ``shared`` the same ``n`` samples of the whole training set for every client of the
+        round."""
         pool = torch.arange(len(self.data.y_train), device=self.device) if shared else self.client_idx[cid]
         g = torch.Generator().manual_seed(rng_key(self.cfg.seed, rnd, 0xFEA, 0 if shared else cid + 1))
         pick = pool[torch.randperm(len(pool), generator=g)[:n].to(self.device)]
         return representations(self.ref_model, in_layout(params, self.layout), self.data.x_train[pick], tuple(taps))
 
     def train(self, ctxs: list[ClientContext], starts: list[Params]) -> list[ClientResult]:
-        """Local training of the clients ``ctxs`` from ``starts`` (what a round runs), checked for NaN/inf."""
+        """Local training of the clients ``ctxs`` from ``starts`` (what a round runs), checked for
+        NaN/inf."""
         s, g = self.strategy, self.global_params
         jobs = [ClientJob(ctx=c, start=st, refs=s.references(c, g) if self.needs.references else {},
                           tensors=s.client_tensors(c, g) if self.needs.tensors else {},
@@ -208,17 +216,19 @@ class Engine:
     @torch.no_grad()
     def evaluate(self, params: Params, x: Tensor, y: Tensor, batch_size: int | None = None,
                  precision: str = "fp32") -> tuple[float, float]:
-        """(accuracy, mean cross-entropy) of ``params`` on ``(x, y)``, in eval mode, in batches of ``batch_size``
-        (default: :data:`EVAL_BATCH` for the device), in float32 or under bf16 autocast (``precision``; the
-        logits are float32 either way). A run evaluates in the precision it trains in (``cfg.precision``): bf16
-        evaluation of bf16-trained models gave the float32 accuracy to within 0.1 points (``python
-        benchmarks/engine.py --eval-precision``, benchmarks/RESULTS.md)."""
+        """(accuracy, mean cross-entropy) of ``params`` on ``(x, y)``, in eval mode, in batches of
+        ``batch_size`` (default: :data:`EVAL_BATCH` for the device), in float32 or under bf16
+        autocast (``precision``; the logits are float32 either way). A run evaluates in the
+        precision it trains in (``cfg.precision``): bf16 evaluation of bf16-trained models gave the
+        float32 accuracy to within 0.1 points (``python benchmarks/engine.py --eval-precision``,
+        benchmarks/RESULTS.md)."""
         return self._scores(params, x, y, batch_size, precision)
 
     @torch.no_grad()
     def _scores(self, params: Params, x: Tensor, y: Tensor, batch_size: int | None = None,
                 precision: str = "fp32") -> tuple[float, float]:
-        """:meth:`evaluate`'s computation (also used on training splits, which are not evaluations)."""
+        """:meth:`evaluate`'s computation (also used on training splits, which are not
+        evaluations)."""
         if len(y) == 0:
             return float("nan"), float("nan")
         batch_size = batch_size or EVAL_BATCH.get(self.device.type, 2048)
@@ -235,12 +245,14 @@ class Engine:
         return float(correct) / len(y), float(loss) / len(y)
 
     def personalize(self, cids: list[int], finetune: bool = True, cached: bool = True) -> list[Params]:
-        """Each client's model for its personalized evaluation: ``strategy.eval_params``, then (``finetune``) the
-        strategy's fine-tuning (``strategy.finetune()``) on the client's training split: its ladder of learning rates
-        and the rule that keeps one model (:func:`fedlib.finetune.select`), on the head's cached features where the
-        model allows (:class:`~fedlib.finetune.HeadTuner`), else run by the executor. ``self.finetune_log`` records,
-        per client, the learning rate kept (0.0: un-fine-tuned) and the training loss before and after.
-        ``cached=False``: through the executor even where the head could train on cached features."""
+        """Each client's model for its personalized evaluation: ``strategy.eval_params``, then
+        (``finetune``) the strategy's fine-tuning (``strategy.finetune()``) on the client's training
+        split: its ladder of learning rates and the rule that keeps one model
+        (:func:`fedlib.finetune.select`), on the head's cached features where the model allows
+        (:class:`~fedlib.finetune.HeadTuner`), else run by the executor. ``self.finetune_log``
+        records, per client, the learning rate kept (0.0: un-fine-tuned) and the training loss
+        before and after. ``cached=False``: through the executor even where the head could train on
+        cached features."""
         s = self.strategy
         starts = [in_layout(s.eval_params(cid, self.global_params, self.client_state[cid]), self.layout)
                   for cid in cids]
@@ -285,7 +297,8 @@ class Engine:
             self._finetune_executor = self._make_executor(task)
 
         def tune(todo: list[int], lr: float) -> list[Tuned]:
-            """Clients ``cids[i]`` (i in ``todo``) fine-tuned at ``lr``; a non-finite model is replaced by a str."""
+            """Clients ``cids[i]`` (i in ``todo``) fine-tuned at ``lr``; a non-finite model is
+            replaced by a str."""
             ctxs = [ClientContext(cid=cids[i], round=self.round, n_samples=len(self.client_idx[cids[i]]),
                                   steps=epochs * num_batches(len(self.client_idx[cids[i]]), bs, self.cfg.drop_last),
                                   lr=lr, first_visit=False, state={}) for i in todo]
@@ -302,15 +315,17 @@ class Engine:
         return tune
 
     def train_loss(self, cid: int, params: Params) -> float:
-        """Mean cross-entropy of ``params`` (eval mode) on client ``cid``'s whole training split, unaugmented."""
+        """Mean cross-entropy of ``params`` (eval mode) on client ``cid``'s whole training split,
+        unaugmented."""
         ix = self.client_idx[cid]
         return self._scores(params, self.data.x_train[ix], self.data.y_train[ix], precision=self.cfg.precision)[1]
 
     def personal_evaluation(self) -> dict[str, Any]:
-        """Each client's personalized model on its own test split: unweighted mean and std over clients (after the
-        strategy's fine-tuning; ``personal_noft_*``: before it, when the strategy fine-tunes). A fine-tuning
-        strategy adds ``personal_ft_lr`` (each client's fine-tuning lr, :meth:`personalize`) and the mean loss on the
-        clients' training splits after and before fine-tuning (``personal_train_loss_mean``, ``..._noft_...``)."""
+        """Each client's personalized model on its own test split: unweighted mean and std over
+        clients (after the strategy's fine-tuning; ``personal_noft_*``: before it, when the strategy
+        fine-tunes). A fine-tuning strategy adds ``personal_ft_lr`` (each client's fine-tuning lr,
+        :meth:`personalize`) and the mean loss on the clients' training splits after and before
+        fine-tuning (``personal_train_loss_mean``, ``..._noft_...``)."""
         if self.partition.test_indices is None:
             raise ConfigError(no_personal_tests(self.cfg, self.strategy.centralized), ["personal_eval"])
         tests = self.partition.test_indices
@@ -377,8 +392,9 @@ class Engine:
 
     def run(self, checkpoint: str | Path | None = None,
             callback: Callable[["Engine", dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-        """Train the remaining rounds, reporting each to :class:`~fedlib.progress.RoundProgress` (``progress``).
-        With ``checkpoint``, state is saved every ``cfg.checkpoint_every`` rounds."""
+        """Train the remaining rounds, reporting each to :class:`~fedlib.progress.RoundProgress`
+        (``progress``). With ``checkpoint``, state is saved every ``cfg.checkpoint_every``
+        rounds."""
         what = " ".join(dict.fromkeys(x for x in (self.cfg.label, self.cfg.strategy) if x))
         bar = RoundProgress(what, self.round, self.cfg.rounds, progress_mode(self.progress),
                             log_path=os.environ.get(ROUND_LOG_ENV) or None)

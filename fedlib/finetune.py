@@ -1,23 +1,26 @@
-"""Fine-tuning for a personalized evaluation: the learning-rate ladder, the rule that keeps one model per client,
-and a fast path that trains a head on its input features computed once.
+"""Fine-tuning for a personalized evaluation: the learning-rate ladder, the rule that keeps one
+model per client, and a fast path that trains a head on its input features computed once.
 
-A client fine-tunes from its evaluation model on its own training split (:class:`~fedlib.strategies.FineTune`: what,
-for how many epochs, at which lr). The ladder is ``lr, lr/10, ..., lr/10^k`` (``k = FineTune.backtrack``); its
-models are judged by the client's mean cross-entropy on its whole training split (eval mode, unaugmented), never by
-a test split. ``FineTune.select``:
+A client fine-tunes from its evaluation model on its own training split
+(:class:`~fedlib.strategies.FineTune`: what, for how many epochs, at which lr). The ladder is ``lr,
+lr/10, ..., lr/10^k`` (``k = FineTune.backtrack``); its models are judged by the client's mean
+cross-entropy on its whole training split (eval mode, unaugmented), never by a test split.
+``FineTune.select``:
 
-* ``"first"``: the first lr whose model does not raise that loss (with ``k = 0``, the one lr, whatever it does);
-  none: the client keeps its un-fine-tuned model.
-* ``"best"``: every lr of the ladder; the model with the lowest loss (ties: the larger lr), the un-fine-tuned one
-  included, so a client whose fine-tuning only hurts keeps its start.
+* ``"first"``: the first lr whose model does not raise that loss (with ``k = 0``, the one lr,
+  whatever it does); none: the client keeps its un-fine-tuned model.
+* ``"best"``: every lr of the ladder; the model with the lowest loss (ties: the larger lr), the
+  un-fine-tuned one included, so a client whose fine-tuning only hurts keeps its start.
 
-The fast path (:class:`HeadTuner`): when every fine-tuned layer sees only the output of one main-path tap
-(``FineTune.features``, FedBABU's head) and the model can run from it (``FedModel.tail``), nothing in the model
-behaves differently when training (no BatchNorm, no dropout), batches are at most flipped and the run is fp32, the
-body runs once per client (twice with flips: on the images and on their mirror images) and the head trains on its
-output: the executor's batches and flips (:func:`fedlib.schedule.epoch_plan`), optimizer and steps, without the
-body's forward pass at every step and every lr. :meth:`HeadTuner.many` trains every (client, lr) job together: one
-vmapped gradient and one functional optimizer step a batch for all of them (optimizers with a functional step).
+The fast path (:class:`HeadTuner`): when every fine-tuned layer sees only the output of one
+main-path tap (``FineTune.features``, FedBABU's head) and the model can run from it
+(``FedModel.tail``), nothing in the model behaves differently when training (no BatchNorm, no
+dropout), batches are at most flipped and the run is fp32, the body runs once per client (twice with
+flips: on the images and on their mirror images) and the head trains on its output: the executor's
+batches and flips (:func:`fedlib.schedule.epoch_plan`), optimizer and steps, without the body's
+forward pass at every step and every lr. :meth:`HeadTuner.many` trains every (client, lr) job
+together: one vmapped gradient and one functional optimizer step a batch for all of them (optimizers
+with a functional step).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from fedlib.strategies.base import SELECTS
 
 __all__ = ["SELECTS", "Tuned", "select", "HeadTuner", "head_path_problem"]
 
-Tuned = tuple[Params, float] | str  # a fine-tuned model and its training-split loss, or why it is not finite
+# a fine-tuned model and its training-split loss, or why it is not finite
+Tuned = tuple[Params, float] | str
 _MODAL = (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)
 
 
@@ -45,11 +49,12 @@ def select(rule: str, backtrack: int, lr: float, before: list[float],
            why_not_finite: Callable[[int, str, float], str],
            ladder: Callable[[list[int], list[float]], dict[float, list[Tuned]]] | None = None,
            ) -> tuple[list[Params], dict[str, list[float]]]:
-    """Each client's kept model by ``rule`` (see the module docstring), and the log: per client the lr kept (0.0:
-    un-fine-tuned) and the training-split loss before and after. ``tune(todo, lr)``: clients ``todo`` (positions)
-    fine-tuned at ``lr``; ``ladder(todo, lrs)`` (optional, used by ``"best"``, which tunes every client at every
-    lr): all of them at once, by lr. A client none of whose models is finite raises :class:`NonFiniteLossError`
-    (``why_not_finite(i, what, lowest lr)``: its message)."""
+    """Each client's kept model by ``rule`` (see the module docstring), and the log: per client the
+    lr kept (0.0: un-fine-tuned) and the training-split loss before and after. ``tune(todo, lr)``:
+    clients ``todo`` (positions) fine-tuned at ``lr``; ``ladder(todo, lrs)`` (optional, used by
+    ``"best"``, which tunes every client at every lr): all of them at once, by lr. A client none of
+    whose models is finite raises :class:`NonFiniteLossError` (``why_not_finite(i, what, lowest
+    lr)``: its message)."""
     if rule not in SELECTS:
         raise ValueError(f"Unknown fine-tuning selection {rule!r}; valid: {SELECTS}.")
     n = len(starts)
@@ -82,8 +87,8 @@ def select(rule: str, backtrack: int, lr: float, before: list[float],
 
 def head_path_problem(model: nn.Module, tap: str | None, trainable: tuple[str, ...], augment: Any,
                       precision: str) -> str | None:
-    """Why :class:`HeadTuner` cannot fine-tune ``trainable`` on ``model`` exactly as the executor would (None: it
-    can)."""
+    """Why :class:`HeadTuner` cannot fine-tune ``trainable`` on ``model`` exactly as the executor
+    would (None: it can)."""
     if tap is None:
         return "the strategy names no feature tap"
     if tap not in getattr(model, "tail_taps", ()):
@@ -101,13 +106,14 @@ def head_path_problem(model: nn.Module, tap: str | None, trainable: tuple[str, .
 class HeadTuner:
     """Fine-tunes a head on the features of its input tap (the module docstring's fast path).
 
-    ``model``: the run's model, reused (its parameters are overwritten); ``client_indices``: each client's training
-    indices into ``x`` / ``y``; ``augment``: ``"none"`` or ``"flip"``; ``seed``, ``round``, ``stream``: the batches'
-    key, as the executor's."""
+    ``model``: the run's model, reused (its parameters are overwritten); ``client_indices``: each
+    client's training indices into ``x`` / ``y``; ``augment``: ``"none"`` or ``"flip"``; ``seed``,
+    ``round``, ``stream``: the batches' key, as the executor's."""
 
-    def __init__(self, model: nn.Module, tap: str, trainable: tuple[str, ...], spec: OptimizerSpec, epochs: int,
-                 batch_size: int, drop_last: bool, x: Tensor, y: Tensor, client_indices: list[Tensor], augment: str,
-                 seed: int, round: int, stream: int = 1) -> None:
+    def __init__(self, model: nn.Module, tap: str, trainable: tuple[str, ...], spec: OptimizerSpec,
+                 epochs: int, batch_size: int, drop_last: bool, x: Tensor, y: Tensor,
+                 client_indices: list[Tensor], augment: str, seed: int, round: int,
+                 stream: int = 1) -> None:
         self.model, self.tap, self.trainable, self.spec = model, tap, trainable, spec
         self.epochs, self.batch_size, self.drop_last = epochs, batch_size, drop_last
         self.x, self.y, self.client_indices, self.augment = x, y, client_indices, augment or "none"
@@ -118,7 +124,8 @@ class HeadTuner:
 
     @torch.no_grad()
     def loss(self, cid: int, params: Params) -> float:
-        """Mean cross-entropy of ``params`` on client ``cid``'s whole training split (from its cached features)."""
+        """Mean cross-entropy of ``params`` on client ``cid``'s whole training split (from its
+        cached features)."""
         load_params_(self.model, params)
         self.model.eval()
         return float(F.cross_entropy(self.model.tail(self.tap, self._features(cid, params)[0]),
@@ -126,8 +133,8 @@ class HeadTuner:
 
     @torch.no_grad()
     def _features(self, cid: int, params: Params) -> tuple[Tensor, Tensor | None]:
-        """The tap's output on the client's training split and (with flips) on its mirror images: the body's, the
-        same for every lr, computed once."""
+        """The tap's output on the client's training split and (with flips) on its mirror images:
+        the body's, the same for every lr, computed once."""
         if cid not in self._feats:
             load_params_(self.model, params)
             self.model.eval()
@@ -137,8 +144,8 @@ class HeadTuner:
         return self._feats[cid]
 
     def __call__(self, cid: int, start: Params, lr: float) -> Tuned:
-        """Client ``cid`` fine-tuned from ``start`` at ``lr``: its model and training-split loss, or why it is not
-        finite."""
+        """Client ``cid`` fine-tuned from ``start`` at ``lr``: its model and training-split loss, or
+        why it is not finite."""
         model, spec, opt = self.model, self.spec, self._opt
         (h, mirror), idx = self._features(cid, start), self.client_indices[cid]
         load_params_(model, start)
@@ -157,7 +164,8 @@ class HeadTuner:
                 sl = pos[b * B:(b + 1) * B]
                 hb = h[sl]
                 if mirror is not None:
-                    flip = draws["flip"][b * B:(b + 1) * B].to(h.device).view(-1, *[1] * (h.dim() - 1))
+                    flip = draws["flip"][b * B:(b + 1) * B].to(h.device).view(
+                        -1, *[1] * (h.dim() - 1))
                     hb = torch.where(flip, mirror[sl], hb)
                 loss = F.cross_entropy(model.tail(self.tap, hb), self.y[idx[sl]])
                 opt.zero_grad(set_to_none=True)
@@ -169,18 +177,21 @@ class HeadTuner:
         return self._judged(cid, out, self.trainable)
 
     def _judged(self, cid: int, out: Params, trained: Any) -> Tuned:
-        """``out`` and its training-split loss, or why it is not finite (a fine-tuned tensor, or the loss)."""
+        """``out`` and its training-split loss, or why it is not finite (a fine-tuned tensor, or the
+        loss)."""
         bad = next((k for k in trained if not torch.isfinite(out[k]).all()), None)
         if bad is not None:
             return repr(bad)
         final = self.loss(cid, out)
-        return (out, final) if final == final and abs(final) != float("inf") else "model's training loss"
+        return (out,
+                final) if final == final and abs(final) != float("inf") else "model's training loss"
 
     def many(self, jobs: list[tuple[int, Params, float]]) -> list[Tuned]:
-        """``[self(cid, start, lr) for cid, start, lr in jobs]``, trained together: the jobs of clients with as many
-        samples (so as many batches of each size) stacked, one vmapped gradient and one functional optimizer step
-        (:meth:`fedlib.optim.OptimizerSpec.step`) a batch for all of them, each job on its own client's batches.
-        The same numbers up to float rounding (tested); one at a time where the optimizer has no functional step."""
+        """``[self(cid, start, lr) for cid, start, lr in jobs]``, trained together: the jobs of
+        clients with as many samples (so as many batches of each size) stacked, one vmapped gradient
+        and one functional optimizer step (:meth:`fedlib.optim.OptimizerSpec.step`) a batch for all
+        of them, each job on its own client's batches. The same numbers up to float rounding
+        (tested); one at a time where the optimizer has no functional step."""
         if not self.spec.functional()[0] or self.spec.name in EPOCH_END:
             return [self(*j) for j in jobs]
         groups: dict[int, list[int]] = {}
@@ -197,7 +208,8 @@ class HeadTuner:
         clients = sorted({cid for cid, _, _ in jobs})
         row = torch.tensor([clients.index(cid) for cid, _, _ in jobs])
         feats = [self._features(cid, next(s for c, s, _ in jobs if c == cid)) for cid in clients]
-        h = torch.stack([f[0] for f in feats])  # (clients, n, ...): each client's features once, whatever its lrs
+        # (clients, n, ...): each client's features once, whatever its lrs
+        h = torch.stack([f[0] for f in feats])
         mirror = torch.stack([f[1] for f in feats]) if feats[0][1] is not None else None
         y = torch.stack([self.y[self.client_indices[cid]] for cid in clients])
         row = row.to(h.device)
@@ -217,10 +229,16 @@ class HeadTuner:
         state, t = spec.init_state(p), 0
         self.model.train()
         for epoch in range(self.epochs):
-            lr = torch.tensor([spec.epoch_lr(r, self.round * self.epochs + epoch) for _, _, r in jobs])
-            plans = [epoch_plan(n, self.augment, self.seed, self.round, cid, epoch, self.stream) for cid in clients]
-            pos = torch.stack([q for q, _ in plans]).to(h.device)[row]  # (jobs, n): each job its client's order
-            flips = torch.stack([d["flip"] for _, d in plans]).to(h.device)[row] if mirror is not None else None
+            lr = torch.tensor(
+                [spec.epoch_lr(r, self.round * self.epochs + epoch) for _, _, r in jobs])
+            plans = [
+                epoch_plan(n, self.augment, self.seed, self.round, cid, epoch, self.stream)
+                for cid in clients
+            ]
+            # (jobs, n): each job its client's order
+            pos = torch.stack([q for q, _ in plans]).to(h.device)[row]
+            flips = torch.stack([d["flip"] for _, d in plans]).to(
+                h.device)[row] if mirror is not None else None
             for b in range(num_batches(n, B, self.drop_last)):
                 sl = pos[:, b * B:(b + 1) * B]
                 hb = h[row[:, None], sl]
@@ -230,7 +248,8 @@ class HeadTuner:
                 g = step_grads(p, fixed, hb, y[row[:, None], sl])
                 p, state = spec.step(p, g, state, t=t, lr=lr)
                 t += 1
-        return [self._judged(cid, {**start, **{k: torch.empty_like(start[k]).copy_(v[j])  # start's strides
+        # start's strides
+        return [self._judged(cid, {**start, **{k: torch.empty_like(start[k]).copy_(v[j])
                                                for k, v in zip(train, p)}}, train)
                 for j, (cid, start, _) in enumerate(jobs)]
 

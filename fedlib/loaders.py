@@ -1,15 +1,17 @@
 """Readers for each dataset's real on-disk format, into uint8 numpy arrays (:class:`Raw`).
 
-:func:`fedlib.data.load_dataset` decides where to look and turns a :class:`Raw` into normalized tensors; this module
-knows the files. One loader per dataset in :data:`LOADERS`, each ``(root, download) -> Raw``: it looks in its
-folders under ``root`` (Fashion-MNIST also in :data:`DEBIAN_FMNIST_DIRS`), downloads with torchvision when asked
-(removing the folders a failed download created), and raises :class:`DatasetNotFoundError` naming every place tried
-and how to get the files, or :class:`CorruptDataError` naming a file that exists but cannot be parsed.
+:func:`fedlib.data.load_dataset` decides where to look and turns a :class:`Raw` into normalized
+tensors; this module knows the files. One loader per dataset in :data:`LOADERS`, each ``(root,
+download) -> Raw``: it looks in its folders under ``root`` (Fashion-MNIST also in
+:data:`DEBIAN_FMNIST_DIRS`), downloads with torchvision when asked (removing the folders a failed
+download created), and raises :class:`DatasetNotFoundError` naming every place tried and how to get
+the files, or :class:`CorruptDataError` naming a file that exists but cannot be parsed.
 
 * Fashion-MNIST: idx files (``train-images-idx3-ubyte[.gz]`` ...), gzip + ``np.frombuffer``.
 * CIFAR-10 / CIFAR-100: the python pickle batches (only point the loader at files you trust).
 * SVHN: ``train_32x32.mat`` / ``test_32x32.mat`` (label 10 is digit 0).
-* Tiny ImageNet: ``tiny-imagenet-200/`` JPEGs decoded with PIL (the labelled val split is the test split).
+* Tiny ImageNet: ``tiny-imagenet-200/`` JPEGs decoded with PIL (the labelled val split is the test
+  split).
 
 The formats are described in full in :mod:`fedlib.data`.
 """
@@ -33,16 +35,18 @@ __all__ = ["LOADERS", "Raw", "DatasetNotFoundError", "CorruptDataError", "DEBIAN
 # Debian's `dataset-fashion-mnist` package installs the four idx .gz files here.
 DEBIAN_FMNIST_DIRS: tuple[Path, ...] = (Path("/usr/share/datasets/fashion-mnist"),)
 
-_FMNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-                   "Ankle boot")
+_FMNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                   "Sneaker", "Bag", "Ankle boot")
 
 
 class DatasetNotFoundError(FileNotFoundError):
-    """The dataset's files were found nowhere; the message says where fedlib looked and how to get them."""
+    """The dataset's files were found nowhere; the message says where fedlib looked and how to get
+    them."""
 
 
 class CorruptDataError(ValueError):
-    """A dataset file exists but cannot be parsed; the message names the file and how to replace it."""
+    """A dataset file exists but cannot be parsed; the message names the file and how to replace
+    it."""
 
 
 def _corrupt(path: Path, problem: str, cause: BaseException | None = None) -> CorruptDataError:
@@ -54,9 +58,9 @@ def _corrupt(path: Path, problem: str, cause: BaseException | None = None) -> Co
     why = (" It is an HTML page, not the data: a download that saved an error or login page."
            if head.startswith((b"<!doctype html", b"<html", b"<?xml", b"<head")) else "")
     detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
-    return CorruptDataError(f"{path}: {problem}{detail}.{why} The file is damaged or incomplete: delete it and get "
-                            f"it again (load_dataset(..., download=True) fetches missing files; see the "
-                            f"dataset's instructions in help(fedlib.data)).")
+    return CorruptDataError(f"{path}: {problem}{detail}.{why} The file is damaged or incomplete: "
+                            "delete it and get it again (load_dataset(..., download=True) fetches "
+                            "missing files; see the dataset's instructions in help(fedlib.data)).")
 
 
 
@@ -73,8 +77,10 @@ class Raw:
     classes: tuple[str, ...] = ()
 
 
-def _not_found(name: str, tried: list[str], how: str, cause: BaseException | None = None) -> DatasetNotFoundError:
-    msg = (f"Dataset {name!r} not found. Looked in:\n  - " + "\n  - ".join(tried) + f"\nHow to get it: {how}\n"
+def _not_found(name: str, tried: list[str], how: str,
+               cause: BaseException | None = None) -> DatasetNotFoundError:
+    msg = (f"Dataset {name!r} not found. Looked in:\n  - " + "\n  - ".join(tried) + "\nHow to get "
+                                                                                    f"it: {how}\n"
            f"Then pass root=<folder>, set FEDLIB_DATA=<folder>, or place it under ./data.")
     if cause is not None:
         msg += f"\n(download failed: {type(cause).__name__}: {cause})"
@@ -91,17 +97,20 @@ def _folders(root: Path, depth: int = 3) -> set[Path]:
     return out
 
 
-def _try_download(fn: Callable[[], None], name: str, tried: list[str], how: str, root: Path) -> None:
-    """Run the downloader ``fn``; on failure remove the empty folders it created (``root`` included) and raise
-    :class:`DatasetNotFoundError`."""
+def _try_download(fn: Callable[[], None], name: str, tried: list[str], how: str,
+                  root: Path) -> None:
+    """Run the downloader ``fn``; on failure remove the empty folders it created (``root`` included)
+    and raise :class:`DatasetNotFoundError`."""
     missing = {p for p in (root, *root.parents) if not p.exists()}
     before = _folders(root)
     try:
         fn()
     except Exception as e:  # network, DNS, checksum, disk: all mean "files not available"
-        for d in sorted((_folders(root) - before) | missing, key=lambda p: len(p.parts), reverse=True):
+        for d in sorted((_folders(root) - before) | missing, key=lambda p: len(p.parts),
+                        reverse=True):
             try:
-                d.rmdir()  # only empty folders go; partial downloads are kept (torchvision checks their md5)
+                # only empty folders go; partial downloads are kept (torchvision checks their md5)
+                d.rmdir()
             except OSError:
                 pass
         raise _not_found(name, tried, how, e) from e
@@ -114,7 +123,8 @@ _IDX_FILES = {"x_train": "train-images-idx3-ubyte", "y_train": "train-labels-idx
 
 
 def _read_idx(path: Path) -> np.ndarray:
-    """Parse an idx file (optionally gzipped): magic 0,0,dtype,ndim then ndim big-endian int32 sizes."""
+    """Parse an idx file (optionally gzipped): magic 0,0,dtype,ndim then ndim big-endian int32
+    sizes."""
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as f:
@@ -129,7 +139,8 @@ def _read_idx(path: Path) -> np.ndarray:
     dims = np.frombuffer(buf, dtype=">i4", count=ndim, offset=4).astype(np.int64)
     data = np.frombuffer(buf, dtype=np.uint8, offset=4 + 4 * ndim)
     if data.size != int(np.prod(dims)):
-        raise _corrupt(path, f"the idx header says {tuple(dims)} but the file holds {data.size} values (truncated?)")
+        raise _corrupt(path, f"the idx header says {tuple(dims)} but the file holds {data.size} "
+                             "values (truncated?)")
     return data.reshape(tuple(dims))
 
 
@@ -151,17 +162,18 @@ def fmnist_folders(root: Path) -> list[Path]:
 
 
 def find_fmnist(root: Path) -> dict[str, Path] | None:
-    """Fashion-MNIST's four idx files (``x_train``, ``y_train``, ``x_test``, ``y_test``) under ``root`` or the
-    Debian folder, or None."""
+    """Fashion-MNIST's four idx files (``x_train``, ``y_train``, ``x_test``, ``y_test``) under
+    ``root`` or the Debian folder, or None."""
     return next((f for f in map(_find_idx, fmnist_folders(root)) if f is not None), None)
 
 
 def _load_fmnist(root: Path, download: bool) -> Raw:
     folders = fmnist_folders(root)
     tried = [f"{f}/{{train,t10k}}-{{images-idx3,labels-idx1}}-ubyte[.gz]" for f in folders]
-    how = ("on Debian/Ubuntu `apt-get install dataset-fashion-mnist` (installs /usr/share/datasets/fashion-mnist), "
-           "or download the four *-ubyte.gz files from https://github.com/zalandoresearch/fashion-mnist into "
-           f"{root}/fashion-mnist/, or call load_dataset('fmnist', download=True) with internet access.")
+    how = ("on Debian/Ubuntu `apt-get install dataset-fashion-mnist` (installs "
+           "/usr/share/datasets/fashion-mnist), or download the four *-ubyte.gz files from "
+           f"https://github.com/zalandoresearch/fashion-mnist into {root}/fashion-mnist/, or call "
+           "load_dataset('fmnist', download=True) with internet access.")
     files = find_fmnist(root)
     if files is None and download:
         def dl() -> None:
@@ -175,19 +187,21 @@ def _load_fmnist(root: Path, download: bool) -> Raw:
     if files is None:
         raise _not_found("fmnist", tried, how)
     arr = {k: _read_idx(p) for k, p in files.items()}
-    return Raw(x_train=arr["x_train"][:, None], y_train=arr["y_train"], x_test=arr["x_test"][:, None],
-                y_test=arr["y_test"], num_classes=10, source=str(files["x_train"].parent), classes=_FMNIST_CLASSES)
+    return Raw(x_train=arr["x_train"][:, None], y_train=arr["y_train"],
+               x_test=arr["x_test"][:, None], y_test=arr["y_test"], num_classes=10,
+               source=str(files["x_train"].parent), classes=_FMNIST_CLASSES)
 
 
 # ----- CIFAR-10 / CIFAR-100
 
 CIFAR_FILES = {
     "cifar10": dict(folder="cifar-10-batches-py", train=[f"data_batch_{i}" for i in range(1, 6)],
-                    test=["test_batch"], meta="batches.meta", label_key="labels", names_key="label_names",
-                    num_classes=10, tv="CIFAR10", url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
+                    test=["test_batch"], meta="batches.meta", label_key="labels",
+                    names_key="label_names", num_classes=10, tv="CIFAR10",
+                    url="https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"),
     "cifar100": dict(folder="cifar-100-python", train=["train"], test=["test"], meta="meta",
-                     label_key="fine_labels", names_key="fine_label_names", num_classes=100, tv="CIFAR100",
-                     url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"),
+                     label_key="fine_labels", names_key="fine_label_names", num_classes=100,
+                     tv="CIFAR100", url="https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"),
 }
 
 
@@ -204,16 +218,19 @@ def _unpickle(path: Path) -> dict:
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
 
 
-def _read_cifar_batches(folder: Path, files: list[str], label_key: str) -> tuple[np.ndarray, np.ndarray]:
+def _read_cifar_batches(folder: Path, files: list[str],
+                        label_key: str) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for fn in files:
         d = _unpickle(folder / fn)
         try:
             data = np.asarray(d["data"], dtype=np.uint8)
-            xs.append(data.reshape(-1, 3, 32, 32))  # rows are 1024 R, 1024 G, 1024 B values, row-major 32×32
+            # rows are 1024 R, 1024 G, 1024 B values, row-major 32×32
+            xs.append(data.reshape(-1, 3, 32, 32))
             ys.append(np.asarray(d[label_key], dtype=np.int64))
         except (KeyError, ValueError, TypeError) as e:
-            raise _corrupt(folder / fn, "is not a CIFAR batch (no 'data' / labels of the expected shape)", e) from e
+            raise _corrupt(folder / fn, "is not a CIFAR batch (no 'data' / labels of the expected "
+                                        "shape)", e) from e
     return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -223,7 +240,8 @@ def _load_cifar(name: str, root: Path, download: bool) -> Raw:
     need = spec["train"] + spec["test"]
     tried = [f"{folder}/ (needs {', '.join(need)})"]
     how = (f"download and extract {spec['url']} so that {folder}/ holds {', '.join(need)} "
-           f"(the python version), or call load_dataset({name!r}, download=True) with internet access.")
+           f"(the python version), or call load_dataset({name!r}, download=True) with internet "
+           "access.")
 
     def present() -> bool:
         return all((folder / f).is_file() for f in need)
@@ -250,7 +268,8 @@ def _load_cifar(name: str, root: Path, download: bool) -> Raw:
 def _read_svhn(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         m = scipy.io.loadmat(str(path))
-        x = np.transpose(np.asarray(m["X"], dtype=np.uint8), (3, 2, 0, 1))  # (H, W, C, N) → (N, C, H, W)
+        # (H, W, C, N) → (N, C, H, W)
+        x = np.transpose(np.asarray(m["X"], dtype=np.uint8), (3, 2, 0, 1))
         y = np.asarray(m["y"], dtype=np.int64).reshape(-1)
     except (PermissionError, FileNotFoundError, IsADirectoryError, MemoryError):
         raise
@@ -263,8 +282,9 @@ def _read_svhn(path: Path) -> tuple[np.ndarray, np.ndarray]:
 def _load_svhn(root: Path, download: bool) -> Raw:
     paths = [root / "train_32x32.mat", root / "test_32x32.mat"]
     tried = [str(p) for p in paths]
-    how = ("download http://ufldl.stanford.edu/housenumbers/train_32x32.mat and test_32x32.mat (format 2, "
-           f"cropped digits) into {root}/, or call load_dataset('svhn', download=True) with internet access.")
+    how = ("download http://ufldl.stanford.edu/housenumbers/train_32x32.mat and test_32x32.mat "
+           f"(format 2, cropped digits) into {root}/, or call load_dataset('svhn', download=True) "
+           "with internet access.")
     if not all(p.is_file() for p in paths) and download:
         def dl() -> None:
             from torchvision.datasets import SVHN
@@ -302,7 +322,8 @@ def _decode_rgb(paths: list[Path], size: int = 64) -> np.ndarray:
 
 def _load_tinyimagenet(root: Path, download: bool) -> Raw:
     folder = root / "tiny-imagenet-200"
-    tried = [f"{folder}/ (needs wnids.txt, train/<wnid>/images/*.JPEG, val/images/, val/val_annotations.txt)"]
+    tried = [f"{folder}/ (needs wnids.txt, train/<wnid>/images/*.JPEG, val/images/, "
+             "val/val_annotations.txt)"]
     how = (f"download http://cs231n.stanford.edu/tiny-imagenet-200.zip and unzip it into {root}/ "
            "(torchvision has no downloader for it).")
     if not ((folder / "wnids.txt").is_file() and (folder / "train").is_dir()
@@ -314,7 +335,8 @@ def _load_tinyimagenet(root: Path, download: bool) -> Raw:
     for w in wnids:
         imgs = sorted((folder / "train" / w / "images").glob("*.JPEG"))
         if not imgs:
-            raise ValueError(f"tinyimagenet: no training images in {folder / 'train' / w / 'images'}.")
+            raise ValueError("tinyimagenet: no training images in "
+                             f"{folder / 'train' / w / 'images'}.")
         tr_paths += imgs
         tr_y += [cls[w]] * len(imgs)
     te_paths, te_y = [], []
@@ -323,11 +345,12 @@ def _load_tinyimagenet(root: Path, download: bool) -> Raw:
         if len(parts) < 2:
             continue
         if parts[1] not in cls:
-            raise ValueError(f"tinyimagenet: val_annotations.txt names {parts[1]!r}, which is not in wnids.txt.")
+            raise ValueError(f"tinyimagenet: val_annotations.txt names {parts[1]!r}, which is not "
+                             "in wnids.txt.")
         te_paths.append(folder / "val" / "images" / parts[0])
         te_y.append(cls[parts[1]])
-    return Raw(_decode_rgb(tr_paths), np.asarray(tr_y, np.int64), _decode_rgb(te_paths), np.asarray(te_y, np.int64),
-                len(wnids), str(folder), tuple(wnids))
+    return Raw(_decode_rgb(tr_paths), np.asarray(tr_y, np.int64), _decode_rgb(te_paths),
+               np.asarray(te_y, np.int64), len(wnids), str(folder), tuple(wnids))
 
 
 LOADERS: dict[str, Callable[[Path, bool], Raw]] = {

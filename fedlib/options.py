@@ -1,5 +1,6 @@
-"""Typed checks of the keyword options of strategies, models and optimizers (``Config.strategy_kw``, ``model_kw``,
-``optimizer_kw``), run by :meth:`fedlib.config.Config.validate` before any data is loaded.
+"""Typed checks of the keyword options of strategies, models and optimizers (``Config.strategy_kw``,
+``model_kw``, ``optimizer_kw``), run by :meth:`fedlib.config.Config.validate` before any data is
+loaded.
 
 A strategy declares its options as a frozen dataclass (:class:`TypedOptions`: each field's
 annotation is its type, :func:`option` gives its default and valid range or values), checked once,
@@ -7,10 +8,10 @@ when it is built. A model's or an optimizer's option is typed by its annotation 
 what takes it (a model builder, an optimizer class), or by the type of its default where the
 signature has none; its range or its valid values are declared next to it
 (:data:`fedlib.models.MODEL_OPTION_RANGES`, :data:`fedlib.optim.OPTIMIZER_OPTIONS`). An ``int``
-option takes no float or bool, a ``bool`` option no string, a
-``float`` option no NaN or inf, and an option the callee does not take is an error, never ignored: nothing is
-coerced (``int(2.5)``, ``bool("False")``) or dropped. Each problem is one line naming ``field['option']``, the
-value and the valid values.
+option takes no float or bool, a ``bool`` option no string, a ``float`` option no NaN or inf, and an
+option the callee does not take is an error, never ignored: nothing is coerced (``int(2.5)``,
+``bool("False")``) or dropped. Each problem is one line naming ``field['option']``, the value and
+the valid values.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from fedlib.errors import OneLineError
 
-__all__ = ["Interval", "at_least", "above", "between", "Option", "signature_options", "option_problems",
-           "options_or_none", "OptionError", "TypedOptions", "option"]
+__all__ = [
+    "Interval", "at_least", "above", "between", "Option", "signature_options", "option_problems",
+    "options_or_none", "OptionError", "TypedOptions", "option"
+]
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Interval:
     hi_open: bool = False
 
     def __contains__(self, v: float) -> bool:
-        return (v > self.lo if self.lo_open else v >= self.lo) and (v < self.hi if self.hi_open else v <= self.hi)
+        return (v > self.lo if self.lo_open else v >= self.lo) and (v < self.hi if self.hi_open else
+                                                                    v <= self.hi)
 
     def __str__(self) -> str:
         if self.hi == math.inf:
@@ -63,7 +67,8 @@ def between(lo: float, hi: float, *, hi_open: bool = False) -> Interval:
 
 @dataclass(frozen=True)
 class Option:
-    """One keyword option: its type (an annotation), default, and valid range (:class:`Interval`) or values."""
+    """One keyword option: its type (an annotation), default, and valid range (:class:`Interval`) or
+    values."""
 
     name: str
     type: Any
@@ -74,9 +79,9 @@ class Option:
 def signature_options(fn: Callable, skip: int = 0, ranges: dict[str, Any] | None = None,
                       exclude: tuple[str, ...] = (), forward: Callable | None = None,
                       forward_skip: int = 0) -> dict[str, Option]:
-    """The keyword options of ``fn`` after its first ``skip`` parameters, typed by its annotations. A ``**kw``
-    parameter adds the options of ``forward`` (after ``forward_skip`` parameters); a class's ``__init__`` with
-    ``**kw`` forwards to the next ``__init__`` in its MRO."""
+    """The keyword options of ``fn`` after its first ``skip`` parameters, typed by its annotations.
+    A ``**kw`` parameter adds the options of ``forward`` (after ``forward_skip`` parameters); a
+    class's ``__init__`` with ``**kw`` forwards to the next ``__init__`` in its MRO."""
     ranges = ranges or {}
     owner = fn if inspect.isclass(fn) else None
     init = fn.__init__ if owner is not None else fn
@@ -91,10 +96,17 @@ def signature_options(fn: Callable, skip: int = 0, ranges: dict[str, Any] | None
     for p in params:
         if p.kind == p.VAR_KEYWORD:
             if forward is None and owner is not None:
-                mro = [c for c in owner.__mro__ if "__init__" in vars(c)]  # mro[0] defines this __init__
-                out.update({k: o for k, o in signature_options(mro[1], 0, ranges).items() if k not in out})
+                # mro[0] defines this __init__
+                mro = [c for c in owner.__mro__ if "__init__" in vars(c)]
+                out.update(
+                    {k: o
+                     for k, o in signature_options(mro[1], 0, ranges).items() if k not in out})
             elif forward is not None:
-                out.update({k: o for k, o in signature_options(forward, forward_skip, ranges).items() if k not in out})
+                out.update({
+                    k: o
+                    for k, o in signature_options(forward, forward_skip, ranges).items()
+                    if k not in out
+                })
             continue
         if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.name in exclude:
             continue
@@ -110,7 +122,8 @@ def _default_type(default: Any) -> Any:
     if isinstance(default, bool):
         return bool
     if isinstance(default, (int, float)):
-        return float  # an unannotated numeric default (``delta=0.1``, ``weight_decay=0``): any finite number
+        # an unannotated numeric default (``delta=0.1``, ``weight_decay=0``): any finite number
+        return float
     return type(default) if isinstance(default, (str, tuple, list)) else Any
 
 
@@ -185,8 +198,8 @@ def closest(name: str, valid: list[str], cutoff: float = 0.7,
 
 def option_problems(field: str, owner: str, options: Mapping[str, Option], kw: dict[str, Any],
                     fixed: dict[str, str] | None = None) -> list[str]:
-    """One line per option of ``kw`` that ``options`` does not allow (``owner``: e.g. "strategy 'moon'"; ``fixed``:
-    options the caller sets itself -> how to set them instead)."""
+    """One line per option of ``kw`` that ``options`` does not allow (``owner``: e.g. "strategy
+    'moon'"; ``fixed``: options the caller sets itself -> how to set them instead)."""
     out = []
     names = list(options)
     listing = ", ".join(map(repr, names)) if names else "none (it takes no options)"
@@ -203,7 +216,8 @@ def option_problems(field: str, owner: str, options: Mapping[str, Option], kw: d
         ok = _accepts(o.type, v)
         if ok and isinstance(o.valid, tuple):
             ok = v in o.valid
-        elif ok and isinstance(o.valid, Interval) and isinstance(v, (int, float)) and not isinstance(v, bool):
+        elif ok and isinstance(o.valid, Interval) and isinstance(
+                v, (int, float)) and not isinstance(v, bool):
             ok = v in o.valid
         if not ok:
             why = "" if (_accepts(o.type, v) or isinstance(o.valid, tuple)) else f", {_kind(v)}"
@@ -219,7 +233,8 @@ def _want(o: Option) -> str:
     if _is_union(tp) and type(None) in _args(tp):
         rest = [t for t in _args(tp) if t is not type(None)]
         tp, none = (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), True
-    return _type_text(tp) + (f" {o.valid}" if isinstance(o.valid, Interval) else "") + (" or None" if none else "")
+    return _type_text(tp) + (f" {o.valid}" if isinstance(o.valid, Interval) else
+                             "") + (" or None" if none else "")
 
 
 def options_or_none(options: Callable, name: str) -> dict[str, Option]:

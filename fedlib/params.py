@@ -1,7 +1,8 @@
-"""``Params``: a model's state as a dict from ``state_dict`` names to tensors (parameters *and* buffers).
+"""``Params``: a model's state as a dict from ``state_dict`` names to tensors (parameters *and*
+buffers).
 
-Everything that travels between the server, the clients and the executors is a ``Params``; these helpers are the
-only place that copies, moves or checks them.
+Everything that travels between the server, the clients and the executors is a ``Params``; these
+helpers are the only place that copies, moves or checks them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def clone_params(params: Params) -> Params:
 
 
 def load_params_(model: nn.Module, params: Params) -> None:
-    """Copy ``params`` into ``model``'s parameters and buffers in place (keeps optimizer references valid)."""
+    """Copy ``params`` into ``model``'s parameters and buffers in place (keeps optimizer references
+    valid)."""
     with torch.no_grad():
         for k, t in model.state_dict(keep_vars=True).items():
             t.copy_(params[k])
@@ -33,8 +35,8 @@ def to_device(params: Params, device: torch.device | str) -> Params:
 
 
 def first_non_finite(params: Params) -> str | None:
-    """The name of the first floating tensor holding a NaN or an infinity (None if all are finite). One host
-    synchronization for the whole dict."""
+    """The name of the first floating tensor holding a NaN or an infinity (None if all are finite).
+    One host synchronization for the whole dict."""
     names = [k for k, v in params.items() if v.is_floating_point()]
     if not names:
         return None
@@ -44,7 +46,8 @@ def first_non_finite(params: Params) -> str | None:
 
 
 def tree_to(obj: Any, device: torch.device | str) -> Any:
-    """``obj`` with every tensor inside nested dicts, lists and tuples moved to ``device`` (checkpoints)."""
+    """``obj`` with every tensor inside nested dicts, lists and tuples moved to ``device``
+    (checkpoints)."""
     if isinstance(obj, Tensor):
         return obj.detach().to(device)
     if isinstance(obj, dict):

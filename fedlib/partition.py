@@ -16,9 +16,9 @@ Schemes (:data:`SCHEMES`, dispatched by :func:`make_partition`):
   ``shards_per_user`` shards per client, and the test set split with the same class assignment.
 * ``label_groups`` — FedSHIBU Fig. 1: clients 0–4 hold labels 0–4, clients 5–9 hold labels 5–9.
 
-Randomness is numpy's ``Generator`` (PCG64) seeded by ``seed``: results are reproducible across runs and
-platforms but not bit-identical to the reference implementations, which use numpy's legacy global
-``np.random`` stream (NIID-Bench) or an unseeded shuffle (FedBABU's shards).
+Randomness is numpy's ``Generator`` (PCG64) seeded by ``seed``: results are reproducible across runs
+and platforms but not bit-identical to the reference implementations, which use numpy's legacy
+global ``np.random`` stream (NIID-Bench) or an unseeded shuffle (FedBABU's shards).
 
 Every :class:`Partition` carries a :attr:`~Partition.hash` of its indices, stored with every result.
 """
@@ -96,10 +96,12 @@ class Partition:
 
     @cached_property
     def hash(self) -> str:
-        """First 16 hex digits of a sha256 over the client (and test) indices, as little-endian int64.
+        """First 16 hex digits of a sha256 over the client (and test) indices, as little-endian
+        int64.
 
         Each list is prefixed with the client count and each client's indices with their length, so
-        different splits of the same indices hash differently. Independent of platform and numpy version.
+        different splits of the same indices hash differently. Independent of platform and numpy
+        version.
         """
         h = hashlib.sha256()
 
@@ -163,7 +165,8 @@ def _class_indices(y: np.ndarray, k: int) -> list[np.ndarray]:
 # ------------------------------------------------------------------------------------------------------ iid
 
 def iid(labels: Any, n_clients: int, seed: int) -> Partition:
-    """Uniformly random split: a seeded permutation cut into ``n_clients`` parts whose sizes differ by ≤ 1."""
+    """Uniformly random split: a seeded permutation cut into ``n_clients`` parts whose sizes differ
+    by ≤ 1."""
     y = _labels(labels)
     _check_clients(n_clients, len(y))
     perm = np.random.default_rng(seed).permutation(len(y))
@@ -184,15 +187,17 @@ def dirichlet(labels: Any, n_clients: int, beta: float, seed: int, *, balance_ca
               min_size: int | None = None, max_retries: int = 1000, convention: str = "niid-bench") -> Partition:
     """Label-skewed split with per-class client proportions ``p ~ Dir(β·1_n)``.
 
-    For each class in turn: shuffle its indices, draw ``p``; with ``balance_cap`` zero the share of every client
-    that already holds ≥ N/n samples and renormalize; cut the class at ``floor(cumsum(p)·n_k)``. The whole draw
-    is repeated (the generator keeps running) until every client holds ≥ ``min_size`` samples, at most
-    ``max_retries`` times. ``balance_cap`` / ``min_size`` default to the ``convention``'s values
-    (:data:`DIRICHLET_CONVENTIONS`: ``"niid-bench"`` cap + 10, ``"fedintr"`` no cap + 0, ``"flower"`` no cap + 10).
+    For each class in turn: shuffle its indices, draw ``p``; with ``balance_cap`` zero the share of
+    every client that already holds ≥ N/n samples and renormalize; cut the class at
+    ``floor(cumsum(p)·n_k)``. The whole draw is repeated (the generator keeps running) until every
+    client holds ≥ ``min_size`` samples, at most ``max_retries`` times. ``balance_cap`` /
+    ``min_size`` default to the ``convention``'s values (:data:`DIRICHLET_CONVENTIONS`:
+    ``"niid-bench"`` cap + 10, ``"fedintr"`` no cap + 0, ``"flower"`` no cap + 10).
 
-    If the cap zeroes every client with a nonzero share (possible only for tiny β, whose draws contain exact
-    zeros) the class is split evenly among the uncapped clients instead of producing NaNs.
-    Not bit-identical to NIID-Bench, which draws from numpy's legacy global ``np.random`` stream.
+    If the cap zeroes every client with a nonzero share (possible only for tiny β, whose draws
+    contain exact zeros) the class is split evenly among the uncapped clients instead of producing
+    NaNs. Not bit-identical to NIID-Bench, which draws from numpy's legacy global ``np.random``
+    stream.
     """
     if convention not in DIRICHLET_CONVENTIONS:
         raise ValueError(f"Unknown Dirichlet convention {convention!r}; valid: {sorted(DIRICHLET_CONVENTIONS)}.")
@@ -258,15 +263,17 @@ def dirichlet(labels: Any, n_clients: int, beta: float, seed: int, *, balance_ca
 
 def shards(labels: Any, n_clients: int, shards_per_user: int, seed: int, *,
            test_labels: Any = None) -> Partition:
-    """Pathological non-iid split (McMahan et al. 2017; FedBABU): ``shards_per_user`` class shards per client.
+    """Pathological non-iid split (McMahan et al. 2017; FedBABU): ``shards_per_user`` class shards
+    per client.
 
-    There are ``S = n_clients·shards_per_user`` shards, ``S / K`` per class (K = number of classes, which must
-    divide S). Each class's indices are shuffled and cut into that many near-equal shards; the list of shard
-    labels (each class repeated ``S / K`` times) is shuffled and dealt ``shards_per_user`` per client, so a
-    client holds at most ``shards_per_user`` distinct classes (fewer when it draws two shards of one class).
-    With ``test_labels``, the test split of each class is cut into the same number of shards and client ``c``
-    receives the test shards matching its train shards: only its classes, in the same proportions, disjoint
-    across clients. Seeded (FedBABU's shuffle is unseeded).
+    There are ``S = n_clients·shards_per_user`` shards, ``S / K`` per class (K = number of classes,
+    which must divide S). Each class's indices are shuffled and cut into that many near-equal
+    shards; the list of shard labels (each class repeated ``S / K`` times) is shuffled and dealt
+    ``shards_per_user`` per client, so a client holds at most ``shards_per_user`` distinct classes
+    (fewer when it draws two shards of one class). With ``test_labels``, the test split of each
+    class is cut into the same number of shards and client ``c`` receives the test shards matching
+    its train shards: only its classes, in the same proportions, disjoint across clients. Seeded
+    (FedBABU's shuffle is unseeded).
     """
     y = _labels(labels)
     N = len(y)
@@ -328,13 +335,13 @@ def shards(labels: Any, n_clients: int, shards_per_user: int, seed: int, *,
 
 def label_groups(labels: Any, groups: Sequence[Sequence[int]] = ((0, 1, 2, 3, 4), (5, 6, 7, 8, 9)),
                  clients_per_group: int = 5, seed: int = 0, *, test_labels: Any = None) -> Partition:
-    """FedSHIBU Fig. 1: group ``g``'s clients (``g·clients_per_group`` … ``(g+1)·clients_per_group − 1``) hold
-    only the labels in ``groups[g]``.
+    """FedSHIBU Fig. 1: group ``g``'s clients (``g·clients_per_group`` … ``(g+1)·clients_per_group −
+    1``) hold only the labels in ``groups[g]``.
 
-    Each class is shuffled and split evenly (sizes differ by ≤ 1) among the clients whose group contains it, so
-    every client of a group holds the same mix of its group's labels; a label in several groups is shared by
-    all their clients. Samples whose label is in no group are left out. With ``test_labels`` the test split is
-    divided the same way.
+    Each class is shuffled and split evenly (sizes differ by ≤ 1) among the clients whose group
+    contains it, so every client of a group holds the same mix of its group's labels; a label in
+    several groups is shared by all their clients. Samples whose label is in no group are left out.
+    With ``test_labels`` the test split is divided the same way.
     """
     y = _labels(labels)
     yt = None if test_labels is None else _labels(test_labels)
@@ -428,10 +435,11 @@ PERSONAL_SCHEMES = ("shards", "label_groups")  # schemes whose partition carries
 
 def make_partition(scheme: str, labels: Any, n_clients: int, seed: int, *, test_labels: Any = None,
                    **params: Any) -> Partition:
-    """Dispatch to a scheme by name (:data:`SCHEMES`); ``params`` are the scheme's keyword parameters.
+    """Dispatch to a scheme by name (:data:`SCHEMES`); ``params`` are the scheme's keyword
+    parameters.
 
-    ``test_labels`` is used by the schemes with a per-client test split (``shards``, ``label_groups``) and
-    ignored by the others.
+    ``test_labels`` is used by the schemes with a per-client test split (``shards``,
+    ``label_groups``) and ignored by the others.
     """
     if scheme not in SCHEMES:
         raise ValueError(f"Unknown partition scheme {scheme!r}; valid schemes: {', '.join(SCHEMES)}.")

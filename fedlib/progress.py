@@ -1,16 +1,18 @@
 """Progress of a run, one round at a time: what a terminal, JupyterLab and a batch runner each show.
 
-:class:`RoundProgress` is what :meth:`fedlib.engine.Engine.run` reports each finished round to. Where it goes
-(:func:`progress_mode`):
+:class:`RoundProgress` is what :meth:`fedlib.engine.Engine.run` reports each finished round to.
+Where it goes (:func:`progress_mode`):
 
 * a terminal (``python -m fedlib.companion.campaign``, scripts): one line per round on stdout,
-  ``[fedlib] fedintr/paper fedavg · round 3/100 · acc 71.23 % · loss 0.8123 · 2.10 s/round · ETA 3.4 min``;
-* JupyterLab: a tqdm widget bar when ``ipywidgets`` is installed (a dev dependency), otherwise the same line
-  rewritten in place (a carriage return), never tqdm's "IProgress not found" warning;
+  ``[fedlib] fedintr/paper fedavg · round 3/100 · acc 71.23 % · loss 0.8123 · 2.10 s/round · ETA 3.4
+  min``;
+* JupyterLab: a tqdm widget bar when ``ipywidgets`` is installed (a dev dependency), otherwise the
+  same line rewritten in place (a carriage return), never tqdm's "IProgress not found" warning;
 * ``progress=False``: nothing.
 
-Independently, ``$FEDLIB_ROUND_LOG=<file>`` appends every round's line to that file whatever ``progress`` says:
-``python -m fedlib.companion.reproduce`` sets it for the notebooks it executes and prints the lines in its terminal.
+Independently, ``$FEDLIB_ROUND_LOG=<file>`` appends every round's line to that file whatever
+``progress`` says: ``python -m fedlib.companion.reproduce`` sets it for the notebooks it executes
+and prints the lines in its terminal.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def in_jupyter() -> bool:
 
 
 def progress_mode(progress: bool | None) -> str:
-    """``"off"`` (``progress=False``), else ``"bar"`` (Jupyter with ipywidgets), ``"text"`` (Jupyter without) or
-    ``"lines"`` (anywhere else)."""
+    """``"off"`` (``progress=False``), else ``"bar"`` (Jupyter with ipywidgets), ``"text"`` (Jupyter
+    without) or ``"lines"`` (anywhere else)."""
     if progress is False:
         return "off"
     if in_jupyter():
@@ -44,8 +46,10 @@ def progress_mode(progress: bool | None) -> str:
     return "lines"
 
 
-def format_round(what: str, entry: dict[str, Any], total: int, s_per_round: float, left: int) -> str:
-    """One round's line: round, test accuracy (when evaluated), loss (test, else training), s/round, ETA."""
+def format_round(what: str, entry: dict[str, Any], total: int, s_per_round: float,
+                 left: int) -> str:
+    """One round's line: round, test accuracy (when evaluated), loss (test, else training), s/round,
+    ETA."""
     parts = [f"[fedlib] {what}", f"round {entry['round']}/{total}"]
     if "test_acc" in entry:
         parts.append(f"acc {100 * entry['test_acc']:.2f} %")
@@ -59,10 +63,11 @@ def format_round(what: str, entry: dict[str, Any], total: int, s_per_round: floa
 
 
 class RoundProgress:
-    """Reports rounds ``start+1 .. total`` of a run labelled ``what`` in ``mode`` (:func:`progress_mode`)."""
+    """Reports rounds ``start+1 .. total`` of a run labelled ``what`` in ``mode``
+    (:func:`progress_mode`)."""
 
-    def __init__(self, what: str, start: int, total: int, mode: str, *, stream: TextIO | None = None,
-                 log_path: str | None = None) -> None:
+    def __init__(self, what: str, start: int, total: int, mode: str, *,
+                 stream: TextIO | None = None, log_path: str | None = None) -> None:
         self.what, self.start, self.total, self.mode = what, start, total, mode
         self.stream = stream
         self.log_path = log_path
@@ -74,7 +79,8 @@ class RoundProgress:
             self.bar = tqdm(total=total, initial=start, desc=what, leave=False)
 
     def update(self, entry: dict[str, Any]) -> str:
-        """Report a finished round (an :class:`~fedlib.engine.Engine` history entry); returns its line."""
+        """Report a finished round (an :class:`~fedlib.engine.Engine` history entry); returns its
+        line."""
         done = entry["round"] - self.start
         s_per_round = (time.perf_counter() - self.t0) / max(done, 1)
         line = format_round(self.what, entry, self.total, s_per_round, self.total - entry["round"])
@@ -84,8 +90,11 @@ class RoundProgress:
             print("\r" + line, end="", file=self.stream or sys.stdout, flush=True)
         elif self.bar is not None:
             self.bar.update(1)
-            post = {k: v for k, v in (("acc", entry.get("test_acc")), ("loss", entry.get("train_loss")))
-                    if isinstance(v, float)}
+            post = {
+                k: v
+                for k, v in (("acc", entry.get("test_acc")), ("loss", entry.get("train_loss")))
+                if isinstance(v, float)
+            }
             self.bar.set_postfix({k: f"{v:.4f}" for k, v in post.items()}, refresh=True)
         if self.log_path:
             with open(self.log_path, "a") as f:

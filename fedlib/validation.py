@@ -1,7 +1,7 @@
-"""A :class:`~fedlib.config.Config`'s keyword options (``strategy_kw``, ``model_kw``, ``optimizer_kw``) checked against
-the registries that define them (:mod:`fedlib.options`: a strategy's typed ``Options``, built once
-per config by ``Config.strategy_options``; a model's and an optimizer's signatures), and the rules
-that tie them to other fields."""
+"""A :class:`~fedlib.config.Config`'s keyword options (``strategy_kw``, ``model_kw``,
+``optimizer_kw``) checked against the registries that define them (:mod:`fedlib.options`: a
+strategy's typed ``Options``, built once per config by ``Config.strategy_options``; a model's and an
+optimizer's signatures), and the rules that tie them to other fields."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ __all__ = ["config_option_problems"]
 
 
 def config_option_problems(cfg: Any, bad: set[str]) -> list[tuple[str, str]]:
-    """``(field, message)`` for every problem of ``cfg``'s keyword options and the rules that tie them to other
-    fields; fields in ``bad`` (already failing their own rule) are not looked at again."""
+    """``(field, message)`` for every problem of ``cfg``'s keyword options and the rules that tie
+    them to other fields; fields in ``bad`` (already failing their own rule) are not looked at
+    again."""
     out: list[tuple[str, str]] = []
 
-    def check(field: str, kind: str, name: Any, registry: dict, options: Callable, fixed: Any = None) -> bool:
+    def check(field: str, kind: str, name: Any, registry: dict, options: Callable,
+              fixed: Any = None) -> bool:
         if field in bad:
             return False
         kw = getattr(cfg, field)
@@ -31,7 +33,8 @@ def config_option_problems(cfg: Any, bad: set[str]) -> list[tuple[str, str]]:
             except ImportError as e:  # a package optimizer whose package is missing
                 out.append((kind, f"{kind} {name!r}: {e}"))
                 return False
-            msgs = option_problems(field, f"{kind} {name!r}", valid, kw, fixed(name) if fixed else None)
+            msgs = option_problems(field, f"{kind} {name!r}", valid, kw,
+                                   fixed(name) if fixed else None)
         else:  # an unknown name (reported already): the options any of them takes
             union = {k: Option(k, Any) for n in registry for k in options_or_none(options, n)}
             msgs = option_problems(field, f"any {kind}", union, kw)
@@ -61,7 +64,9 @@ def config_option_problems(cfg: Any, bad: set[str]) -> list[tuple[str, str]]:
                 break
     trains_global = options is None or STRATEGIES[cfg.strategy].trains_global_model
     if not trains_global and cfg.personal_eval is False and "personal_eval" not in bad:
-        out.append(("personal_eval", f"personal_eval False: strategy {cfg.strategy!r} never trains the global "
-                    "model, so its only result is each client's own model on its own test split: set "
-                    f"personal_eval=True (with partition {' or '.join(map(repr, PERSONAL_SCHEMES))})."))
+        out.append(("personal_eval", f"personal_eval False: strategy {cfg.strategy!r} never trains "
+                                     "the global "
+                    "model, so its only result is each client's own model on its own test split: "
+                    "set personal_eval=True (with partition "
+                    f"{' or '.join(map(repr, PERSONAL_SCHEMES))})."))
     return out

@@ -1,4 +1,5 @@
-"""``python -m fedlib.companion run PAPER ...`` and ``python -m fedlib.companion show KEY``: see :mod:`fedlib.companion.cli`."""
+"""``python -m fedlib.companion run PAPER ...`` and ``python -m fedlib.companion show KEY``: see
+:mod:`fedlib.companion.cli`."""
 
 import sys
 

@@ -1,16 +1,18 @@
 """The quick scale's budget: by campaign, not by notebook.
 
-Every part a claim needs is planned and the campaign (``make campaign SCALE=quick``: two single-thread workers in
-the background) trains it; a notebook renders the committed records and prints what retraining it from an empty
-store costs. A part is left out at quick only if its new runs need more than :data:`MAX_PART_S` worker-seconds (the
-claim rows then say so with the estimate), or for a reason other than time (``quick_why``: e.g. it cannot reach its
-plateau in the preset's rounds).
+Every part a claim needs is planned and the campaign (``make campaign SCALE=quick``: two
+single-thread workers in the background) trains it; a notebook renders the committed records and
+prints what retraining it from an empty store costs. A part is left out at quick only if its new
+runs need more than :data:`MAX_PART_S` worker-seconds (the claim rows then say so with the
+estimate), or for a reason other than time (``quick_why``: e.g. it cannot reach its plateau in the
+preset's rounds).
 
-The estimate is a stated model, never a measurement of the moment, so a plan does not change with machine load:
-training sample-passes and the reference models' forwards (:func:`fedlib.companion.costs.sample_passes`,
-:func:`fedlib.companion.costs.reference_passes`) × the method's cost factor, plus test images counted a third, × seconds per
-sample-pass of the model on one thread of this CPU; :data:`WORKER_WALL` turns worker time into wall
-time for the campaign's two workers.
+The estimate is a stated model, never a measurement of the moment, so a plan does not change with
+machine load: training sample-passes and the reference models' forwards
+(:func:`fedlib.companion.costs.sample_passes`, :func:`fedlib.companion.costs.reference_passes`) ×
+the method's cost factor, plus test images counted a third, × seconds per sample-pass of the model
+on one thread of this CPU; :data:`WORKER_WALL` turns worker time into wall time for the campaign's
+two workers.
 """
 
 from __future__ import annotations
@@ -23,33 +25,44 @@ from fedlib.companion.costs import DEFAULT_THROUGHPUT, reference_passes, sample_
 from fedlib.companion.common import Plan
 from fedlib.companion.scales import scale_of
 
-__all__ = ["MAX_PART_S", "retrain_cost", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR", "Part", "Scope", "estimate_s", "fit"]
+__all__ = [
+    "MAX_PART_S", "retrain_cost", "WORKER_WALL", "CPU_S_PER_PASS", "METHOD_FACTOR", "SIM_FACTOR",
+    "Part", "Scope", "estimate_s", "fit"
+]
 
-# A part over this many single-thread worker-seconds is left out at quick (named, with its estimate).
+# A part over this many single-thread worker-seconds is left out at quick (named, with its
+# estimate).
 MAX_PART_S = 10 * 3600.0
 # Two single-thread workers train side by side: wall time is about half the worker time.
 WORKER_WALL = 0.5
-# FedAvg with the simple CNN at batch 64 on one thread of this CPU: a FedCKA quick run (20 rounds x 5 epochs x 15,000
-# images) in about 3.1 min (benchmarks/RESULTS.md, notebook 03 from an empty store).
+# FedAvg with the simple CNN at batch 64 on one thread of this CPU: a FedCKA quick run (20 rounds x
+# 5 epochs x 15,000 images) in about 3.1 min (benchmarks/RESULTS.md, notebook 03 from an empty
+# store).
 CPU_S_PER_PASS = {"simple_cnn": 186.0 / 1_500_000}
-# Cost per sample-pass (training and reference forwards) relative to FedAvg, from the committed quick records on
-# one thread: whole runs of FedCKA 1.7x and MOON 1.35x FedAvg's in FedCKA's setup (E = 5, 0.4 reference passes per
-# training sample a round), FedIntR about 3.1x (11.8 against 3.8 min at E = 6 with 0.8: its five projection heads);
-# FedER at quick as FedAvg (the width-8 ResNet-18's records: 1.93 against 1.99 ms a sample-pass; its EVBMF is
-# server work of a few ms a layer); the others are estimates. Kernel CKA adds an RBF Gram per layer (FedCKA Table 3:
-# 122 vs 104 s).
-METHOD_FACTOR = {"fedavg": 1.0, "centralized": 1.0, "local_only": 1.0, "fedprox": 1.1, "scaffold": 1.2,
-                 "moon": 1.35 * 5 / 5.4, "fedcka": 1.7 * 5 / 5.4, "fedintr": 3.1 * 6 / 6.8, "feder": 1.0}
+# Cost per sample-pass (training and reference forwards) relative to FedAvg, from the committed
+# quick records on one thread: whole runs of FedCKA 1.7x and MOON 1.35x FedAvg's in FedCKA's setup
+# (E = 5, 0.4 reference passes per training sample a round), FedIntR about 3.1x (11.8 against 3.8
+# min at E = 6 with 0.8: its five projection heads); FedER at quick as FedAvg (the width-8
+# ResNet-18's records: 1.93 against 1.99 ms a sample-pass; its EVBMF is server work of a few ms a
+# layer); the others are estimates. Kernel CKA adds an RBF Gram per layer (FedCKA Table 3: 122 vs
+# 104 s).
+METHOD_FACTOR = {
+    "fedavg": 1.0, "centralized": 1.0, "local_only": 1.0, "fedprox": 1.1, "scaffold": 1.2,
+    "moon": 1.35 * 5 / 5.4, "fedcka": 1.7 * 5 / 5.4, "fedintr": 3.1 * 6 / 6.8, "feder": 1.0
+}
 SIM_FACTOR = {"rbf_cka": 1.2}
 
 
 def estimate_s(cfg: Config) -> float:
     """Estimated seconds to train ``cfg`` on this CPU (models other than the simple CNN scale by
-    :data:`fedlib.companion.costs.DEFAULT_THROUGHPUT` and a narrow ResNet's width by :func:`fedlib.companion.costs.width_speedup`)."""
+    :data:`fedlib.companion.costs.DEFAULT_THROUGHPUT` and a narrow ResNet's width by
+    :func:`fedlib.companion.costs.width_speedup`)."""
     cpu = DEFAULT_THROUGHPUT["cpu"]
-    per_pass = CPU_S_PER_PASS.get(cfg.model) or CPU_S_PER_PASS["simple_cnn"] * cpu["simple_cnn"] / cpu.get(
-        cfg.model, cpu["*"]) / width_speedup(cfg)
-    factor = METHOD_FACTOR.get(cfg.strategy, 2.0) * SIM_FACTOR.get(cfg.strategy_kw.get("sim", ""), 1.0)
+    per_pass = CPU_S_PER_PASS.get(
+        cfg.model) or CPU_S_PER_PASS["simple_cnn"] * cpu["simple_cnn"] / cpu.get(
+            cfg.model, cpu["*"]) / width_speedup(cfg)
+    factor = METHOD_FACTOR.get(cfg.strategy, 2.0) * SIM_FACTOR.get(cfg.strategy_kw.get("sim", ""),
+                                                                   1.0)
     train, test = sample_passes(cfg)
     return cfg.rounds * ((train + reference_passes(cfg)) * factor + test / 3) * per_pass
 
@@ -57,7 +70,8 @@ def estimate_s(cfg: Config) -> float:
 @dataclass(frozen=True)
 class Part:
     """Runs that one claim (or group of claims) needs: ``runs`` is ``{artifact: {RunId: Config}}``;
-    ``extra_s`` is work that is not a run (e.g. timing); ``quick_why``: left out at quick whatever the budget."""
+    ``extra_s`` is work that is not a run (e.g. timing); ``quick_why``: left out at quick whatever
+    the budget."""
 
     name: str
     runs: Plan
@@ -86,17 +100,17 @@ class Scope(dict):
         """One line per part: kept (with the estimate) or left out (with why)."""
         return ([f"runs: {p.name}" for p in self.kept] + [f"not run at this scale: {n} — {w}"
                                                            for n, w in self.left_out.items()]
-                + [f"retraining from an empty store: about {self.seconds / 3600:.1f} single-thread worker-hours on "
-                   f"this CPU, about {WORKER_WALL * self.seconds / 3600:.1f} h wall time with the campaign's two "
-                   f"workers"])
+                + [f"retraining from an empty store: about {self.seconds / 3600:.1f} single-thread "
+                   f"worker-hours on this CPU, about {WORKER_WALL * self.seconds / 3600:.1f} h "
+                   "wall time with the campaign's two workers"])
 
 
 def fit(parts: list[Part], scale: str) -> Scope:
     """The plan of ``parts`` at ``scale``: every part at a scale without a budget (``paper``,
     ``smoke``); at a budgeted one (``quick``: :attr:`Scale.budgeted
-    <fedlib.companion.scales.Scale.budgeted>`) a part with a ``quick_why`` or whose new runs (a run an
-    earlier part keeps is counted once) need more than :data:`MAX_PART_S` worker-seconds is left out,
-    with why."""
+    <fedlib.companion.scales.Scale.budgeted>`) a part with a ``quick_why`` or whose new runs (a run
+    an earlier part keeps is counted once) need more than :data:`MAX_PART_S` worker-seconds is left
+    out, with why."""
     budgeted = scale_of(scale).budgeted
     names = [p.name for p in parts]
     if len(set(names)) != len(names):
@@ -112,7 +126,8 @@ def fit(parts: list[Part], scale: str) -> Scope:
         cost = p.extra_s + sum(estimate_s(c) for c in new.values())
         if budgeted and cost > MAX_PART_S:
             h = cost / 3600  # as many decimals as it takes to read above the limit
-            hours = next(f"{h:.{d}f}" for d in (1, 2, 3) if round(h, d) > MAX_PART_S / 3600 or d == 3)
+            hours = next(f"{h:.{d}f}" for d in (1, 2, 3)
+                         if round(h, d) > MAX_PART_S / 3600 or d == 3)
             left_out[p.name] = (f"its runs need about {hours} single-thread worker-hours on this "
                                 f"CPU, over the {MAX_PART_S / 3600:.0f} a quick artifact may take")
             continue
@@ -123,15 +138,19 @@ def fit(parts: list[Part], scale: str) -> Scope:
 
 
 def retrain_cost(runs: Plan | Mapping[Any, Config], scale: str) -> str:
-    """What retraining ``runs`` (a plan, or one artifact's ``{RunId: Config}``) from an empty store costs on this CPU
-    at ``scale``: single-thread worker-hours by the stated model (:func:`estimate_s`, a run shared by artifacts
-    counted once) and the wall time with the campaign's two workers. At a scale meant for a GPU
-    (paper): where the GPU estimate is."""
+    """What retraining ``runs`` (a plan, or one artifact's ``{RunId: Config}``) from an empty store
+    costs on this CPU at ``scale``: single-thread worker-hours by the stated model
+    (:func:`estimate_s`, a run shared by artifacts counted once) and the wall time with the
+    campaign's two workers. At a scale meant for a GPU (paper): where the GPU estimate is."""
     if scale_of(scale).gpu:
         return (f"retraining at {scale} scale: `python -m fedlib.companion.campaign plan --scale "
                 f"{scale}` lists every run's estimate")
-    flat = {c.key(): c for v in runs.values() for c in (v.values() if isinstance(v, Mapping) else [v])}
+    flat = {
+        c.key(): c
+        for v in runs.values()
+        for c in (v.values() if isinstance(v, Mapping) else [v])
+    }
     hours = sum(estimate_s(c) for c in flat.values()) / 3600
-    return (f"retraining these {len(flat)} runs from an empty store: about {hours:.1f} single-thread worker-hours on "
-            f"this CPU, {WORKER_WALL * hours:.1f} h wall time with the campaign's two workers (make campaign "
-            f"SCALE={scale})")
+    return (f"retraining these {len(flat)} runs from an empty store: about {hours:.1f} "
+            f"single-thread worker-hours on this CPU, {WORKER_WALL * hours:.1f} h wall time with "
+            f"the campaign's two workers (make campaign SCALE={scale})")

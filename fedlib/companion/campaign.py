@@ -1,36 +1,41 @@
-"""The campaign: every run every notebook plans, costed, prioritized and trained within a time budget.
+"""The campaign: every run every notebook plans, costed, prioritized and trained within a time
+budget.
 
     python -m fedlib.companion.campaign plan --scale paper --device cuda        # every run: cost, priority, status
     python -m fedlib.companion.campaign run --scale paper --device cuda --budget 25m [--backend local|ray]
     python -m fedlib.companion.campaign ledger --scale paper                    # results/ledger-paper.md
 
-The runs come from the notebooks' plans (:data:`fedlib.companion.papers.PLANS`; the notebooks load the same runs with
-``fetch(cfg, train=False)``); a run that several artifacts share (same :meth:`Config.key`) is one run. Its
-**priority** is its notebook's (:attr:`fedlib.companion.papers.Notebook.priorities`, by artifact): the Fashion-MNIST tables
-with paper numbers first (FedIntR Table I, II, V), then FedCKA Table 2, and so on; an artifact no notebook ranks
-gets :data:`DEFAULT_PRIORITY`. Its **status** is ``done`` (a record is in the store), ``diverged`` (it stopped with a
-non-finite loss, ``failed/<key>.json``, or its record holds non-finite metrics: a finished result, never retried
-unless ``--retry-diverged``), ``pending`` (``partial`` when a checkpoint holds some of its rounds) or ``blocked``
-(its dataset's files are not on this machine, or its record file holds another config's record: named, never
-attempted). Its **cost** is :mod:`fedlib.companion.costs`' estimate on the device.
+The runs come from the notebooks' plans (:data:`fedlib.companion.papers.PLANS`; the notebooks load
+the same runs with ``fetch(cfg, train=False)``); a run that several artifacts share (same
+:meth:`Config.key`) is one run. Its **priority** is its notebook's
+(:attr:`fedlib.companion.papers.Notebook.priorities`, by artifact): the Fashion-MNIST tables with
+paper numbers first (FedIntR Table I, II, V), then FedCKA Table 2, and so on; an artifact no
+notebook ranks gets :data:`DEFAULT_PRIORITY`. Its **status** is ``done`` (a record is in the store),
+``diverged`` (it stopped with a non-finite loss, ``failed/<key>.json``, or its record holds
+non-finite metrics: a finished result, never retried unless ``--retry-diverged``), ``pending``
+(``partial`` when a checkpoint holds some of its rounds) or ``blocked`` (its dataset's files are not
+on this machine, or its record file holds another config's record: named, never attempted). Its
+**cost** is :mod:`fedlib.companion.costs`' estimate on the device.
 
-``run`` first finishes the runs a checkpoint holds rounds of (checkpoints live on this machine only: a begun run left
-for later may lose its rounds with the machine), then trains the pending runs in priority order (within one
-priority, the shortest estimate first: a slice that cannot finish a priority completes its cheapest settings'
-columns, so their claims are decided first) and never starts one whose estimate exceeds the remaining budget (it
-goes on with the next one that fits, of a later priority too); once runs have finished, estimates are scaled by the
-pace they were trained at (:class:`Booking`). Once a seed of a setting has diverged or ended off its plateau, that
-setting's other seeds are trained last, as the run goes and in later ones: every claim and mean over those seeds is
-not testable whatever they read (``moot``).
-Every run checkpoints (``checkpoint_every``), so a job killed at the end of its slice resumes there next time;
-records are written atomically by :func:`fedlib.companion.results.run`; a finished run's time updates the cost table. Run
-again, it continues; with everything done it does nothing. After a ``run`` the ledger ``results/ledger-<scale>.md`` (:mod:`fedlib.companion.ledger`;
-never the batch summary) lists artifact × runs finished / needed, the claims' verdicts (from the notebooks'
+``run`` first finishes the runs a checkpoint holds rounds of (checkpoints live on this machine only:
+a begun run left for later may lose its rounds with the machine), then trains the pending runs in
+priority order (within one priority, the shortest estimate first: a slice that cannot finish a
+priority completes its cheapest settings' columns, so their claims are decided first) and never
+starts one whose estimate exceeds the remaining budget (it goes on with the next one that fits, of a
+later priority too); once runs have finished, estimates are scaled by the pace they were trained at
+(:class:`Booking`). Once a seed of a setting has diverged or ended off its plateau, that setting's
+other seeds are trained last, as the run goes and in later ones: every claim and mean over those
+seeds is not testable whatever they read (``moot``). Every run checkpoints (``checkpoint_every``),
+so a job killed at the end of its slice resumes there next time; records are written atomically by
+:func:`fedlib.companion.results.run`; a finished run's time updates the cost table. Run again, it
+continues; with everything done it does nothing. After a ``run`` the ledger
+``results/ledger-<scale>.md`` (:mod:`fedlib.companion.ledger`; never the batch summary) lists
+artifact × runs finished / needed, the claims' verdicts (from the notebooks'
 ``results/summary/*.<scale>.json``) and mean ± std over seeds where a plan has several.
 
-Batching runs that share a model and shapes (seeds, μ values) into one computation was measured on the CPU and
-gains at most 4 %, within noise (``benchmarks/batching.py``, ``docs/campaign.md``): runs are trained one after
-another.
+Batching runs that share a model and shapes (seeds, μ values) into one computation was measured on
+the CPU and gains at most 4 %, within noise (``benchmarks/batching.py``, ``docs/campaign.md``): runs
+are trained one after another.
 """
 
 from __future__ import annotations
@@ -77,10 +82,11 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
             only: list[str] | None = None, dataset: str | None = None,
             plans: dict[str, Callable[..., Any]] | None = None, errors: list[str] | None = None,
             retry_diverged: bool = False, threads: int | None = None) -> list[Item]:
-    """Every run of every plan (``only``: notebook names or number prefixes), deduplicated by key, with its
-    priority, status and estimated cost on ``device`` with ``threads`` threads a run (default: this process's), in
-    the order ``run`` takes them. A plan that fails to build is skipped and its error appended to ``errors``. With
-    ``retry_diverged`` a diverged run is pending."""
+    """Every run of every plan (``only``: notebook names or number prefixes), deduplicated by key,
+    with its priority, status and estimated cost on ``device`` with ``threads`` threads a run
+    (default: this process's), in the order ``run`` takes them. A plan that fails to build is
+    skipped and its error appended to ``errors``. With ``retry_diverged`` a diverged run is
+    pending."""
     store, at = store or Store.for_scale(scale), scale_of(scale)
     costs = costs if costs is not None else CostTable()
     if costs.relearn and at.learns_costs:  # counted another way: learn the stored runs' times again
@@ -108,7 +114,8 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
                 it.uses.append((nb, art, rid))
                 it.priority = min(it.priority, priority(nb, art))
     missing: dict[str, str | None] = {}
-    dev_name = device_name(device, threads)  # without CUDA here: "cuda (none ...)", never the CPU's name
+    # without CUDA here: "cuda (none ...)", never the CPU's name
+    dev_name = device_name(device, threads)
     for it in items.values():
         refresh(it, store, costs, missing, dev_name)
     defer_moot(list(items.values()))
@@ -116,10 +123,11 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
 
 
 def defer_moot(items: list[Item]) -> None:
-    """Mark the pending runs of a setting one of whose seeds diverged or ended off its plateau (by every accuracy
-    a verdict may read) as moot: such a run makes every claim and mean over that setting's seeds not testable
-    whatever its other seeds read (:func:`fedlib.companion.verdicts.decide`), so they are trained after every run a verdict
-    can still depend on (planned all the same: seeds are fixed before any run)."""
+    """Mark the pending runs of a setting one of whose seeds diverged or ended off its plateau (by
+    every accuracy a verdict may read) as moot: such a run makes every claim and mean over that
+    setting's seeds not testable whatever its other seeds read
+    (:func:`fedlib.companion.verdicts.decide`), so they are trained after every run a verdict can
+    still depend on (planned all the same: seeds are fixed before any run)."""
     spoilt: dict[str, str] = {}
     for it in sorted(items, key=lambda i: i.cfg.seed):
         if it.status == "diverged" or (it.status == "done" and it.off):
@@ -166,7 +174,8 @@ def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | N
 
 
 def _divergence(store: Store, key: str) -> str:
-    """How the last run of ``key`` diverged (a non-finite loss, in ``failed/<key>.json``), or ``""``."""
+    """How the last run of ``key`` diverged (a non-finite loss, in ``failed/<key>.json``), or
+    ``""``."""
     f = store.last_failure(key)
     if f is None or f.get("error", {}).get("type") != NonFiniteLossError.__name__:
         return ""
@@ -174,14 +183,16 @@ def _divergence(store: Store, key: str) -> str:
 
 
 def unknown_notebooks(only: list[str], plans: dict[str, Any] | None = None) -> str | None:
-    """Why some of ``only`` (notebook names or number prefixes) name no notebook with a plan; None if all do."""
+    """Why some of ``only`` (notebook names or number prefixes) name no notebook with a plan; None
+    if all do."""
     names = sorted(plans if plans is not None else registry.PLANS)
     bad = [o for o in only if not any(nb == o or nb.startswith(o) for nb in names)]
     return f"no notebook with a plan matches {', '.join(map(repr, bad))}; valid: {', '.join(names)}" if bad else None
 
 
 def parse_budget(text: str) -> float:
-    """Seconds in a budget such as ``25m``, ``1h30m``, ``90s`` or ``1.5h`` (a bare number is seconds)."""
+    """Seconds in a budget such as ``25m``, ``1h30m``, ``90s`` or ``1.5h`` (a bare number is
+    seconds)."""
     t = str(text).strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", t):
         return float(t)
@@ -193,9 +204,10 @@ def parse_budget(text: str) -> float:
 
 def admit(it: Item, store: Store, costs: CostTable, left: float, out: dict[str, list[str]],
           log: Callable[[str], None], pace: float = 1.0, dev_name: str | None = None) -> float | None:
-    """The seconds left if ``it`` should start now; None if it is done meanwhile or its estimate exceeds ``left``
-    (then it is listed as skipped). Refreshes its status and estimate first (a checkpoint, a newer measurement of
-    ``dev_name`` first); ``pace`` (:attr:`Booking.pace`) scales the estimate to this machine's speed so far."""
+    """The seconds left if ``it`` should start now; None if it is done meanwhile or its estimate
+    exceeds ``left`` (then it is listed as skipped). Refreshes its status and estimate first (a
+    checkpoint, a newer measurement of ``dev_name`` first); ``pace`` (:attr:`Booking.pace`) scales
+    the estimate to this machine's speed so far."""
     refresh(it, store, costs, dev_name=dev_name)
     if it.status not in ("pending", "partial"):
         return None
@@ -222,21 +234,26 @@ def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], s
 @dataclass
 class Booking:
     """What a backend (:func:`fedlib.companion.workers.train_on_workers`,
-    :func:`fedlib.companion.ray_backend.train_on_ray`) asks the campaign around each run: :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's
-    **pace**: the seconds its finished runs took over what the cost table estimates, as it stands now, for the
-    rounds they trained. The table holds medians over earlier machines; two CPUs of one model name can differ
-    twofold, so a run is admitted on its estimate times the pace (1 until a run has finished), and one that cannot
-    end within the budget is not begun. The table learns each finished run's time: where this campaign's runs are
-    most of a key's measurements, its estimates are already this machine's and the pace stays near 1 (against the
-    estimates they were admitted on, it would count this machine's slowness twice). ``dev_name``: the device name
-    the runs' records carry (:func:`fedlib.companion.provenance.device_name` with the workers' threads), measured first."""
+    :func:`fedlib.companion.ray_backend.train_on_ray`) asks the campaign around each run:
+    :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's **pace**:
+    the seconds its finished runs took over what the cost table estimates, as it stands now, for the
+    rounds they trained. The table holds medians over earlier machines; two CPUs of one model name
+    can differ twofold, so a run is admitted on its estimate times the pace (1 until a run has
+    finished), and one that cannot end within the budget is not begun. The table learns each
+    finished run's time: where this campaign's runs are most of a key's measurements, its estimates
+    are already this machine's and the pace stays near 1 (against the estimates they were admitted
+    on, it would count this machine's slowness twice). ``dev_name``: the device name the runs'
+    records carry (:func:`fedlib.companion.provenance.device_name` with the workers' threads),
+    measured first."""
 
     store: Store
     costs: CostTable
     log: Callable[[str], None] = print
     dev_name: str | None = None
-    _admitted: dict[str, int] = field(default_factory=dict)  # key: the rounds it was admitted to train
-    _finished: list[tuple[Config, int, float]] = field(default_factory=list)  # (config, rounds trained, seconds)
+    # key: the rounds it was admitted to train
+    _admitted: dict[str, int] = field(default_factory=dict)
+    # (config, rounds trained, seconds)
+    _finished: list[tuple[Config, int, float]] = field(default_factory=list)
 
     @property
     def pace(self) -> float:
@@ -251,7 +268,8 @@ class Booking:
         return got
 
     def failed(self, it: Item, queue: list[Item]) -> None:
-        """``it`` stopped; if it diverged, its setting's seeds still in ``queue`` go last (:func:`defer_moot`)."""
+        """``it`` stopped; if it diverged, its setting's seeds still in ``queue`` go last
+        (:func:`defer_moot`)."""
         if _divergence(self.store, it.key):
             it.status = "diverged"
             defer_moot([it, *queue])
@@ -259,7 +277,8 @@ class Booking:
 
     def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]],
                queue: list[Item] | None = None) -> None:
-        """Book ``it``'s record; if it ended off its plateau, its setting's seeds still in ``queue`` go last."""
+        """Book ``it``'s record; if it ended off its plateau, its setting's seeds still in ``queue``
+        go last."""
         rounds = self._admitted.pop(it.key, 0)
         finish(rec, it, self.costs, out, secs, self.log)  # the table learns its time first
         if rounds > 0 and secs > 0:
@@ -299,31 +318,39 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--scale", default="paper", choices=SCALES)
         p.add_argument("--device", default="cuda" if name == "doc" else "cpu")
         p.add_argument("--only", nargs="*", help="notebook names or number prefixes, e.g. 05 01")
-        p.add_argument("--dataset", default=None, help="pass this dataset to every plan that takes one")
+        p.add_argument("--dataset", default=None, help="pass this dataset to every plan that takes "
+                                                       "one")
         p.add_argument("--match", nargs="*", default=None,
-                       help="only runs whose 'notebook · artifact · name' contains one of these texts, e.g. "
-                            "'table1 · FedAvg' 'FedIntR / μ=5' (as `plan` prints them)")
-        p.add_argument("--store", default=None, help="results folder (default: results/, results/smoke/ at smoke)")
+                       help="only runs whose 'notebook · artifact · name' contains one of these "
+                            "texts, e.g. 'table1 · FedAvg' 'FedIntR / μ=5' (as `plan` prints them)")
+        p.add_argument("--store", default=None, help="results folder (default: results/, "
+                                                     "results/smoke/ at smoke)")
         p.add_argument("--costs", default=str(DEFAULT_COSTS),
-                       help="the cost table (JSON; at smoke scale the default one is read, not written)")
+                       help="the cost table (JSON; at smoke scale the default one is read, not "
+                            "written)")
         if name == "run":
             p.add_argument("--budget", required=True, help="wall-clock budget, e.g. 25m, 1h30m, 90s")
             p.add_argument("--backend", default="local", choices=["local", "ray"])
-            p.add_argument("--ray-address", default=None, help="a Ray cluster (default: $RAY_ADDRESS or local)")
+            p.add_argument("--ray-address", default=None, help="a Ray cluster (default: "
+                                                               "$RAY_ADDRESS or local)")
             p.add_argument("--jobs", type=int, default=None,
-                           help="runs trained at once by the local backend (default: one single-thread worker per "
-                                "core on a CPU, 1 on a GPU; fedlib.companion.workers)")
+                           help="runs trained at once by the local backend (default: one "
+                                "single-thread worker per core on a CPU, 1 on a GPU; "
+                                "fedlib.companion.workers)")
             p.add_argument("--no-progress", dest="progress", action="store_false",
                            help="no line per round (round, accuracy, loss, s/round, ETA)")
             p.add_argument("--allow-long", action="store_true",
-                           help="go on when the work within the budget is estimated longer than an hour on a CPU")
+                           help="go on when the work within the budget is estimated longer than an "
+                                "hour on a CPU")
             p.add_argument("--retry-diverged", action="store_true",
-                           help="train the runs that diverged again (by default a diverged run is a result)")
+                           help="train the runs that diverged again (by default a diverged run is "
+                                "a result)")
         if name == "doc":
             p.add_argument("--file", default=str(Path(__file__).resolve().parents[2] / "docs" / "campaign.md"),
                            help="the markdown file whose generated block is rewritten")
         if name == "costs":
-            p.add_argument("--learn", action="store_true", help="add the store's records' times to the table")
+            p.add_argument("--learn", action="store_true", help="add the store's records' times to "
+                                                                "the table")
     a = ap.parse_args(argv)
     if (why := field_problem("device", a.device)) or (a.cmd == "run" and (why := device_problem(a.device))):
         ap.error(f"--device {a.device!r}: {why}")
@@ -334,22 +361,26 @@ def main(argv: list[str] | None = None) -> int:
         subs = ("records", "failed", "checkpoints") if a.cmd == "run" else ("records",)
         for d in [store.root / sub for sub in subs] + [ledger_path(a.scale, store).parent]:
             if (why := writable_problem(d)) is not None:
-                ap.error(f"--store {store.root}: cannot write to {d} ({why}); nothing was trained. Make it "
-                         f"writable or pass --store <a writable folder>.")
-    # smoke runs are all set-up: they would spoil the committed table's estimates (an explicit --costs file learns)
+                ap.error(f"--store {store.root}: cannot write to {d} ({why}); nothing was trained. "
+                         "Make it writable or pass --store <a writable folder>.")
+    # smoke runs are all set-up: they would spoil the committed table's estimates (an explicit
+    # --costs file learns)
     costs = CostTable(a.costs)
     if not scale_of(a.scale).learns_costs and a.costs == str(DEFAULT_COSTS):
         costs.path = None
     if a.cmd == "costs":
         if a.learn:
-            print(f"[campaign] learnt {costs.learn_all(store.records())} record(s) into {costs.path}")
+            print(f"[campaign] learnt {costs.learn_all(store.records())} record(s) into "
+                  f"{costs.path}")
             costs.save()
         for dev, entries in sorted(costs.table.items()):
             for k, e in sorted(entries.items()):
-                print(f"{dev} | {k} | {1e6 * e['s_per_pass']:.2f} µs per sample-pass | {e['runs']} run(s)")
+                print(f"{dev} | {k} | {1e6 * e['s_per_pass']:.2f} µs per sample-pass | {e['runs']} "
+                      "run(s)")
         return 0
     errors: list[str] = []
-    jobs = default_jobs(a.device) if getattr(a, "jobs", None) is None else a.jobs  # estimates at the workers' threads
+    # estimates at the workers' threads
+    jobs = default_jobs(a.device) if getattr(a, "jobs", None) is None else a.jobs
     threads = None if getattr(a, "backend", "local") == "ray" else workers.worker_threads(max(1, jobs))
     items = collect(a.scale, a.device, store=store, costs=costs, only=a.only, dataset=a.dataset, errors=errors,
                     retry_diverged=getattr(a, "retry_diverged", False), threads=threads)
@@ -358,8 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.match:
         items = matching(items, a.match)
         if not items:
-            ap.error(f"--match {' '.join(map(repr, a.match))}: no run of the plan(s) contains it; `python -m "
-                     f"fedlib.companion.campaign plan` lists the runs as 'notebook · artifact · name'.")
+            ap.error(f"--match {' '.join(map(repr, a.match))}: no run of the plan(s) contains it; "
+                     "`python -m fedlib.companion.campaign plan` lists the runs as 'notebook · "
+                     "artifact · name'.")
     if a.cmd == "plan":
         print(format_plan(items, a.scale, a.device))
         return 0
@@ -373,12 +405,14 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             ap.error(str(e))
         if jobs < 1:
-            ap.error(f"--jobs {a.jobs}: give at least 1 (runs trained at once), or leave it out for the default.")
+            ap.error(f"--jobs {a.jobs}: give at least 1 (runs trained at once), or leave it out "
+                     "for the default.")
         todo = [i for i in items if i.status in ("pending", "partial")]
         if todo and scale_of(a.scale).gpu:  # what this budget would start: stop if hours on a CPU
             need = sum(i.estimate_s for i in todo)
             try:
-                check_long(min(need, budget), a.device, f"campaign: {len(todo)} pending run(s) ({_fmt_s(need)} in "
+                check_long(min(need, budget), a.device, f"campaign: {len(todo)} pending run(s) "
+                                                        f"({_fmt_s(need)} in "
                            f"all), budget {_fmt_s(budget)}", flag=as_typed("--allow-long", "FEDLIB_ALLOW_LONG=1 make campaign"),
                            allow_long=a.allow_long or None)
             except LongRunError as e:
@@ -386,8 +420,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         if not todo:
             n = {s: sum(i.status == s for i in items) for s in ("done", "diverged", "blocked")}
-            print(f"[campaign] nothing to do: {n['done']} done, {n['diverged']} diverged (a result; "
-                  f"{as_typed('--retry-diverged', 'python -m fedlib.companion.campaign run ... --retry-diverged')} trains "
+            print(f"[campaign] nothing to do: {n['done']} done, {n['diverged']} diverged (a "
+                  f"result; {as_typed('--retry-diverged', 'python -m fedlib.companion.campaign run ... --retry-diverged')} trains "
                   f"them again), {n['blocked']} blocked.")
         elif a.backend == "ray":
             run_ray(items, store, budget, costs, address=a.ray_address)

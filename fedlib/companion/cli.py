@@ -58,12 +58,14 @@ Every entry point of fedlib:
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["rounds=3", "strategy_kw={\"mu\": 0.5}"]`` -> ``{"rounds": 3, "strategy_kw": {"mu": 0.5}}``."""
+    """``["rounds=3", "strategy_kw={\"mu\": 0.5}"]`` -> ``{"rounds": 3, "strategy_kw": {"mu":
+    0.5}}``."""
     out: dict[str, Any] = {}
     for item in items:
         key, eq, text = item.partition("=")
         if not eq or not key.strip():
-            raise ValueError(f"override {item!r}: write key=value, e.g. rounds=3 or 'strategy_kw={{\"mu\": 0.5}}'.")
+            raise ValueError(f"override {item!r}: write key=value, e.g. rounds=3 or "
+                             "'strategy_kw={\"mu\": 0.5}'.")
         try:
             value: Any = json.loads(text)
         except ValueError:
@@ -72,8 +74,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             except (ValueError, SyntaxError):
                 value = text
         if key.strip() in out:
-            raise ValueError(f"override {key.strip()!r} is given twice ({key.strip()}={out[key.strip()]!r} and "
-                             f"{item!r}); give each field once.")
+            raise ValueError(f"override {key.strip()!r} is given twice "
+                             f"({key.strip()}={out[key.strip()]!r} and {item!r}); give each field "
+                             "once.")
         out[key.strip()] = value
     return out
 
@@ -90,7 +93,8 @@ class _Scalars:
     def __call__(self, _engine: Any, entry: dict[str, Any]) -> None:
         rnd = int(entry["round"])
         for name, v in entry.items():
-            if name != "round" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            if name != "round" and isinstance(
+                    v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
                 self.writer.add_scalar(name, v, rnd)
         self.rounds.add(rnd)
 
@@ -112,7 +116,8 @@ def _run(a: argparse.Namespace) -> int:
         try:
             scalars = _Scalars(Path(a.tensorboard), cfg.key())
         except ImportError:
-            print("fedlib run: --tensorboard needs the tensorboard package: pip install 'fedlib[tensorboard]'.",
+            print("fedlib run: --tensorboard needs the tensorboard package: pip install "
+                  "'fedlib[tensorboard]'.",
                   file=sys.stderr)
             return 2
     store = Store(a.store) if a.store else Store.for_scale(a.scale)
@@ -120,8 +125,11 @@ def _run(a: argparse.Namespace) -> int:
         rec = run(cfg, store=store, recompute=a.recompute, progress=a.progress, callback=scalars)
     except KeyboardInterrupt:
         done = store.checkpoint_round(cfg.key())
-        print(f"\nfedlib run: interrupted after {done} checkpointed round(s) of {cfg.rounds}; run the same command "
-              f"to resume" + ("." if done else " (this run had not checkpointed a round yet)."), file=sys.stderr)
+        print(
+            f"\nfedlib run: interrupted after {done} checkpointed round(s) of {cfg.rounds}; run "
+            "the same command "
+            f"to resume" + ("." if done else " (this run had not checkpointed a round yet)."),
+            file=sys.stderr)
         return 130
     if scalars is not None:
         scalars.close(rec.history)
@@ -133,9 +141,14 @@ def _run(a: argparse.Namespace) -> int:
 
 def _last_round(rec: Any) -> str:
     last = rec.history[-1] if rec.history else {}
-    nums = {k: v for k, v in last.items() if k != "round" and isinstance(v, (int, float)) and not isinstance(v, bool)}
-    return f"round {last.get('round', '?')}: " + ", ".join(f"{k} {100 * v:.2f} %" if k.endswith("_acc") or
-                                                           "_acc_" in k else f"{k} {v:.4g}" for k, v in nums.items())
+    nums = {
+        k: v
+        for k, v in last.items()
+        if k != "round" and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    return f"round {last.get('round', '?')}: " + ", ".join(
+        f"{k} {100 * v:.2f} %" if k.endswith("_acc") or "_acc_" in k else f"{k} {v:.4g}"
+        for k, v in nums.items())
 
 
 def _show(a: argparse.Namespace) -> int:
@@ -168,24 +181,30 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("paper", help=f"{', '.join(PRESETS)} (the papers' presets)")
     r.add_argument("overrides", nargs="*", help="Config fields as key=value")
     r.add_argument("--scale", default="quick", choices=SCALES)
-    r.add_argument("--store", default=None, help="results folder (default: results/, results/smoke/ at smoke)")
-    r.add_argument("--recompute", action="store_true", help="train again even if the record is stored")
+    r.add_argument("--store", default=None, help="results folder (default: results/, "
+                                                 "results/smoke/ at smoke)")
+    r.add_argument("--recompute", action="store_true", help="train again even if the record is "
+                                                            "stored")
     r.add_argument("--no-progress", dest="progress", action="store_false", help="no line per round")
-    r.add_argument("--tensorboard", default=None, metavar="DIR", help="write per-round scalars under DIR/<key>/")
+    r.add_argument("--tensorboard", default=None, metavar="DIR", help="write per-round scalars "
+                                                                      "under DIR/<key>/")
     s = sub.add_parser("show", help="a stored record's config, provenance and final metrics")
     s.add_argument("key", help="a record's key or a unique prefix of one")
-    s.add_argument("--scale", default="quick", choices=SCALES, help="which store (default: quick's, results/)")
+    s.add_argument("--scale", default="quick", choices=SCALES, help="which store (default: "
+                                                                    "quick's, results/)")
     s.add_argument("--store", default=None, help="results folder")
     for p in (r, s):
         p.add_argument("--debug", action="store_true", help="show the traceback of an error")
     a, rest = ap.parse_known_args(argv)  # overrides may come before or after the options
     bad = [x for x in rest if x.startswith("-") or "=" not in x or a.cmd != "run"]
     if bad:
-        ap.error(f"unrecognized arguments: {' '.join(bad)} (overrides are key=value, after `run PAPER`)")
+        ap.error(f"unrecognized arguments: {' '.join(bad)} (overrides are key=value, after `run "
+                 "PAPER`)")
     if a.cmd == "run":
         a.overrides = list(a.overrides) + rest
     try:
-        with warnings.catch_warnings():  # a warning is one line, without the source line that raised it
+        # a warning is one line, without the source line that raised it
+        with warnings.catch_warnings():
             if not a.debug:
                 warnings.showwarning = lambda msg, cat, *_, **__: print(  # noqa: E731
                     f"fedlib {a.cmd}: {cat.__name__}: {msg}", file=sys.stderr)
@@ -193,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 — one line for the user; --debug shows where
         if a.debug:
             raise
-        print(f"fedlib {a.cmd}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (--debug shows "
-              f"the traceback)", file=sys.stderr)
+        print(f"fedlib {a.cmd}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              "(--debug shows the traceback)", file=sys.stderr)
         return 2
 
 

@@ -1,22 +1,26 @@
-"""How long a run takes: measured seconds per round on a device, or a stated default model from sample-passes.
+"""How long a run takes: measured seconds per round on a device, or a stated default model from
+sample-passes.
 
-A run's work is counted in *sample-passes*: one training sample through one forward and backward pass. A round of
-``cfg`` trains ``sample_fraction × n_train × local_epochs`` of them (all clients together), runs the frozen reference
-models of MOON, FedCKA and FedIntR over the clients' samples (:func:`reference_passes`) and evaluates the test set (a
-forward pass, counted as a third of a sample-pass) every ``eval_every`` rounds.
+A run's work is counted in *sample-passes*: one training sample through one forward and backward
+pass. A round of ``cfg`` trains ``sample_fraction × n_train × local_epochs`` of them (all clients
+together), runs the frozen reference models of MOON, FedCKA and FedIntR over the clients' samples
+(:func:`reference_passes`) and evaluates the test set (a forward pass, counted as a third of a
+sample-pass) every ``eval_every`` rounds.
 
-Measurements live in a small JSON table (``results/costs.json``; :class:`CostTable`), keyed by the device's name
-and ``(model, dataset, strategy family, batch, precision)``: seconds per sample-pass, averaged over the rounds of
-finished runs (the first round, which holds set-up and CUDA-graph capture, is left out when there are more).
-``fedlib.companion.campaign`` updates it after every run it finishes and can learn it from stored records;
-``benchmarks/gpu_check.py`` adds a GPU's measurements before any run (:meth:`CostTable.add`). An estimate uses a
-measurement of the same key on a device of the same type only (a CPU's timings never estimate a CUDA run, nor the
-reverse): that device's name first, then any of its type, and otherwise the stated default model
+Measurements live in a small JSON table (``results/costs.json``; :class:`CostTable`), keyed by the
+device's name and ``(model, dataset, strategy family, batch, precision)``: seconds per sample-pass,
+averaged over the rounds of finished runs (the first round, which holds set-up and CUDA-graph
+capture, is left out when there are more). ``fedlib.companion.campaign`` updates it after every run
+it finishes and can learn it from stored records; ``benchmarks/gpu_check.py`` adds a GPU's
+measurements before any run (:meth:`CostTable.add`). An estimate uses a measurement of the same key
+on a device of the same type only (a CPU's timings never estimate a CUDA run, nor the reverse): that
+device's name first, then any of its type, and otherwise the stated default model
 (:data:`DEFAULT_THROUGHPUT` × :data:`FAMILY_FACTOR`, plus :data:`RUN_OVERHEAD_S` per run). Every
 :class:`Estimate` says its source.
 
 :func:`check_long` is the guard before long work on a CPU: it prints the estimate and stops above
-:data:`LONG_RUN_S` unless told to go on (``allow_long=True``, ``--allow-long`` or ``FEDLIB_ALLOW_LONG=1``).
+:data:`LONG_RUN_S` unless told to go on (``allow_long=True``, ``--allow-long`` or
+``FEDLIB_ALLOW_LONG=1``).
 """
 
 from __future__ import annotations
@@ -38,30 +42,42 @@ from fedlib.companion.provenance import device_name
 from fedlib.companion.scales import SCALE
 from fedlib.strategies import STRATEGIES
 
-__all__ = ["CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes", "reference_passes",
-           "split_sizes", "width_speedup", "DEFAULT_THROUGHPUT", "FAMILY_FACTOR", "RUN_OVERHEAD_S", "REF_FORWARD",
-           "LONG_RUN_S", "LongRunError", "check_long", "long_allowed", "fmt_s", "device_type", "check_runs",
-           "before_run", "no_check"]
+__all__ = [
+    "CostTable", "Estimate", "DEFAULT_COSTS", "cost_key", "family", "sample_passes",
+    "reference_passes", "split_sizes", "width_speedup", "DEFAULT_THROUGHPUT", "FAMILY_FACTOR",
+    "RUN_OVERHEAD_S", "REF_FORWARD", "LONG_RUN_S", "LongRunError", "check_long", "long_allowed",
+    "fmt_s", "device_type", "check_runs", "before_run", "no_check"
+]
 
-DEFAULT_COSTS = Path(os.environ.get("FEDLIB_COSTS", Path(__file__).resolve().parents[2] / "results" / "costs.json"))
+DEFAULT_COSTS = Path(
+    os.environ.get("FEDLIB_COSTS",
+                   Path(__file__).resolve().parents[2] / "results" / "costs.json"))
 
 # Training / test split sizes of each dataset (what n_train / n_test = None mean).
-_SPLITS = {"fmnist": (60_000, 10_000), "cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000),
-           "svhn": (73_257, 26_032), "tinyimagenet": (100_000, 10_000), "synthetic": (50_000, 10_000)}
-
-# Stated default model: training sample-passes per second of FedAvg on one device of each type, per model.
-# cuda: one H100 (benchmarks/RESULTS.md: IntR CNN on Fashion-MNIST 60 M sample-passes in 75 s with the CUDA
-# graph; simple CNN 394 k/s one-epoch graph benchmark); ResNets from their FLOPs at ~30 % of the card (not
-# measured). cpu: one thread of this project's 2-core CPU at batch 64 (quick records: IntR CNN ~10 k/s, simple CNN
-# ~8 k/s, quarter-width ResNet-18 ~270/s, eighth-width ~500/s: width_speedup); full-width ResNets from their FLOPs.
-DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
-    "cuda": {"intr_cnn": 800_000, "simple_cnn": 400_000, "resnet20": 60_000, "resnet18": 15_000,
-             "resnet50": 6_000, "*": 10_000},
-    "cpu": {"intr_cnn": 10_000, "simple_cnn": 8_000, "resnet20": 800, "resnet18": 60, "resnet50": 20, "*": 50},
+_SPLITS = {
+    "fmnist": (60_000, 10_000), "cifar10": (50_000, 10_000), "cifar100": (50_000, 10_000),
+    "svhn": (73_257, 26_032), "tinyimagenet": (100_000, 10_000), "synthetic": (50_000, 10_000)
 }
-# Cost of a strategy family per sample-pass relative to FedAvg: the contrastive methods' projection heads and
-# losses (the target is <= 2x FedAvg; their reference forwards are work of their own, :func:`reference_passes`);
-# FedER computes EVBMF ranks every round.
+
+# Stated default model: training sample-passes per second of FedAvg on one device of each type, per
+# model. cuda: one H100 (benchmarks/RESULTS.md: IntR CNN on Fashion-MNIST 60 M sample-passes in 75 s
+# with the CUDA graph; simple CNN 394 k/s one-epoch graph benchmark); ResNets from their FLOPs at
+# ~30 % of the card (not measured). cpu: one thread of this project's 2-core CPU at batch 64 (quick
+# records: IntR CNN ~10 k/s, simple CNN ~8 k/s, quarter-width ResNet-18 ~270/s, eighth-width ~500/s:
+# width_speedup); full-width ResNets from their FLOPs.
+DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
+    "cuda": {
+        "intr_cnn": 800_000, "simple_cnn": 400_000, "resnet20": 60_000, "resnet18": 15_000,
+        "resnet50": 6_000, "*": 10_000
+    },
+    "cpu": {
+        "intr_cnn": 10_000, "simple_cnn": 8_000, "resnet20": 800, "resnet18": 60, "resnet50": 20,
+        "*": 50
+    },
+}
+# Cost of a strategy family per sample-pass relative to FedAvg: the contrastive methods' projection
+# heads and losses (the target is <= 2x FedAvg; their reference forwards are work of their own,
+# :func:`reference_passes`); FedER computes EVBMF ranks every round.
 FAMILY_FACTOR = {"fedavg": 1.0, "prox": 1.1, "contrastive": 2.0, "feder": 1.3, "personal": 1.1}
 # The cost family of each strategy: "prox" (a term or a correction over the parameters),
 # "contrastive" (the global and previous models' forward passes beside the local one), "feder"
@@ -72,10 +88,12 @@ FAMILY = {"fedavg": "fedavg", "centralized": "fedavg", "local_only": "fedavg",
           "feder": "feder", "fedbabu": "personal", "fedshibu": "personal",
           "fedavg_crsm": "personal"}
 RUN_OVERHEAD_S = {"cuda": 15.0, "cpu": 3.0}  # data to the device, model set-up, CUDA-graph capture
-# One sample through a frozen reference model (its taps included) as a fraction of a training sample-pass: FedIntR's
-# quick rounds on one thread, 6.4-7.9 s at E = 1 and 24.5-26.2 s at E = 6 (its four reference tables a round), fit 0.2.
+# One sample through a frozen reference model (its taps included) as a fraction of a training
+# sample-pass: FedIntR's quick rounds on one thread, 6.4-7.9 s at E = 1 and 24.5-26.2 s at E = 6
+# (its four reference tables a round), fit 0.2.
 REF_FORWARD = 0.2
-# How a table's seconds per sample-pass were counted; a table learnt under another count is learnt again.
+# How a table's seconds per sample-pass were counted; a table learnt under another count is learnt
+# again.
 WORK_MODEL = 2
 
 
@@ -88,8 +106,8 @@ def family(strategy: str) -> str:
 def split_sizes(cfg: Config) -> tuple[int, int]:
     """``(training, test)`` samples the run uses."""
     full = _SPLITS.get(cfg.dataset, (50_000, 10_000))
-    return (min(cfg.n_train, full[0]) if cfg.n_train else full[0]), (min(cfg.n_test, full[1]) if cfg.n_test
-                                                                     else full[1])
+    return (min(cfg.n_train, full[0]) if cfg.n_train else full[0]), (min(cfg.n_test, full[1])
+                                                                     if cfg.n_test else full[1])
 
 
 def sample_passes(cfg: Config) -> tuple[float, float]:
@@ -100,9 +118,10 @@ def sample_passes(cfg: Config) -> tuple[float, float]:
 
 
 def reference_passes(cfg: Config) -> float:
-    """Sample-pass equivalents a round spends in the frozen reference models (the global and previous models of
-    MOON, FedCKA and FedIntR; none when μ = 0): the executors run them once a round over every client's samples,
-    for both orientations under ``flip`` (fedlib.executors.refcache), and with every local batch under crops."""
+    """Sample-pass equivalents a round spends in the frozen reference models (the global and
+    previous models of MOON, FedCKA and FedIntR; none when μ = 0): the executors run them once a
+    round over every client's samples, for both orientations under ``flip``
+    (fedlib.executors.refcache), and with every local batch under crops."""
     cls = STRATEGIES.get(cfg.strategy)
     refs = len(cls.needs.references) if cls is not None else 0
     if not refs or cfg.strategy_kw.get("mu") == 0:
@@ -118,21 +137,24 @@ def _work(cfg: Config, rounds: Iterable[int]) -> float:
     (:func:`reference_passes`) and test forwards counted as a third."""
     train, test = sample_passes(cfg)
     train += reference_passes(cfg)
-    return sum(train + (test / 3 if r % cfg.eval_every == 0 or r == cfg.rounds else 0.0) for r in rounds)
+    return sum(train + (test / 3 if r % cfg.eval_every == 0 or r == cfg.rounds else 0.0)
+               for r in rounds)
 
 
 def cost_key(cfg: Config) -> str:
-    """What a measurement is keyed by: model (and its options), dataset, strategy family, batch, precision."""
+    """What a measurement is keyed by: model (and its options), dataset, strategy family, batch,
+    precision."""
     kw = ",".join(f"{k}={cfg.model_kw[k]}" for k in sorted(cfg.model_kw))
     return f"{cfg.model}{'{' + kw + '}' if kw else ''}|{cfg.dataset}|{family(cfg.strategy)}|b{cfg.batch_size}|" \
            f"{cfg.precision}"
 
 
 def width_speedup(cfg: Config) -> float:
-    """How much faster than full width (64 base channels) a narrower ResNet trains per sample-pass: ``64 / width``.
-    Its convolution FLOPs fall with the square of the width, but one thread of this project's CPU at batch 64 gains
-    about linearly: ResNet-18 ~60, ~270 and ~500 sample-passes/s at widths 64, 16 and 8 (:data:`DEFAULT_THROUGHPUT`;
-    the quick records of width 8, 2.0 ms a pass). Other models, and a ResNet at its full width: 1."""
+    """How much faster than full width (64 base channels) a narrower ResNet trains per sample-pass:
+    ``64 / width``. Its convolution FLOPs fall with the square of the width, but one thread of this
+    project's CPU at batch 64 gains about linearly: ResNet-18 ~60, ~270 and ~500 sample-passes/s at
+    widths 64, 16 and 8 (:data:`DEFAULT_THROUGHPUT`; the quick records of width 8, 2.0 ms a pass).
+    Other models, and a ResNet at its full width: 1."""
     width = cfg.model_kw.get("width")
     if isinstance(width, (int, float)) and 0 < width < 64 and cfg.model.startswith("resnet"):
         return 64 / width
@@ -140,12 +162,14 @@ def width_speedup(cfg: Config) -> float:
 
 
 def device_type(device: str) -> str:
-    """The cost type of a device string: ``"cuda"`` or ``"cpu"`` (any other device is costed as a CPU)."""
+    """The cost type of a device string: ``"cuda"`` or ``"cpu"`` (any other device is costed as a
+    CPU)."""
     return "cuda" if str(device).startswith("cuda") else "cpu"
 
 
 def _entry_type(name: str, entry: dict[str, Any]) -> str:
-    """The device type a table entry was measured on (entries without one: a name starting with "cpu" is a CPU)."""
+    """The device type a table entry was measured on (entries without one: a name starting with
+    "cpu" is a CPU)."""
     return entry.get("type") or ("cpu" if name.startswith("cpu") else "cuda")
 
 
@@ -169,58 +193,73 @@ class Estimate:
 
 
 class CostTable:
-    """Measured seconds per sample-pass by device name and :func:`cost_key`; a JSON file written atomically."""
+    """Measured seconds per sample-pass by device name and :func:`cost_key`; a JSON file written
+    atomically."""
 
     def __init__(self, path: str | Path | None = DEFAULT_COSTS) -> None:
         self.path = Path(path) if path is not None else None
         self.table: dict[str, dict[str, dict[str, Any]]] = {}
-        self.relearn = False  # read from a table counted another way: its runs' times must be learnt again
+        # read from a table counted another way: its runs' times must be learnt again
+        self.relearn = False
         if self.path is not None and self.path.exists():
             try:
                 doc = json.loads(self.path.read_text())
                 self.table = doc.get("devices", {})
             except (json.JSONDecodeError, AttributeError) as e:
-                raise ValueError(f"{self.path} is not a cost table ({e}); delete it (it is rebuilt from runs and "
-                                 f"records).") from e
-        self._read = _snapshot(self.table)  # each entry as read: what another process changes later is kept on save
+                raise ValueError(f"{self.path} is not a cost table ({e}); delete it (it is rebuilt "
+                                 "from runs and records).") from e
+        # each entry as read: what another process changes later is kept on save
+        self._read = _snapshot(self.table)
         if self.path is not None and self.table and doc.get("work_model") != WORK_MODEL:
-            # keep the measurements that are not runs (a GPU check's); the campaign learns the runs' times again
-            self.table = {d: {k: e for k, e in es.items() if not e.get("runs")} for d, es in self.table.items()}
+            # keep the measurements that are not runs (a GPU check's); the campaign learns the runs'
+            # times again
+            self.table = {
+                d: {k: e
+                    for k, e in es.items() if not e.get("runs")}
+                for d, es in self.table.items()
+            }
             self.relearn = True
 
     def save(self) -> None:
-        """Write the table. Entries another process added or changed in the file since this table read it (e.g. a
-        GPU check or learnt GPU runs beside a CPU campaign) are kept; what this table changed or removed wins."""
+        """Write the table. Entries another process added or changed in the file since this table
+        read it (e.g. a GPU check or learnt GPU runs beside a CPU campaign) are kept; what this
+        table changed or removed wins."""
         if self.path is not None:
             try:
-                disk = json.loads(self.path.read_text()).get("devices", {}) if self.path.exists() else {}
+                disk = json.loads(self.path.read_text()).get("devices",
+                                                             {}) if self.path.exists() else {}
             except (json.JSONDecodeError, AttributeError):
                 disk = {}
             ours = _snapshot(self.table)
             for (dev, key), theirs in _snapshot(disk).items():
-                if ours.get((dev, key)) == self._read.get((dev, key)) != theirs:  # new there, or changed there only
+                # new there, or changed there only
+                if ours.get((dev, key)) == self._read.get((dev, key)) != theirs:
                     self.table.setdefault(dev, {})[key] = disk[dev][key]
             self._read = _snapshot(self.table)
             doc = {"about": "seconds per training sample-pass (eval included) by device and "
-                            "model|dataset|strategy family|batch|precision; written by fedlib.companion.costs",
+                            "model|dataset|strategy family|batch|precision; written by "
+                            "fedlib.companion.costs",
                    "work_model": WORK_MODEL, "devices": self.table}
             atomic_write_text(self.path, json.dumps(doc, indent=1, sort_keys=True))
 
     def learn(self, record: Any) -> bool:
-        """Add a finished record's measured time (``record.history[*]['time_s']``) to the table. A key's estimate
-        is the median over its records' seconds per sample-pass, so a few runs timed under load (a test suite
-        beside the workers) do not pull it up. An entry written before per-record values were kept (a running
-        mean) takes them as its records are learnt again (``python -m fedlib.companion.campaign costs --learn`` learns the
-        whole store), without counting a run twice; its estimate is then the median of the values known."""
+        """Add a finished record's measured time (``record.history[*]['time_s']``) to the table. A
+        key's estimate is the median over its records' seconds per sample-pass, so a few runs timed
+        under load (a test suite beside the workers) do not pull it up. An entry written before
+        per-record values were kept (a running mean) takes them as its records are learnt again
+        (``python -m fedlib.companion.campaign costs --learn`` learns the whole store), without
+        counting a run twice; its estimate is then the median of the values known."""
         cfg = Config.from_dict(record.config, migrate=True)
-        timed = [(h["round"], h["time_s"]) for h in record.history if isinstance(h.get("time_s"), (int, float))]
+        timed = [(h["round"], h["time_s"]) for h in record.history
+                 if isinstance(h.get("time_s"), (int, float))]
         timed = timed[1:] if len(timed) > 1 else timed
         work = _work(cfg, [r for r, _ in timed])
         if work <= 0:
             return False
         per_pass = sum(t for _, t in timed) / work
         device = str(record.provenance.get("device", "unknown"))
-        entry = self.table.setdefault(device, {}).get(cost_key(cfg), {"s_per_pass": 0.0, "runs": 0, "records": []})
+        entry = self.table.setdefault(device, {}).get(cost_key(cfg),
+                                                      {"s_per_pass": 0.0, "runs": 0, "records": []})
         by_record = dict(entry.get("by_record", {}))
         if record.key in by_record:
             return False  # learnt once
@@ -238,27 +277,33 @@ class CostTable:
         return sum(self.learn(r) for r in records)
 
     def add(self, device_name: str, kind: str, cfg: Config, s_per_pass: float, source: str) -> bool:
-        """Record a measurement taken outside a run (``benchmarks/gpu_check.py``): ``s_per_pass`` seconds of a round's
-        training per training sample-pass of ``cfg`` (reference forwards included) for ``cfg``'s key on
-        ``device_name`` (of type ``kind``: "cuda" or "cpu"). It counts as no run: the first finished run of that key
-        replaces it, and a key measured by finished runs keeps theirs (False)."""
+        """Record a measurement taken outside a run (``benchmarks/gpu_check.py``): ``s_per_pass``
+        seconds of a round's training per training sample-pass of ``cfg`` (reference forwards
+        included) for ``cfg``'s key on ``device_name`` (of type ``kind``: "cuda" or "cpu"). It
+        counts as no run: the first finished run of that key replaces it, and a key measured by
+        finished runs keeps theirs (False)."""
         if kind not in ("cuda", "cpu"):
             raise ValueError(f"kind {kind!r}: the device type is 'cuda' or 'cpu'.")
         if not (isinstance(s_per_pass, (int, float)) and 0 < s_per_pass < math.inf):
-            raise ValueError(f"s_per_pass {s_per_pass!r}: a measurement is a positive, finite number of seconds.")
+            raise ValueError(f"s_per_pass {s_per_pass!r}: a measurement is a positive, finite "
+                             "number of seconds.")
         entries = self.table.setdefault(device_name, {})
         if entries.get(cost_key(cfg), {}).get("runs", 0) > 0:
             return False
         train = sample_passes(cfg)[0]
         per_pass = float(s_per_pass) * train / (train + reference_passes(cfg))
-        entries[cost_key(cfg)] = {"s_per_pass": per_pass, "runs": 0, "records": [], "type": kind, "source": source}
+        entries[cost_key(cfg)] = {
+            "s_per_pass": per_pass, "runs": 0, "records": [], "type": kind, "source": source
+        }
         return True
 
-    def measured(self, cfg: Config, device: str, device_name: str | None = None) -> tuple[float, str] | None:
-        """``(seconds per sample-pass, where)`` for ``cfg``'s key, from a device of ``device``'s type only: the
-        device named ``device_name`` first, then any other of that type."""
+    def measured(self, cfg: Config, device: str,
+                 device_name: str | None = None) -> tuple[float, str] | None:
+        """``(seconds per sample-pass, where)`` for ``cfg``'s key, from a device of ``device``'s
+        type only: the device named ``device_name`` first, then any other of that type."""
         key, kind = cost_key(cfg), device_type(device)
-        names = ([device_name] if device_name in self.table else []) + sorted(n for n in self.table if n != device_name)
+        names = ([device_name] if device_name in self.table else []) + sorted(
+            n for n in self.table if n != device_name)
         for name in names:
             e = self.table[name].get(key)
             if e is not None and _entry_type(name, e) == kind:
@@ -283,8 +328,8 @@ class CostTable:
         secs = work * FAMILY_FACTOR.get(fam, 1.5) / rate
         if not math.isfinite(secs):
             secs = math.inf
-        return Estimate(over + secs, f"default: {rate:,.0f} sample-passes/s for {cfg.model} on {kind} x "
-                                     f"{FAMILY_FACTOR.get(fam, 1.5)} ({fam})")
+        return Estimate(over + secs, f"default: {rate:,.0f} sample-passes/s for {cfg.model} on "
+                                     f"{kind} x {FAMILY_FACTOR.get(fam, 1.5)} ({fam})")
 
 
 # ------------------------------------------------------------------------------------ the guard before long work
@@ -294,7 +339,8 @@ ALLOW_LONG_ENV = "FEDLIB_ALLOW_LONG"
 
 
 class LongRunError(OneLineError, RuntimeError):
-    """Work estimated longer than :data:`LONG_RUN_S` on a CPU, not started; the message says how to go on."""
+    """Work estimated longer than :data:`LONG_RUN_S` on a CPU, not started; the message says how to
+    go on."""
 
 
 def long_allowed(allow_long: bool | None = None) -> bool:
@@ -304,20 +350,25 @@ def long_allowed(allow_long: bool | None = None) -> bool:
     return os.environ.get(ALLOW_LONG_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
-def check_long(seconds: float, device: str, what: str, source: str = "", *, allow_long: bool | None = None,
-               flag: str = "allow_long=True", log: Any = print) -> None:
+def check_long(seconds: float, device: str, what: str, source: str = "", *,
+               allow_long: bool | None = None, flag: str = "allow_long=True",
+               log: Any = print) -> None:
     """Print the estimate of ``what`` on ``device``; on a CPU above :data:`LONG_RUN_S`, raise
-    :class:`LongRunError` before anything starts unless :func:`long_allowed` (``flag`` names the caller's switch)."""
-    log(f"[fedlib] {what}: estimated {fmt_s(seconds)} on {device}" + (f" ({source})" if source else ""))
+    :class:`LongRunError` before anything starts unless :func:`long_allowed` (``flag`` names the
+    caller's switch)."""
+    log(f"[fedlib] {what}: estimated {fmt_s(seconds)} on {device}" +
+        (f" ({source})" if source else ""))
     if device_type(device) == "cpu" and seconds > LONG_RUN_S and not long_allowed(allow_long):
         raise LongRunError(
-            f"{what} is estimated at {fmt_s(seconds)} on this CPU ({device}), more than {LONG_RUN_S / 3600:g} h; nothing "
-            f"was started. Run it on a GPU (device='cuda'; docs/campaign.md), at scale 'quick', or go on anyway with "
-            f"{flag} (or {ALLOW_LONG_ENV}=1). Runs estimated over a minute checkpoint every round, so an "
-            f"interrupted one resumes.")
+            f"{what} is estimated at {fmt_s(seconds)} on this CPU ({device}), more than "
+            f"{LONG_RUN_S / 3600:g} h; nothing was started. Run it on a GPU (device='cuda'; "
+            f"docs/campaign.md), at scale 'quick', or go on anyway with {flag} (or "
+            f"{ALLOW_LONG_ENV}=1). Runs estimated over a minute checkpoint every round, so an "
+            "interrupted one resumes.")
 
 
-CHECKPOINT_AFTER_S = 60.0  # a run estimated longer than this checkpoints every round (checkpoint_every=None)
+# a run estimated longer than this checkpoints every round (checkpoint_every=None)
+CHECKPOINT_AFTER_S = 60.0
 
 
 def check_runs(cfgs: Iterable[Config], *, allow_long: bool | None = None, log: Any = print) -> None:
@@ -337,11 +388,12 @@ def check_runs(cfgs: Iterable[Config], *, allow_long: bool | None = None, log: A
 
 def before_run(cfg: Config, *, allow_long: bool | None = None, log: Any = print,
                guard: Callable[[Config], None] | None = None, announce: bool = False) -> Config:
-    """What :func:`fedlib.companion.results.run` settles before it trains ``cfg``: ``checkpoint_every=None`` becomes every round
-    for a run estimated longer than :data:`CHECKPOINT_AFTER_S` (else 0); then the guard: ``guard(cfg)`` when the
-    caller holds one (a caller that checked all its runs at once, :func:`check_runs`, or a campaign that admitted
-    the run against its budget), else :func:`check_runs` of this run alone. ``announce``: ``log`` the estimate and
-    whether the run checkpoints first."""
+    """What :func:`fedlib.companion.results.run` settles before it trains ``cfg``:
+    ``checkpoint_every=None`` becomes every round for a run estimated longer than
+    :data:`CHECKPOINT_AFTER_S` (else 0); then the guard: ``guard(cfg)`` when the caller holds one (a
+    caller that checked all its runs at once, :func:`check_runs`, or a campaign that admitted the
+    run against its budget), else :func:`check_runs` of this run alone. ``announce``: ``log`` the
+    estimate and whether the run checkpoints first."""
     table = CostTable()
     est = table.estimate(cfg, cfg.device, device_name=device_name(cfg.device))
     if cfg.checkpoint_every is None:
@@ -349,8 +401,10 @@ def before_run(cfg: Config, *, allow_long: bool | None = None, log: Any = print,
         cfg = cfg.replace(checkpoint_every=every)
     if announce:
         k = cfg.checkpoint_every
-        log(f"[fedlib] {cfg.label or cfg.key()}: {cfg.rounds} rounds, estimated {fmt_s(est.seconds)} on {cfg.device}; "
-            + (f"checkpoints every {'round' if k == 1 else f'{k} rounds'}: after Ctrl-C the same command resumes"
+        log(f"[fedlib] {cfg.label or cfg.key()}: {cfg.rounds} rounds, estimated "
+            f"{fmt_s(est.seconds)} on {cfg.device}; "
+            + (f"checkpoints every {'round' if k == 1 else f'{k} rounds'}: after Ctrl-C the same "
+               "command resumes"
                if k else "no checkpoints (checkpoint_every=0, or estimated under a minute)"))
     if guard is not None:
         guard(cfg)

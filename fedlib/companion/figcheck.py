@@ -1,17 +1,19 @@
 """What a figure draws, recorded in its JSON sidecar, and the checks a reviewer would make of it.
 
-The drawing functions note each series they draw on its axes (:func:`note_series`: label, seeds, the seeds
-planned, the rounds behind it, its interval, its marks); :func:`figure_facts` reads those notes, every visible text
-with its size and every axis's scale from a drawn figure, and :func:`figure_problems` lists what would mislead:
+The drawing functions note each series they draw on its axes (:func:`note_series`: label, seeds, the
+seeds planned, the rounds behind it, its interval, its marks); :func:`figure_facts` reads those
+notes, every visible text with its size and every axis's scale from a drawn figure, and
+:func:`figure_problems` lists what would mislead:
 
 - text under :data:`MIN_FONT` points;
-- a legend entry of a drawn curve (three points or more: not a reference line) that does not give its seeds;
-- a series with fewer seeds than planned and no mark saying so; a figure whose runs include diverged or pending
-  ones (its sidecar's ``runs``) that does not say so; a legend entry that does not give its seeds; a
-  one-seed series with an interval, or a one-seed curve drawn solid;
-- rounds that differ between the series of an axis, or within one series, or between the runs behind the figure
-  (its sidecar's ``runs.rounds``; a figure with a round axis shows its curves' rounds), without each count written
-  on the figure as ``"<r> rounds"``;
+- a legend entry of a drawn curve (three points or more: not a reference line) that does not give
+  its seeds;
+- a series with fewer seeds than planned and no mark saying so; a figure whose runs include diverged
+  or pending ones (its sidecar's ``runs``) that does not say so; a legend entry that does not give
+  its seeds; a one-seed series with an interval, or a one-seed curve drawn solid;
+- rounds that differ between the series of an axis, or within one series, or between the runs behind
+  the figure (its sidecar's ``runs.rounds``; a figure with a round axis shows its curves' rounds),
+  without each count written on the figure as ``"<r> rounds"``;
 - seeds off their plateau that are not ringed;
 - "best μ" where no μ search ran; a μ axis on which no method has two μ;
 - a log axis carrying symmetric (arithmetic) t intervals.
@@ -30,20 +32,24 @@ __all__ = ["MIN_FONT", "note_series", "flag_figure", "figure_facts", "figure_pro
 MIN_FONT = 8.0
 
 
-def note_series(ax: plt.Axes, label: str, *, n: int, planned: int | None = None, rounds: Iterable[int] = (),
-                interval: str | None = None, marked: bool = False, legend: bool = False, xs: Iterable[Any] = (),
-                curve: bool = False, dashed: bool = False, off: int = 0, ringed: bool = False) -> None:
-    """Note one drawn series on ``ax`` for the sidecar. ``n``: seeds behind it (the fewest at any point);
-    ``planned``: the seeds its plan runs (None: ``n``); ``rounds``: the rounds of its runs (each distinct count);
-    ``interval``: ``"t"`` (symmetric 95 % t), ``"log-t"`` (t interval of the log values, i.e. around the geometric
-    mean) or None; ``marked``: the figure marks it as short of its plan; ``legend``: ``label`` is a legend entry;
-    ``xs``: its x values; ``curve``/``dashed``: a line over rounds, and whether it is dashed; ``off``/``ringed``:
-    seeds off their plateau, and whether they are ringed."""
-    ax.__dict__.setdefault("_fedlib_series", []).append(dict(
-        label=str(label), n=int(n), planned=int(planned if planned is not None else n),
-        rounds=sorted({int(r) for r in rounds}), interval=interval, marked=bool(marked), legend=bool(legend),
-        xs=[float(x) if isinstance(x, (int, float)) else str(x) for x in xs], curve=bool(curve),
-        dashed=bool(dashed), off=int(off), ringed=bool(ringed)))
+def note_series(ax: plt.Axes, label: str, *, n: int, planned: int | None = None,
+                rounds: Iterable[int] = (), interval: str | None = None, marked: bool = False,
+                legend: bool = False, xs: Iterable[Any] = (), curve: bool = False,
+                dashed: bool = False, off: int = 0, ringed: bool = False) -> None:
+    """Note one drawn series on ``ax`` for the sidecar. ``n``: seeds behind it (the fewest at any
+    point); ``planned``: the seeds its plan runs (None: ``n``); ``rounds``: the rounds of its runs
+    (each distinct count); ``interval``: ``"t"`` (symmetric 95 % t), ``"log-t"`` (t interval of the
+    log values, i.e. around the geometric mean) or None; ``marked``: the figure marks it as short of
+    its plan; ``legend``: ``label`` is a legend entry; ``xs``: its x values; ``curve``/``dashed``: a
+    line over rounds, and whether it is dashed; ``off``/``ringed``: seeds off their plateau, and
+    whether they are ringed."""
+    ax.__dict__.setdefault("_fedlib_series", []).append(
+        dict(label=str(label), n=int(n), planned=int(planned if planned is not None else n),
+             rounds=sorted({int(r)
+                            for r in rounds}), interval=interval, marked=bool(marked),
+             legend=bool(legend),
+             xs=[float(x) if isinstance(x, (int, float)) else str(x) for x in xs],
+             curve=bool(curve), dashed=bool(dashed), off=int(off), ringed=bool(ringed)))
 
 
 def flag_figure(fig: Any, **flags: Any) -> None:
@@ -62,19 +68,21 @@ def _texts(fig: plt.Figure) -> list[tuple[str, float]]:
 
 
 def figure_facts(fig: plt.Figure) -> dict[str, Any]:
-    """The drawn figure's texts (``[text, points]``), axes (title, labels, scales, noted series) and flags; call it
-    after the figure is drawn (tick labels exist only then)."""
+    """The drawn figure's texts (``[text, points]``), axes (title, labels, scales, noted series) and
+    flags; call it after the figure is drawn (tick labels exist only then)."""
     axes = []
     for ax in fig.get_axes():
         if not ax.get_visible():
             continue
         legend = {t.get_text() for t in ax.get_legend().get_texts()} if ax.get_legend() else set()
         curves = [str(ln.get_label()) for ln in ax.get_lines()
-                  if str(ln.get_label()) in legend and len(ln.get_xdata()) >= 3]  # data curves, not reference lines
+                  # data curves, not reference lines
+                  if str(ln.get_label()) in legend and len(ln.get_xdata()) >= 3]
         axes.append(dict(title=ax.get_title(), xlabel=ax.get_xlabel(), ylabel=ax.get_ylabel(),
                          xscale=ax.get_xscale(), yscale=ax.get_yscale(), legend_curves=curves,
                          series=list(ax.__dict__.get("_fedlib_series", []))))
-    return dict(texts=[[s, z] for s, z in _texts(fig)], axes=axes, flags=dict(fig.__dict__.get("_fedlib_flags", {})))
+    return dict(texts=[[s, z] for s, z in _texts(fig)], axes=axes,
+                flags=dict(fig.__dict__.get("_fedlib_flags", {})))
 
 
 def _stated(rounds: int, text: str) -> bool:
@@ -82,8 +90,9 @@ def _stated(rounds: int, text: str) -> bool:
 
 
 def figure_problems(side: Mapping[str, Any]) -> list[str]:
-    """What in the figure described by ``side`` (a sidecar with :func:`figure_facts`' fields) would mislead a
-    reader; empty when nothing does. A sidecar without those fields is itself a problem."""
+    """What in the figure described by ``side`` (a sidecar with :func:`figure_facts`' fields) would
+    mislead a reader; empty when nothing does. A sidecar without those fields is itself a
+    problem."""
     if "texts" not in side or "axes" not in side:
         return ["the sidecar does not record what the figure draws (texts, axes, series)"]
     out: list[str] = []
@@ -92,7 +101,8 @@ def figure_problems(side: Mapping[str, Any]) -> list[str]:
     flags = side.get("flags", {})
     small = sorted({(z, s[:40]) for s, z in texts if z < MIN_FONT - 1e-6})
     if small:
-        out.append(f"{len(small)} text(s) under {MIN_FONT:g} pt, e.g. {small[0][1]!r} at {small[0][0]:g} pt")
+        out.append(f"{len(small)} text(s) under {MIN_FONT:g} pt, e.g. {small[0][1]!r} at "
+                   f"{small[0][0]:g} pt")
     if re.search(r"best\s*μ", alltext) and not flags.get("mu_search"):
         out.append("says 'best μ' where no μ search ran")
     runs = side.get("runs") or {}
@@ -110,7 +120,8 @@ def figure_problems(side: Mapping[str, Any]) -> list[str]:
         for s in series:
             lab = s["label"]
             if s["n"] < s["planned"] and not s["marked"]:
-                out.append(f"{where}: {lab} has {s['n']} of {s['planned']} planned seeds, not marked")
+                out.append(f"{where}: {lab} has {s['n']} of {s['planned']} planned seeds, not "
+                           "marked")
             if s["legend"] and not re.search(rf"n\s*=\s*{s['n']}\b", lab):
                 out.append(f"{where}: legend entry {lab!r} does not give its seeds (n={s['n']})")
             if s["n"] == 1 and s["interval"]:

@@ -1,13 +1,15 @@
-"""What the project found, per paper: every notebook's stored claim rows read together (notebook 09).
+"""What the project found, per paper: every notebook's stored claim rows read together (notebook
+09).
 
-The rows come from the notebooks' summaries (``results/summary/<notebook>.<scale>.json``, written when a notebook
-renders); nothing here trains or decides anything anew. Per paper:
+The rows come from the notebooks' summaries (``results/summary/<notebook>.<scale>.json``, written
+when a notebook renders); nothing here trains or decides anything anew. Per paper:
 
-* :func:`verdict_counts` — the verdict counts, the decided rows and how many false decisions their 95 % intervals allow
-  (each decided row errs with probability at most 2.5 %, one-sided), and how many still hold after Holm's step-down
-  over the paper's decided t rows (:func:`fedlib.companion.verdicts.holm`);
-* :func:`forest` — a forest plot: each claim a row, our d with its 95 % interval, the paper's effect as a marker, the
-  claim's region shaded, coloured by verdict;
+* :func:`verdict_counts` — the verdict counts, the decided rows and how many false decisions their
+  95 % intervals allow (each decided row errs with probability at most 2.5 %, one-sided), and how
+  many still hold after Holm's step-down over the paper's decided t rows
+  (:func:`fedlib.companion.verdicts.holm`);
+* :func:`forest` — a forest plot: each claim a row, our d with its 95 % interval, the paper's effect
+  as a marker, the claim's region shaded, coloured by verdict;
 * :func:`paragraph` — the findings in one paragraph, from the rows and their named findings.
 """
 
@@ -33,25 +35,27 @@ __all__ = ["MARKER_COLOURS", "CAVEATS", "FINDINGS", "paper_of", "load", "verdict
 
 MARKER_COLOURS = {"reproduced": "#1b7837", "contradicted": "#b2182b", "inconclusive": "#e08214",
                    "not testable at this scale": "#878787"}
-FINDINGS: dict[str, str] = {**FEDCKA_FINDINGS}  # named findings: rows that are one phenomenon, with the mechanism
+# named findings: rows that are one phenomenon, with the mechanism
+FINDINGS: dict[str, str] = {**FEDCKA_FINDINGS}
 UNITS = {"points": "d (accuracy points)", "CKA": "d (CKA)", "ratio": "ratio"}
 CAVEATS = {
-    "FedCKA": "Fashion-MNIST stands in for CIFAR-10, CIFAR-100 and Tiny ImageNet; quick gives about 117 local steps a "
-              "round against the paper's ~390; each method runs at the μ §4.2 states for CIFAR-10 (and FedCKA's "
-              "ablations at μ = 3).",
-    "FedIntR": "Table I's Fashion-MNIST column is the paper's own data; quick trains 12 k of its 60 k images for 40 "
-               "rounds of 6 epochs at batch 64 (the paper: 100 rounds of 10 at batch 512); every other column is "
-               "CIFAR or SVHN, not on this machine.",
-    "FedER": "Fashion-MNIST stands in for CIFAR-100 with a width-8 ResNet-18; at quick, EVBMF keeps no component in "
-             "most client-layers, so FedER is FedAvg there.",
-    "FedSHIBU": "Fashion-MNIST stands in for CIFAR-10 / CIFAR-100; at quick the client-similarity matrix is uniform, "
-                "so FedSHIBU is FedBABU and the CRSM rows are not testable.",
+    "FedCKA": "Fashion-MNIST stands in for CIFAR-10, CIFAR-100 and Tiny ImageNet; quick gives "
+              "about 117 local steps a round against the paper's ~390; each method runs at the μ "
+              "§4.2 states for CIFAR-10 (and FedCKA's ablations at μ = 3).",
+    "FedIntR": "Table I's Fashion-MNIST column is the paper's own data; quick trains 12 k of its "
+               "60 k images for 40 rounds of 6 epochs at batch 64 (the paper: 100 rounds of 10 at "
+               "batch 512); every other column is CIFAR or SVHN, not on this machine.",
+    "FedER": "Fashion-MNIST stands in for CIFAR-100 with a width-8 ResNet-18; at quick, EVBMF "
+             "keeps no component in most client-layers, so FedER is FedAvg there.",
+    "FedSHIBU": "Fashion-MNIST stands in for CIFAR-10 / CIFAR-100; at quick the client-similarity "
+                "matrix is uniform, so FedSHIBU is FedBABU and the CRSM rows are not testable.",
 }
 
 
 def load(scale: str, root: Path | None = None) -> pd.DataFrame:
-    """Every stored claim row of ``scale`` (controls left out), one row each: ``notebook``, the fields of
-    :meth:`fedlib.companion.verdicts.Verdict.to_dict`; ``holm``: "holds" / "not after Holm" for a decided t row, "" else."""
+    """Every stored claim row of ``scale`` (controls left out), one row each: ``notebook``, the
+    fields of :meth:`fedlib.companion.verdicts.Verdict.to_dict`; ``holm``: "holds" / "not after
+    Holm" for a decided t row, "" else."""
     folder = Path(root or results.DEFAULT_ROOT) / "summary"
     rows = []
     for path in sorted(folder.glob(f"[0-9][0-9]_*.{scale}.json")):
@@ -71,8 +75,9 @@ def load(scale: str, root: Path | None = None) -> pd.DataFrame:
 
 
 def verdict_counts(df: pd.DataFrame) -> pd.DataFrame:
-    """Per paper: the count of each verdict, the decided rows, the false decisions their intervals allow (at most
-    2.5 % of the decided rows, expected) and the decided t rows that still hold after Holm."""
+    """Per paper: the count of each verdict, the decided rows, the false decisions their intervals
+    allow (at most 2.5 % of the decided rows, expected) and the decided t rows that still hold after
+    Holm."""
     out = []
     for paper in [p for p in paper_names() if p in set(df.get("study", []))]:
         sub = df[df["study"] == paper]
@@ -80,13 +85,16 @@ def verdict_counts(df: pd.DataFrame) -> pd.DataFrame:
         decided = n["reproduced"] + n["contradicted"]
         held = int((sub["holm"] == "holds").sum())
         tested = int(sub["holm"].isin(["holds", "not after Holm"]).sum())
-        out.append({"paper": paper, **n, "decided": decided,
-                    "false decisions allowed (expected, at most)": round(decided * (1 - CONFIDENCE) / 2, 2),
-                    "decided t rows holding after Holm": f"{held} of {tested}"})
+        out.append({
+            "paper": paper, **n, "decided": decided,
+            "false decisions allowed (expected, at most)": round(decided * (1 - CONFIDENCE) / 2, 2),
+            "decided t rows holding after Holm": f"{held} of {tested}"
+        })
     return pd.DataFrame(out).set_index("paper") if out else pd.DataFrame()
 
 
-def _shade_region(ax: plt.Axes, y: float, kind: str, margin: float, unit: str, span: tuple[float, float]) -> None:
+def _shade_region(ax: plt.Axes, y: float, kind: str, margin: float, unit: str,
+                  span: tuple[float, float]) -> None:
     ref = 1.0 if unit == "ratio" else 0.0
     lo, hi = {"greater": (ref, span[1]), "less": (span[0], ref), "at_least": (-margin, span[1]),
               "within": (-margin, margin)}.get(kind, (np.nan, np.nan))
@@ -95,9 +103,9 @@ def _shade_region(ax: plt.Axes, y: float, kind: str, margin: float, unit: str, s
 
 
 def forest(df: pd.DataFrame, paper: str, caption: str = "") -> plt.Figure | None:
-    """A forest plot of ``paper``'s rows with an interval: each claim a row (its notebook's number first), our d
-    and its 95 % interval coloured by verdict, the paper's effect as a black diamond, the claim's region shaded
-    blue; a panel per unit of d. None when no row has an interval."""
+    """A forest plot of ``paper``'s rows with an interval: each claim a row (its notebook's number
+    first), our d and its 95 % interval coloured by verdict, the paper's effect as a black diamond,
+    the claim's region shaded blue; a panel per unit of d. None when no row has an interval."""
     sub = df[(df["study"] == paper) & df["estimate"].notna()].copy()
     if sub.empty:
         return None
@@ -130,33 +138,45 @@ def forest(df: pd.DataFrame, paper: str, caption: str = "") -> plt.Figure | None
         ax.axvline(1.0 if unit == "ratio" else 0.0, color="black", lw=0.6)
         ax.set_xlabel(UNITS[unit], fontsize=9)
         ax.tick_params(axis="x", labelsize=8)
-    handles = [plt.Line2D([], [], color=c, lw=2.2, marker="o", label=v) for v, c in MARKER_COLOURS.items()]
-    handles += [plt.Line2D([], [], ls="", marker="D", mfc="none", mec="black", label="the paper's effect"),
-                plt.Rectangle((0, 0), 1, 1, color="#c6dbef", alpha=0.55, label="the claim's region")]
-    axes[0, 0].legend(handles=handles, fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False)
-    fig.suptitle(f"{paper}: each claim's d with its 95 % interval" + (f"\n{caption}" if caption else ""),
-                 fontsize=9)
+    handles = [
+        plt.Line2D([], [], color=c, lw=2.2, marker="o", label=v) for v, c in MARKER_COLOURS.items()
+    ]
+    handles += [
+        plt.Line2D([], [], ls="", marker="D", mfc="none", mec="black", label="the paper's "
+                   "effect"),
+        plt.Rectangle((0, 0), 1, 1, color="#c6dbef", alpha=0.55, label="the claim's region")
+    ]
+    axes[0, 0].legend(handles=handles, fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0),
+                      ncol=3, frameon=False)
+    fig.suptitle(
+        f"{paper}: each claim's d with its 95 % interval" + (f"\n{caption}" if caption else ""),
+        fontsize=9)
     return fig
 
 
 def paragraph(df: pd.DataFrame, paper: str, findings: dict[str, str] | None = None) -> str:
-    """``paper``'s findings in one paragraph: the counts, what was reproduced, the rows whose interval excludes the
-    paper's effect, and each named finding with its mechanism (``findings``: name → text; :data:`FINDINGS`)."""
+    """``paper``'s findings in one paragraph: the counts, what was reproduced, the rows whose
+    interval excludes the paper's effect, and each named finding with its mechanism (``findings``:
+    name → text; :data:`FINDINGS`)."""
     findings = FINDINGS if findings is None else findings
     sub = df[df["study"] == paper]
     if sub.empty:
         return f"{paper}: no claim rows are stored at this scale."
     n = sub["status"].value_counts()
-    parts = [f"**{paper}** — {len(sub)} claims: " + ", ".join(f"{int(n.get(v, 0))} {v}"
-                                                              for v in VERDICT_COLUMNS if n.get(v, 0)) + "."]
+    parts = [
+        f"**{paper}** — {len(sub)} claims: " +
+        ", ".join(f"{int(n.get(v, 0))} {v}" for v in VERDICT_COLUMNS if n.get(v, 0)) + "."
+    ]
     rep = sub[sub["status"] == "reproduced"]["claim"].tolist()
     if rep:
-        parts.append("Reproduced: " + "; ".join(rep[:6]) + (f"; and {len(rep) - 6} more" if len(rep) > 6 else "")
-                     + ".")
+        parts.append("Reproduced: " + "; ".join(rep[:6]) +
+                     (f"; and {len(rep) - 6} more" if len(rep) > 6 else "") + ".")
     smaller = sub[(sub["size"] == "smaller than the paper's")]
     if len(smaller):
-        parts.append(f"In {len(smaller)} rows our interval lies below the paper's effect (a smaller effect than the "
-                     f"paper's, {int((smaller['status'] == 'inconclusive').sum())} of them inconclusive on direction).")
+        parts.append(f"In {len(smaller)} rows our interval lies below the paper's effect (a "
+                     "smaller effect than the paper's, "
+                     f"{int((smaller['status'] == 'inconclusive').sum())} of them inconclusive on "
+                     "direction).")
     for name in sub["finding"].dropna().unique():
         if name:
             k = int((sub["finding"] == name).sum())
@@ -166,9 +186,12 @@ def paragraph(df: pd.DataFrame, paper: str, findings: dict[str, str] | None = No
 
 
 def claims_view(df: pd.DataFrame) -> object:
-    """Every paper's claim rows with both readings and the family-wise one, as a styled table (verdict coloured)."""
-    cols = ["study", "notebook", "status", "holm", "size", "claim", "d [95 % interval]", "paper's effect",
-            "seeds a side to decide"]
+    """Every paper's claim rows with both readings and the family-wise one, as a styled table
+    (verdict coloured)."""
+    cols = [
+        "study", "notebook", "status", "holm", "size", "claim", "d [95 % interval]",
+        "paper's effect", "seeds a side to decide"
+    ]
     if df.empty:
         return pd.DataFrame(columns=cols)
     iv = [r["interval"] or [None, None] for _, r in df.iterrows()]
@@ -182,50 +205,59 @@ def claims_view(df: pd.DataFrame) -> object:
                                    for s, st, e in zip(df["seeds"], df["status"], df["estimate"])],
         "size": df["size"].fillna("").replace("", "—"), "holm": df["holm"].replace("", "—")})[cols]
     view = view.rename(columns={"study": "paper", "status": "verdict", "holm": "Holm (per paper)"})
-    return Tables([view.style.set_uuid("09-findings").hide(axis="index")
-            .map(lambda v: f"background-color: {CELL_COLOURS[v]}" if v in CELL_COLOURS else "", subset=["verdict"])
-            .set_properties(**{"text-align": "left", "white-space": "normal", "font-size": "0.9em"})
-                    .set_caption("every paper's claims: both readings and the family-wise one")])
+    return Tables([
+        view.style.set_uuid("09-findings").hide(axis="index").map(
+            lambda v: f"background-color: {CELL_COLOURS[v]}"
+            if v in CELL_COLOURS else "", subset=["verdict"]).set_properties(
+                **{"text-align": "left", "white-space": "normal", "font-size": "0.9em"
+                   }).set_caption("every paper's claims: both readings and the family-wise one")
+    ])
 
 
 README_BEGIN, README_END = "<!-- findings: begin -->", "<!-- findings: end -->"
 
 
 def headline(df: pd.DataFrame, paper: str) -> str:
-    """``paper``'s one-sentence headline from its rows: the decided, reproduced and contradicted claims, the
-    inconclusive ones and how many rows lie below the paper's effect, the not testable ones, its named findings."""
+    """``paper``'s one-sentence headline from its rows: the decided, reproduced and contradicted
+    claims, the inconclusive ones and how many rows lie below the paper's effect, the not testable
+    ones, its named findings."""
     sub = df[df["study"] == paper]
     n = sub["status"].value_counts()
     below = int((sub["size"] == "smaller than the paper's").sum())
     named = [f for f in sub["finding"].dropna().unique() if f]
-    return (f"{int(n.get('reproduced', 0)) + int(n.get('contradicted', 0))} of {len(sub)} claims decided "
-            f"({int(n.get('reproduced', 0))} reproduced, {int(n.get('contradicted', 0))} contradicted), "
-            f"{int(n.get('inconclusive', 0))} inconclusive, {int(n.get(VERDICTS[3], 0))} not testable at this scale"
+    return (f"{int(n.get('reproduced', 0)) + int(n.get('contradicted', 0))} of {len(sub)} claims "
+            f"decided ({int(n.get('reproduced', 0))} reproduced, {int(n.get('contradicted', 0))} "
+            f"contradicted), {int(n.get('inconclusive', 0))} inconclusive, "
+            f"{int(n.get(VERDICTS[3], 0))} not testable at this scale"
             + (f", {int(n.get('pending', 0))} pending" if n.get("pending", 0) else "")
             + f"; in {below} rows our interval lies below the paper's effect"
             + (f"; named finding: {', '.join(named)}" if named else "") + ".")
 
 
 def readme_block(df: pd.DataFrame, scale: str) -> str:
-    """The README's findings block at ``scale``: per paper, its verdict counts and headline, with links to the
-    findings notebook and the claims page (between :data:`README_BEGIN` and :data:`README_END`)."""
+    """The README's findings block at ``scale``: per paper, its verdict counts and headline, with
+    links to the findings notebook and the claims page (between :data:`README_BEGIN` and
+    :data:`README_END`)."""
     fam = verdict_counts(df)
-    lines = [README_BEGIN, "", f"**What we found** (scale `{scale}`, Fashion-MNIST; not the papers' setup: read "
+    lines = [README_BEGIN, "", f"**What we found** (scale `{scale}`, Fashion-MNIST; not the "
+                               "papers' setup: read "
              "[notebook 09](notebooks/09_findings.ipynb) first, every row in "
              f"[results/claims-{scale}.md](results/claims-{scale}.md)):", "",
              "| paper | reproduced | contradicted | inconclusive | not testable | headline |",
              "|---|--:|--:|--:|--:|---|"]
-    lines += [f"| {p} | " + " | ".join(str(int(fam.loc[p, v])) for v in VERDICTS) + f" | {headline(df, p)} |"
-              for p in fam.index]
+    lines += [
+        f"| {p} | " + " | ".join(str(int(fam.loc[p, v]))
+                                 for v in VERDICTS) + f" | {headline(df, p)} |" for p in fam.index
+    ]
     return "\n".join([*lines, "", README_END])
 
 
 def write_readme(path: Path, block: str) -> bool:
-    """Replace the findings block of the README at ``path`` with ``block``; whether the text changed."""
+    """Replace the findings block of the README at ``path`` with ``block``; whether the text
+    changed."""
     text = path.read_text()
     a, b = text.index(README_BEGIN), text.index(README_END) + len(README_END)
     new = text[:a] + block + text[b:]
     if new != text:
         path.write_text(new)
     return new != text
-

@@ -38,13 +38,14 @@ __all__ = ["Paper", "Notebook", "PlanFn", "ClaimsFn", "DEFAULT_PRIORITY", "DATAS
 PlanFn = Callable[..., Plan]
 ClaimsFn = Callable[..., list[Verdict]]
 DEFAULT_PRIORITY = 50  # an artifact no notebook ranks
-DATASET_FIRST = "fmnist"  # within one priority, Fashion-MNIST runs first (the papers' numbers we can check here)
+# within one priority, Fashion-MNIST runs first (the papers' numbers we can check here)
+DATASET_FIRST = "fmnist"
 ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4, "v": 5, "vi": 6, "vii": 7, "viii": 8, "ix": 9, "x": 10}
 
 
 def artifact_id(artifact: str) -> str:
-    """An artifact's name normalized for matching: lower case, letters and digits only, Roman table and figure
-    numbers as digits ("Table II" -> "table2", "table_v" -> "table5")."""
+    """An artifact's name normalized for matching: lower case, letters and digits only, Roman table
+    and figure numbers as digits ("Table II" -> "table2", "table_v" -> "table5")."""
     a = re.sub(r"[^a-z0-9 ]", "", artifact.lower().replace("_", " ").replace(".", ""))
     a = re.sub(r"\b(table|fig|figure)\s*(x|ix|viii|vii|vi|v|iv|iii|ii|i)\b",
                lambda m: f"{m[1]}{ROMAN[m[2]]}", a)
@@ -67,15 +68,16 @@ class Notebook:
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"\d\d_[a-z0-9_]+", self.name):
-            raise ValueError(f"Notebook name {self.name!r}: two digits, an underscore, then lower-case words "
-                             "(e.g. '05_fedintr_benchmarks').")
+            raise ValueError(f"Notebook name {self.name!r}: two digits, an underscore, then "
+                             "lower-case words (e.g. '05_fedintr_benchmarks').")
 
     @property
     def number(self) -> str:
         return self.name[:2]
 
     def priority(self, artifact: str) -> int:
-        """The campaign priority of ``artifact`` (the first pattern it starts with; ``"*"``; else the default)."""
+        """The campaign priority of ``artifact`` (the first pattern it starts with; ``"*"``; else
+        the default)."""
         art = artifact_id(artifact)
         for pat, p in self.priorities.items():
             if pat != "*" and re.match(rf"{pat}(?!\d)", art):

@@ -1,13 +1,16 @@
-"""Training a campaign's runs on this machine: one after another, or as single-thread worker processes on a CPU.
+"""Training a campaign's runs on this machine: one after another, or as single-thread worker
+processes on a CPU.
 
-Independent runs on a CPU finish sooner side by side than one after another with every thread each: on the 2-core
-CPU this project is developed on, two single-thread processes trained a pair of FedIntR quick runs in 0.60x the
-time that two threads took for the same runs one after the other (``python benchmarks/cpu_choices.py --only
-processes``; benchmarks/RESULTS.md). Small convolutions at batch 64 do not keep two threads busy. So on a CPU the
-default is one single-thread worker per core (:func:`default_jobs`); on a GPU runs go one after another.
+Independent runs on a CPU finish sooner side by side than one after another with every thread each:
+on the 2-core CPU this project is developed on, two single-thread processes trained a pair of
+FedIntR quick runs in 0.60x the time that two threads took for the same runs one after the other
+(``python benchmarks/cpu_choices.py --only processes``; benchmarks/RESULTS.md). Small convolutions
+at batch 64 do not keep two threads busy. So on a CPU the default is one single-thread worker per
+core (:func:`default_jobs`); on a GPU runs go one after another.
 
-Workers are spawned processes that call :func:`fedlib.companion.results.run` and write their records to the store as any run
-does; the parent admits each run against the budget before it starts and learns its time into the cost table.
+Workers are spawned processes that call :func:`fedlib.companion.results.run` and write their records
+to the store as any run does; the parent admits each run against the budget before it starts and
+learns its time into the cost table.
 """
 
 from __future__ import annotations
@@ -38,19 +41,21 @@ def cores() -> int:
 
 
 def default_jobs(device: str) -> int:
-    """Runs trained at once by default: one single-thread worker per core on a CPU, one run at a time on a GPU."""
+    """Runs trained at once by default: one single-thread worker per core on a CPU, one run at a
+    time on a GPU."""
     return cores() if device == "cpu" else 1
 
 
 def worker_threads(jobs: int) -> int | None:
-    """The threads each of ``jobs`` worker processes trains on (None for ``jobs = 1``: runs train in this process,
-    on its threads)."""
+    """The threads each of ``jobs`` worker processes trains on (None for ``jobs = 1``: runs train in
+    this process, on its threads)."""
     return max(1, cores() // jobs) if jobs > 1 else None
 
 
 def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
-    """Exit this worker as soon as its parent process is gone (killed, even with SIGKILL): a daemon thread polls
-    the parent's pid; an orphan would otherwise train on, unseen. The run's checkpoint keeps its finished rounds."""
+    """Exit this worker as soon as its parent process is gone (killed, even with SIGKILL): a daemon
+    thread polls the parent's pid; an orphan would otherwise train on, unseen. The run's checkpoint
+    keeps its finished rounds."""
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(every_s)
@@ -65,8 +70,10 @@ def _init_worker(threads: int, parent: int | None = None) -> None:
         _exit_with_parent(parent)
 
 
-def _train(cfg_dict: dict[str, Any], root: str, progress: bool, recompute: bool, artifacts: bool) -> str:
-    """One run in a worker process: its record as JSON (the record is stored under ``root`` as well)."""
+def _train(cfg_dict: dict[str, Any], root: str, progress: bool, recompute: bool,
+           artifacts: bool) -> str:
+    """One run in a worker process: its record as JSON (the record is stored under ``root`` as
+    well)."""
     rec = run(Config.from_dict(cfg_dict), store=Store(root), progress=progress, recompute=recompute,
               allow_long=True, artifacts=artifacts)  # admitted by the budget
     return rec.to_json()
@@ -88,9 +95,11 @@ def train_on_workers(items: list[Any], store: Store, budget_s: float, booking: A
     out: dict[str, list[str]] = {"done": [], "skipped": [], "failed": []}
     queue = [it for it in items if it.status in ("pending", "partial")]
 
-    def failed(it: Any, e: BaseException) -> None:  # the failure is in results/failed/<key>.json; go on
+    # the failure is in results/failed/<key>.json; go on
+    def failed(it: Any, e: BaseException) -> None:
         out["failed"].append(it.key)
-        log(f"[campaign] FAILED {it.what}: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}")
+        log(f"[campaign] FAILED {it.what}: {type(e).__name__}: "
+            f"{(str(e).splitlines() or [''])[0][:200]}")
         booking.failed(it, queue)
 
     def next_admitted() -> tuple[Any, float] | None:
@@ -104,11 +113,12 @@ def train_on_workers(items: list[Any], store: Store, budget_s: float, booking: A
     if jobs == 1:
         while (nxt := next_admitted()) is not None:
             it, left = nxt
-            log(f"[campaign] run  {it.what}: estimated {fmt_s(it.estimate_s)} ({it.source}); {fmt_s(left)} left")
+            log(f"[campaign] run  {it.what}: estimated {fmt_s(it.estimate_s)} ({it.source}); "
+                f"{fmt_s(left)} left")
             t = time.monotonic()
             try:
-                rec = run(it.cfg, store=store, progress=progress, recompute=it.recompute, allow_long=True,
-                          artifacts=keeps_models(it.cfg))
+                rec = run(it.cfg, store=store, progress=progress, recompute=it.recompute,
+                          allow_long=True, artifacts=keeps_models(it.cfg))
             except Exception as e:  # noqa: BLE001
                 failed(it, e)
                 continue
@@ -122,10 +132,10 @@ def train_on_workers(items: list[Any], store: Store, budget_s: float, booking: A
         while queue or running:
             while len(running) < jobs and (nxt := next_admitted()) is not None:
                 it, left = nxt
-                log(f"[campaign] run  {it.what} (worker, {threads} thread{'s' * (threads > 1)}): estimated "
-                    f"{fmt_s(it.estimate_s)} ({it.source}); {fmt_s(left)} left")
-                fut = pool.submit(_train, it.cfg.to_dict(), str(store.root.resolve()), progress, it.recompute,
-                                  keeps_models(it.cfg))
+                log(f"[campaign] run  {it.what} (worker, {threads} thread{'s' * (threads > 1)}): "
+                    f"estimated {fmt_s(it.estimate_s)} ({it.source}); {fmt_s(left)} left")
+                fut = pool.submit(_train, it.cfg.to_dict(), str(store.root.resolve()), progress,
+                                  it.recompute, keeps_models(it.cfg))
                 running[fut] = (it, time.monotonic())
             if not running:
                 break

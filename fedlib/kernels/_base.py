@@ -40,20 +40,23 @@ def no_tf32() -> Iterator[None]:
 
 
 def _check_finite(x: Tensor, name: str) -> None:
-    """``ValueError`` if ``x`` holds NaN or +-inf (skipped while compiling or capturing a CUDA graph)."""
+    """``ValueError`` if ``x`` holds NaN or +-inf (skipped while compiling or capturing a CUDA
+    graph)."""
     if torch.compiler.is_compiling() or (x.is_cuda and torch.cuda.is_current_stream_capturing()):
         return
     finite = torch.isfinite(x) if x.is_floating_point() or x.is_complex() else None
     if finite is not None and not bool(finite.all()):
         bad = int((~finite).sum())
         raise ValueError(
-            f"{name} has {bad} non-finite value(s) (NaN or inf) out of {x.numel()}; a diverged model or a "
-            "failed computation upstream produces these: check the input (torch.isfinite) before measuring it"
+            f"{name} has {bad} non-finite value(s) (NaN or inf) out of {x.numel()}; a diverged "
+            "model or a failed computation upstream produces these: check the input "
+            "(torch.isfinite) before measuring it"
         )
 
 
 def _as_2d(x: Tensor, dtype: torch.dtype | None, name: str = "x") -> Tensor:
-    """Flatten to (n, -1) and cast (``dtype=None``: keep floating dtypes, promote others to float64)."""
+    """Flatten to (n, -1) and cast (``dtype=None``: keep floating dtypes, promote others to
+    float64)."""
     if not isinstance(x, Tensor):
         x = torch.as_tensor(x)
     if x.ndim == 0:
@@ -68,7 +71,8 @@ def _as_2d(x: Tensor, dtype: torch.dtype | None, name: str = "x") -> Tensor:
 def _check_pair(x: Tensor, y: Tensor) -> None:
     if x.shape[0] != y.shape[0]:
         raise ValueError(
-            f"x and y must have the same number of samples (first dim): got {x.shape[0]} and {y.shape[0]}"
+            f"x and y must have the same number of samples (first dim): got {x.shape[0]} and "
+            f"{y.shape[0]}"
         )
 
 
@@ -77,7 +81,8 @@ def _tol(dtype: torch.dtype, eps: float | None) -> float:
 
 
 def _center_features(x: Tensor, eps: float | None) -> tuple[Tensor, Tensor]:
-    """Column-center ``x``; also return a 0-d bool tensor, True when ``x`` has (numerically) zero variance."""
+    """Column-center ``x``; also return a 0-d bool tensor, True when ``x`` has (numerically) zero
+    variance."""
     xc = x - x.mean(dim=0, keepdim=True)
     tol = _tol(x.dtype, eps)
     degenerate = (xc * xc).sum() <= (tol * tol) * (x * x).sum()
@@ -119,7 +124,8 @@ def center_gram(k: Tensor, *, unbiased: bool = False) -> Tensor:
 def _check_n_unbiased(n: int) -> None:
     if n < 4:
         raise ValueError(
-            f"debiased CKA / unbiased HSIC needs at least 4 samples (it divides by n(n-3)); got n={n}"
+            "debiased CKA / unbiased HSIC needs at least 4 samples (it divides by n(n-3)); got "
+            f"n={n}"
         )
 
 
@@ -155,7 +161,8 @@ def _rbf_gram(xc: Tensor, threshold: float) -> Tensor:
     d = _sq_dists(xc)
     med = _numpy_median(d)
     scale = torch.where(med > 0, med, d.mean())
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # all points equal: K = 1 (degenerate)
+    # all points equal: K = 1 (degenerate)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     return torch.exp(-d / (2.0 * threshold**2 * scale))
 
 def _svdvals(m: Tensor) -> Tensor:

@@ -1,4 +1,5 @@
-"""EVBMF: empirical variational Bayes matrix factorization (Nakajima et al. 2013), the analytic global solution."""
+"""EVBMF: empirical variational Bayes matrix factorization (Nakajima et al. 2013), the analytic
+global solution."""
 
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ from fedlib.kernels._base import (
 class EVBMFResult:
     """Result of :func:`evbmf` (orientation of the input matrix, float64).
 
-    ``singular_values``: the kept, shrunk singular values (length ``rank``, descending); ``sigma2``: the
-    (estimated or given) noise variance; ``threshold``: the EVB truncation threshold on singular values;
-    ``u``/``v``: left/right singular vectors of the kept components when ``compute_uv=True``
+    ``singular_values``: the kept, shrunk singular values (length ``rank``, descending); ``sigma2``:
+    the (estimated or given) noise variance; ``threshold``: the EVB truncation threshold on singular
+    values; ``u``/``v``: left/right singular vectors of the kept components when ``compute_uv=True``
     (``Y_hat = u diag(s) v^T``).
     """
 
@@ -52,14 +53,17 @@ def evbmf_tau_bar(alpha: float) -> float:
     return float(brentq(lambda t: phi(t) + phi(t / alpha), lo, hi, xtol=1e-14, rtol=1e-14))
 
 
-def _evb_objective(u: np.ndarray, g2: np.ndarray, m: int, alpha: float, h: int, xubar: float) -> np.ndarray:
-    """EVB free energy (up to constants and the factor 1/L) at ``sigma2 = exp(u)`` (vectorized over ``u``).
+def _evb_objective(u: np.ndarray, g2: np.ndarray, m: int, alpha: float, h: int,
+                   xubar: float) -> np.ndarray:
+    """EVB free energy (up to constants and the factor 1/L) at ``sigma2 = exp(u)`` (vectorized over
+    ``u``).
 
     ``sum_h psi0(x_h) + sum_{h<=H, x_h > xubar} psi1(x_h)`` with ``x_h = gamma_h^2 / (M sigma2)``,
-    ``psi0(x) = x - ln x``, ``psi1(x) = ln(tau + 1) + alpha ln(tau/alpha + 1) - tau`` and ``tau(x)`` the
-    larger root of ``tau + alpha/tau = x - 1 - alpha`` (Nakajima et al. 2013; 2015 JMLR 16).  The
-    ``-ln gamma_h^2`` constants are dropped (so zero singular values are fine), and for kept components
-    ``x - tau`` is rewritten as ``1 + alpha + alpha/tau`` to avoid cancellation at large ``x``.
+    ``psi0(x) = x - ln x``, ``psi1(x) = ln(tau + 1) + alpha ln(tau/alpha + 1) - tau`` and ``tau(x)``
+    the larger root of ``tau + alpha/tau = x - 1 - alpha`` (Nakajima et al. 2013; 2015 JMLR 16).
+    The ``-ln gamma_h^2`` constants are dropped (so zero singular values are fine), and for kept
+    components ``x - tau`` is rewritten as ``1 + alpha + alpha/tau`` to avoid cancellation at large
+    ``x``.
     """
     u = np.atleast_1d(np.asarray(u, dtype=np.float64))[:, None]
     x = g2[None, :] / (m * np.exp(u))
@@ -80,13 +84,14 @@ def evbmf(
 ) -> EVBMFResult:
     """Empirical VB matrix factorization, global analytic solution (Nakajima et al. 2013, JMLR 14).
 
-    The matrix is transposed so that ``L <= M``; ``alpha = L/M``; ``tau_bar`` from :func:`evbmf_tau_bar`.
-    If ``sigma2`` is None the noise variance minimizes the EVB free energy over
-    ``[gamma_min^2 / (M x_bar), ||Y||_F^2 / (LM)]`` (``x_bar = (1 + tau_bar)(1 + alpha/tau_bar)``): a
-    log-spaced grid of ``grid`` points, then ``scipy.optimize.minimize_scalar(method="bounded")`` around
-    the best one.  Components with ``gamma_h > sqrt(M sigma2 x_bar)`` (at most ``H``) are kept and shrunk:
-    ``gamma_hat = gamma/2 [1 - (L+M) s2/gamma^2 + sqrt((1 - (L+M) s2/gamma^2)^2 - 4 L M s2^2/gamma^4)]``.
-    Pure noise gives rank 0 (an empty spectrum).  Scaling ``Y`` by ``c`` scales ``sigma2`` by ``c^2``.
+    The matrix is transposed so that ``L <= M``; ``alpha = L/M``; ``tau_bar`` from
+    :func:`evbmf_tau_bar`. If ``sigma2`` is None the noise variance minimizes the EVB free energy
+    over ``[gamma_min^2 / (M x_bar), ||Y||_F^2 / (LM)]`` (``x_bar = (1 + tau_bar)(1 +
+    alpha/tau_bar)``): a log-spaced grid of ``grid`` points, then
+    ``scipy.optimize.minimize_scalar(method="bounded")`` around the best one.  Components with
+    ``gamma_h > sqrt(M sigma2 x_bar)`` (at most ``H``) are kept and shrunk: ``gamma_hat = gamma/2 [1
+    - (L+M) s2/gamma^2 + sqrt((1 - (L+M) s2/gamma^2)^2 - 4 L M s2^2/gamma^4)]``. Pure noise gives
+    rank 0 (an empty spectrum).  Scaling ``Y`` by ``c`` scales ``sigma2`` by ``c^2``.
     """
     t = torch.as_tensor(y).detach().to(torch.float64)
     if t.ndim != 2 or t.numel() == 0:

@@ -1,4 +1,5 @@
-"""The alternative representation metrics of FedCKA Table 3 (Frobenius distance, cosine) and their registry."""
+"""The alternative representation metrics of FedCKA Table 3 (Frobenius distance, cosine) and their
+registry."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ def _same_shape(x: Tensor, y: Tensor, dtype: torch.dtype | None) -> tuple[Tensor
     x = _as_2d(x, dtype, "x")
     y = _as_2d(y, x.dtype, "y")
     if x.shape != y.shape:
-        raise ValueError(f"x and y must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+        raise ValueError(f"x and y must have the same shape, got {tuple(x.shape)} and "
+                         f"{tuple(y.shape)}")
     return x, y
 
 
 def frobenius_sq(x: Tensor, y: Tensor, *, dtype: torch.dtype | None = torch.float64) -> Tensor:
-    """Squared Frobenius distance ``||x - y||_F^2`` (FedCKA Table 3).  A *distance*: lower = more similar."""
+    """Squared Frobenius distance ``||x - y||_F^2`` (FedCKA Table 3).  A *distance*: lower = more
+    similar."""
     x, y = _same_shape(x, y, dtype)
     return (x - y).square().sum()
 
@@ -31,15 +34,17 @@ def frobenius_sq(x: Tensor, y: Tensor, *, dtype: torch.dtype | None = torch.floa
 def vec_cosine(
     x: Tensor, y: Tensor, *, normalize: bool = False, dtype: torch.dtype | None = torch.float64
 ) -> Tensor:
-    """Vectorized cosine of FedCKA Table 3: ``<vec x, vec y> = ||vec x|| ||vec y|| cos(theta)`` (unnormalized,
-    as the paper prints it).  ``normalize=True`` returns ``cos(theta)`` in [-1, 1] (0 if either is zero)."""
+    """Vectorized cosine of FedCKA Table 3: ``<vec x, vec y> = ||vec x|| ||vec y|| cos(theta)``
+    (unnormalized, as the paper prints it).  ``normalize=True`` returns ``cos(theta)`` in [-1, 1] (0
+    if either is zero)."""
     x, y = _same_shape(x, y, dtype)
     dot = (x * y).sum()
     if not normalize:
         return dot
     prod = x.square().sum() * y.square().sum()
     ok = prod > 0
-    return torch.where(ok, dot / torch.sqrt(torch.where(ok, prod, torch.ones_like(prod))), torch.zeros_like(dot))
+    return torch.where(ok, dot / torch.sqrt(torch.where(ok, prod, torch.ones_like(prod))),
+                       torch.zeros_like(dot))
 
 
 def _normalized_cosine(x: Tensor, y: Tensor, **kw: object) -> Tensor:
@@ -63,8 +68,10 @@ DISTANCE_METRICS = frozenset({"frobenius"})
 
 
 def get_similarity(name: str) -> Callable[..., Tensor]:
-    """Look up a similarity in :data:`SIMILARITIES`; ``ValueError`` listing the valid names otherwise."""
+    """Look up a similarity in :data:`SIMILARITIES`; ``ValueError`` listing the valid names
+    otherwise."""
     try:
         return SIMILARITIES[name]
     except KeyError:
-        raise ValueError(f"unknown similarity {name!r}; valid names: {sorted(SIMILARITIES)}") from None
+        raise ValueError(
+            f"unknown similarity {name!r}; valid names: {sorted(SIMILARITIES)}") from None

@@ -1,4 +1,5 @@
-"""Spectral learning metrics (FedER, RMSGD): entropy of singular values, effective rank, stable rank, condition number, per-layer metrics."""
+"""Spectral learning metrics (FedER, RMSGD): entropy of singular values, effective rank, stable
+rank, condition number, per-layer metrics."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ def _spectrum(s_or_matrix: Tensor | np.ndarray, name: str = "input") -> Tensor:
 def entropy_of_singular_values(s: Tensor | np.ndarray) -> Tensor:
     """Shannon entropy (nats) of ``p = s / sum(s)``: ``-sum p ln p`` (0 ln 0 = 0).
 
-    This is the FedER thesis's "ER" (Eq. 2.9, printed without the minus sign).  Accepts singular values
-    or a matrix.  All-zero or empty spectrum -> 0.
+    This is the FedER thesis's "ER" (Eq. 2.9, printed without the minus sign).  Accepts singular
+    values or a matrix.  All-zero or empty spectrum -> 0.
     """
     s = _spectrum(s, "entropy_of_singular_values input")
     total = s.sum()
@@ -57,21 +58,23 @@ def effective_rank(s_or_matrix: Tensor | np.ndarray) -> Tensor:
 
 
 def stable_rank(a: Tensor | np.ndarray) -> Tensor:
-    """Stable rank ``||A||_F^2 / ||A||_2^2 = sum s^2 / max(s)^2``; accepts a matrix or singular values; 0 if zero."""
+    """Stable rank ``||A||_F^2 / ||A||_2^2 = sum s^2 / max(s)^2``; accepts a matrix or singular
+    values; 0 if zero."""
     s = _spectrum(a, "stable_rank input")
     if s.numel() == 0:
         return s.new_zeros(())
     top = s.max()
     ok = top > 0
-    return torch.where(ok, s.square().sum() / torch.where(ok, top, torch.ones_like(top)).square(), 0.0)
+    return torch.where(ok,
+                       s.square().sum() / torch.where(ok, top, torch.ones_like(top)).square(), 0.0)
 
 
 def condition_number(s_or_a: Tensor | np.ndarray, *, rtol: float | None = None) -> Tensor:
     """``max(s) / min(s > tol)``: the ratio of the largest to the smallest *nonzero* singular value.
 
     Values ``<= rtol * max(s)`` count as zero (default ``rtol = len(s) * float64 eps``, numpy's rank
-    tolerance), so a rank-deficient matrix gives the condition number of its range.  All-zero or empty
-    input -> 0 (no usable spectrum).
+    tolerance), so a rank-deficient matrix gives the condition number of its range.  All-zero or
+    empty input -> 0 (no usable spectrum).
     """
     s = _spectrum(s_or_a, "condition_number input")
     if s.numel() == 0:
@@ -88,7 +91,8 @@ def condition_number(s_or_a: Tensor | np.ndarray, *, rtol: float | None = None) 
 # RMSGD-style layer metrics
 # ----------------------------------------------------------------------------------------------------
 def unfold_conv(weight: Tensor, mode: str = "input") -> Tensor:
-    """Unfold a conv weight (O, I, kh, kw) as in RMSGD: ``"input"`` -> (I, O*kh*kw), ``"output"`` -> (O, I*kh*kw)."""
+    """Unfold a conv weight (O, I, kh, kw) as in RMSGD: ``"input"`` -> (I, O*kh*kw), ``"output"`` ->
+    (O, I*kh*kw)."""
     if weight.ndim != 4:
         raise ValueError(f"conv weight must be 4-D (O, I, kh, kw), got shape {tuple(weight.shape)}")
     if mode == "input":
@@ -110,12 +114,12 @@ _METRICS: dict[str, Callable[[Tensor], Tensor]] = {
 def layer_metric(weight: Tensor, metric: str = "erank", denoise: str | None = "evbmf") -> float:
     """A spectral learning metric of one layer's weight (RMSGD / FedER).
 
-    Conv weights (4-D) are unfolded by input and by output channel (:func:`unfold_conv`), each transposed
-    so rows <= cols, and the two metrics are averaged; Linear weights (2-D) are used directly.
-    ``denoise="evbmf"`` measures the EVBMF-kept, shrunk singular values (an empty spectrum gives 0),
-    ``None`` the raw ones.  ``metric`` in ``erank``, ``entropy``, ``stable_rank``, ``condition_number``,
-    ``rank``.  Other shapes (biases, norms) raise ``ValueError``: FedER gives them the previous conv
-    layer's value, which is the aggregator's job.
+    Conv weights (4-D) are unfolded by input and by output channel (:func:`unfold_conv`), each
+    transposed so rows <= cols, and the two metrics are averaged; Linear weights (2-D) are used
+    directly. ``denoise="evbmf"`` measures the EVBMF-kept, shrunk singular values (an empty spectrum
+    gives 0), ``None`` the raw ones.  ``metric`` in ``erank``, ``entropy``, ``stable_rank``,
+    ``condition_number``, ``rank``.  Other shapes (biases, norms) raise ``ValueError``: FedER gives
+    them the previous conv layer's value, which is the aggregator's job.
     """
     if metric not in _METRICS:
         raise ValueError(f"unknown metric {metric!r}; valid: {sorted(_METRICS)}")
@@ -128,7 +132,8 @@ def layer_metric(weight: Tensor, metric: str = "erank", denoise: str | None = "e
     elif w.ndim == 2:
         mats = [w]
     else:
-        raise ValueError(f"layer_metric needs a conv (4-D) or linear (2-D) weight, got shape {tuple(w.shape)}")
+        raise ValueError("layer_metric needs a conv (4-D) or linear (2-D) weight, got shape "
+                         f"{tuple(w.shape)}")
     vals = []
     for m in mats:
         if m.shape[0] > m.shape[1]:

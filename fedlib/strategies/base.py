@@ -1,10 +1,12 @@
-"""The Strategy interface: a strategy declares what its local step needs and overrides named hooks; the engine
-owns every loop and the executors (:mod:`fedlib.executors`) run local training without knowing the strategy.
+"""The Strategy interface: a strategy declares what its local step needs and overrides named hooks;
+the engine owns every loop and the executors (:mod:`fedlib.executors`) run local training without
+knowing the strategy.
 
-A strategy is FedAvg plus whatever its paper changes. Declarations (:class:`~fedlib.local.Needs`, one place):
-``needs.taps``, ``needs.references``, ``needs.tensors``, ``needs.global_params``, ``needs.exact_batches``,
-``needs.vectorizable``, ``needs.persistent_optimizer``; ``centralized`` (one client holds all the data); and
-``lr_rounding`` (how ``Config.lr_milestones`` fall on rounds: :func:`fedlib.schedule.round_lr`).
+A strategy is FedAvg plus whatever its paper changes. Declarations (:class:`~fedlib.local.Needs`,
+one place): ``needs.taps``, ``needs.references``, ``needs.tensors``, ``needs.global_params``,
+``needs.exact_batches``, ``needs.vectorizable``, ``needs.persistent_optimizer``; ``centralized``
+(one client holds all the data); and ``lr_rounding`` (how ``Config.lr_milestones`` fall on rounds:
+:func:`fedlib.schedule.round_lr`).
 
 Options (``Config.strategy_kw``, typed): each strategy declares ``Options``, a nested frozen
 dataclass (:class:`StrategyOptions`) whose fields are its options with their types, defaults and
@@ -30,13 +32,13 @@ Hooks, in the order the engine calls them each round::
     finetune()                             a FineTune for personalized evaluation, or None
     eval_params(cid, global_params, state) the parameters client ``cid`` starts its personalized evaluation from
 
-Per-client state lives in ``ctx.state`` (a dict the engine keeps and checkpoints: tensors, Params, numbers);
-server state in ``state_dict`` / ``load_state_dict``.
+Per-client state lives in ``ctx.state`` (a dict the engine keeps and checkpoints: tensors, Params,
+numbers); server state in ``state_dict`` / ``load_state_dict``.
 
 ``docs/design.md`` tabulates which hooks and declarations each of the twelve strategies uses;
-``tests/test_strategy_interface.py`` exercises the least obvious shapes in both executors: a per-client tensor
-carried across rounds into the penalty and the update (SCAFFOLD-shaped) and body-only training followed by
-per-client head fine-tuning before evaluation (FedBABU-shaped).
+``tests/test_strategy_interface.py`` exercises the least obvious shapes in both executors: a
+per-client tensor carried across rounds into the penalty and the update (SCAFFOLD-shaped) and
+body-only training followed by per-client head fine-tuning before evaluation (FedBABU-shaped).
 """
 
 from __future__ import annotations
@@ -63,9 +65,10 @@ LR_ROUNDINGS = ("ceil", "floor")  # Strategy.lr_rounding (fedlib.schedule.round_
 
 @dataclass(frozen=True)
 class FineTune:
-    """Fine-tuning before a personalized evaluation (FedBABU: the head, on the client's training split; ``None``: the
-    run's value). ``backtrack``: the ladder lr/10, lr/100, ...; ``select``: how a client's model is kept from it;
-    ``features``: the main-path tap that is the fine-tuned layers' only input, if one is (:mod:`fedlib.finetune`)."""
+    """Fine-tuning before a personalized evaluation (FedBABU: the head, on the client's training
+    split; ``None``: the run's value). ``backtrack``: the ladder lr/10, lr/100, ...; ``select``: how
+    a client's model is kept from it; ``features``: the main-path tap that is the fine-tuned layers'
+    only input, if one is (:mod:`fedlib.finetune`)."""
 
     trainable: Callable[[str], bool]
     epochs: int = 1
@@ -105,8 +108,10 @@ class Strategy:
     name = "fedavg"
     needs = Needs()
     centralized = False  # one client holds the whole training set (the centralized baseline)
-    trains_global_model = True  # False: only the personalized evaluation is a result (personal_eval=True)
-    lr_rounding = "ceil"  # lr milestone m decays from round ⌈m · rounds⌉ ("floor": ⌊m · rounds⌋; fedlib.schedule)
+    # False: only the personalized evaluation is a result (personal_eval=True)
+    trains_global_model = True
+    # lr milestone m decays from round ⌈m · rounds⌉ ("floor": ⌊m · rounds⌋; fedlib.schedule)
+    lr_rounding = "ceil"
 
     @dataclass(frozen=True)
     class Options(StrategyOptions):
@@ -172,35 +177,39 @@ class Strategy:
         return global_params
 
     def references(self, ctx: ClientContext, global_params: Params) -> dict[str, Params]:
-        """Parameters of each model in ``needs.references`` for this client. Return the same object for every
-        client where it is shared (the global model): executors then evaluate it once for the whole chunk."""
+        """Parameters of each model in ``needs.references`` for this client. Return the same object
+        for every client where it is shared (the global model): executors then evaluate it once for
+        the whole chunk."""
         return {}
 
     def client_tensors(self, ctx: ClientContext, global_params: Params) -> dict[str, Tensor]:
-        """This client's tensors for ``needs.tensors`` (the same object for every client where it is shared)."""
+        """This client's tensors for ``needs.tensors`` (the same object for every client where it is
+        shared)."""
         return {}
 
     def penalty(self, ctx: ClientContext, batch: LocalBatch) -> Tensor | None:
         return None
 
     def correction(self, ctx: ClientContext, tensors: dict[str, Tensor]) -> Params | None:
-        """Per trainable parameter, a direction added to every local update (``p ← p − lr · correction``, after
-        the optimizer's step)."""
+        """Per trainable parameter, a direction added to every local update (``p ← p − lr ·
+        correction``, after the optimizer's step)."""
         return None
 
     def client_end(self, ctx: ClientContext, start: Params, params: Params) -> Params:
-        """What client ``ctx.cid`` uploads after training from ``start`` to ``params``; the place to save its own
-        per-client state in ``ctx.state``."""
+        """What client ``ctx.cid`` uploads after training from ``start`` to ``params``; the place to
+        save its own per-client state in ``ctx.state``."""
         return params
 
     def aggregate(self, rnd: int, global_params: Params, uploads: list[Params], weights: Tensor,
                   ctxs: list[ClientContext]) -> tuple[Params, dict[str, Any]]:
-        """The round's server update and what it did, for the record: a JSON-able dict the engine merges into the
-        round's history entry (keys must not clash with the engine's: prefix them)."""
+        """The round's server update and what it did, for the record: a JSON-able dict the engine
+        merges into the round's history entry (keys must not clash with the engine's: prefix
+        them)."""
         return weighted_average(uploads, weights), {}
 
     def finetune(self) -> FineTune | None:
-        """Fine-tuning each client runs before its personalized evaluation (None: evaluate as is)."""
+        """Fine-tuning each client runs before its personalized evaluation (None: evaluate as
+        is)."""
         return None
 
     def eval_params(self, cid: int, global_params: Params, state: dict[str, Any]) -> Params:
@@ -222,11 +231,13 @@ class Strategy:
 
 
 def weighted_average(uploads: list[Params], weights: Tensor) -> Params:
-    """Σ_i w_i θ_i per tensor. Integer buffers (BatchNorm's num_batches_tracked) are averaged and rounded."""
+    """Σ_i w_i θ_i per tensor. Integer buffers (BatchNorm's num_batches_tracked) are averaged and
+    rounded."""
     out: Params = {}
     for k, ref in uploads[0].items():
         stacked = torch.stack([u[k] for u in uploads])
-        w = weights.to(device=stacked.device, dtype=torch.float64 if not ref.is_floating_point() else ref.dtype)
+        w = weights.to(device=stacked.device,
+                       dtype=torch.float64 if not ref.is_floating_point() else ref.dtype)
         w = w.view(-1, *([1] * ref.dim()))
         if ref.is_floating_point():
             out[k] = (stacked * w).sum(0)

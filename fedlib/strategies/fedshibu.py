@@ -1,51 +1,55 @@
 """FedSHIBU (Algorithms 1–3): one body per client, aggregated by client similarity.
 
-FedSHIBU is FedBABU (head frozen, body trained; head fine-tuned before evaluation) whose server keeps one body
-per client: after local training client i uploads its body θ_i and D̂_i, the body's output (the extractor's
-output, which feeds the head) on ``n`` random samples; the server computes ``CRSM[i, j] = CKA(D̂_i, D̂_j)``
-(``sim``: "linear" or "rbf") and gives client i the body ``Σ_j CRSM[i, j] / Σ_j' CRSM[i, j'] · θ_j``
-(:mod:`fedlib.crsm`), which it starts from next round and is evaluated with, after fine-tuning its classifier
-(§3.2: "The classifiers ... are fine-tuned to enhance the personalization performance of the client models") by
-FedBABU's protocol and options (``ft_*``, ``body_mean``, ``lr_rounding``: :mod:`fedlib.strategies.fedbabu`).
+FedSHIBU is FedBABU (head frozen, body trained; head fine-tuned before evaluation) whose server
+keeps one body per client: after local training client i uploads its body θ_i and D̂_i, the body's
+output (the extractor's output, which feeds the head) on ``n`` random samples; the server computes
+``CRSM[i, j] = CKA(D̂_i, D̂_j)`` (``sim``: "linear" or "rbf") and gives client i the body ``Σ_j
+CRSM[i, j] / Σ_j' CRSM[i, j'] · θ_j`` (:mod:`fedlib.crsm`), which it starts from next round and is
+evaluated with, after fine-tuning its classifier (§3.2: "The classifiers ... are fine-tuned to
+enhance the personalization performance of the client models") by FedBABU's protocol and options
+(``ft_*``, ``body_mean``, ``lr_rounding``: :mod:`fedlib.strategies.fedbabu`).
 
-Controls (``sim``): ``"identity"`` keeps every client's own body (pure local training of the body: the limit of a
-CRSM whose off-diagonal is 0); ``"uniform"`` makes every row equal (FedBABU: the same body for all, its plain mean,
-equal to its sample-weighted average when the clients are equally large, as shards make them); ``"groups"`` with
-``groups=[[0..4], [5..9]]`` is Fig. 1's oracle grouping (aggregation within each group). Every round's history
-entry carries ``crsm_self`` (the mean weight a client keeps of its own body, the diagonal of the row-normalized
-CRSM) and ``crsm_offdiag`` (the mean off-diagonal similarity), and the CRSM itself (``crsm``, ``crsm_clients``)
-when at most ``keep_crsm`` clients took part.
+Controls (``sim``): ``"identity"`` keeps every client's own body (pure local training of the body:
+the limit of a CRSM whose off-diagonal is 0); ``"uniform"`` makes every row equal (FedBABU: the same
+body for all, its plain mean, equal to its sample-weighted average when the clients are equally
+large, as shards make them); ``"groups"`` with ``groups=[[0..4], [5..9]]`` is Fig. 1's oracle
+grouping (aggregation within each group). Every round's history entry carries ``crsm_self`` (the
+mean weight a client keeps of its own body, the diagonal of the row-normalized CRSM) and
+``crsm_offdiag`` (the mean off-diagonal similarity), and the CRSM itself (``crsm``,
+``crsm_clients``) when at most ``keep_crsm`` clients took part.
 
-``head`` (FedBABU's option) defaults to ``"dense"``: §3.3, "All dense layers following the extractor form the
-classifier", and "the representation returned in Algorithm 2 is the output of the last convolutional layer"; with
-the FedIntR CNN the head is fc1, fc2 and fc3 and D̂_i is conv3's output. ``head="last"`` takes the final linear
-layer alone (fc3; D̂_i is fc2's output), FedBABU's own definition. ResNet-18 (the paper's) has one dense layer,
-where the two coincide.
+``head`` (FedBABU's option) defaults to ``"dense"``: §3.3, "All dense layers following the extractor
+form the classifier", and "the representation returned in Algorithm 2 is the output of the last
+convolutional layer"; with the FedIntR CNN the head is fc1, fc2 and fc3 and D̂_i is conv3's output.
+``head="last"`` takes the final linear layer alone (fc3; D̂_i is fc2's output), FedBABU's own
+definition. ResNet-18 (the paper's) has one dense layer, where the two coincide.
 
-Algorithm 2 writes ``D_i ← random subset of data samples at client i; D̂_i ← f(θ_i,ext, D)``: which samples each
-body is evaluated on is ambiguous (``D_i`` or ``D``). ``samples``:
+Algorithm 2 writes ``D_i ← random subset of data samples at client i; D̂_i ← f(θ_i,ext, D)``: which
+samples each body is evaluated on is ambiguous (``D_i`` or ``D``). ``samples``:
 
-* ``"shared"`` (default): the same ``n`` samples of the whole training set for every client (Algorithm 2's literal
-  ``D``, the usual paired CKA).
-* ``"own"``: each client's own ``n`` samples (§4.3: "A fixed number of data samples are randomly chosen from each
-  client"). Rows of D̂_i and D̂_j are then different images, arbitrarily paired.
+* ``"shared"`` (default): the same ``n`` samples of the whole training set for every client
+  (Algorithm 2's literal ``D``, the usual paired CKA).
+* ``"own"``: each client's own ``n`` samples (§4.3: "A fixed number of data samples are randomly
+  chosen from each client"). Rows of D̂_i and D̂_j are then different images, arbitrarily paired.
 
-The default is the reading under which the CRSM can show what the paper shows of it: clients grouping by the labels
-they hold (Fig. 3) and equal weights on homogeneous data (§4.3: "all clients would be weighed equally and FedSHIBU
-would equal FedBABU"). With own samples, CKA averaged over the arbitrary pairing is √(r_i r_j) / (n − 1), r the
-participation ratio of each representation alone (:func:`fedlib.crsm.chance_crsm`): no similarity between clients
-enters it. Measured on Fig. 1's label groups (``benchmarks/crsm_groups.py``, quick preset, Fashion-MNIST): own
-samples give an off-diagonal of 0.87–1.15× that chance level, a correlation with label overlap of −0.38 to +0.26,
-and a self-weight of 0.73–0.84 on IID data too; shared samples put every client's most similar client in its own
-group (correlation 0.80–1.00) and give equal weights on IID data. Two limits of the algorithm as written remain:
-the shared CRSM's values are all close to 1 and Algorithm 3 divides each row by its sum with no temperature, so the
-weights stay within a few percent of 1/m (FedSHIBU stays close to FedBABU); and on Fig. 3's shards (s = 5) neither
-reading follows the graded label overlap at quick scale.
+The default is the reading under which the CRSM can show what the paper shows of it: clients
+grouping by the labels they hold (Fig. 3) and equal weights on homogeneous data (§4.3: "all clients
+would be weighed equally and FedSHIBU would equal FedBABU"). With own samples, CKA averaged over the
+arbitrary pairing is √(r_i r_j) / (n − 1), r the participation ratio of each representation alone
+(:func:`fedlib.crsm.chance_crsm`): no similarity between clients enters it. Measured on Fig. 1's
+label groups (``benchmarks/crsm_groups.py``, quick preset, Fashion-MNIST): own samples give an
+off-diagonal of 0.87–1.15× that chance level, a correlation with label overlap of −0.38 to +0.26,
+and a self-weight of 0.73–0.84 on IID data too; shared samples put every client's most similar
+client in its own group (correlation 0.80–1.00) and give equal weights on IID data. Two limits of
+the algorithm as written remain: the shared CRSM's values are all close to 1 and Algorithm 3 divides
+each row by its sum with no temperature, so the weights stay within a few percent of 1/m (FedSHIBU
+stays close to FedBABU); and on Fig. 3's shards (s = 5) neither reading follows the graded label
+overlap at quick scale.
 
-Other choices the paper leaves open: ``n = 100`` samples (exposed); the CRSM mixes the round's participants
-(m = N in the paper); the "global" model reported as ``test_acc`` is FedBABU's body average (``body_mean``).
-FedAvg+CRSM (Algorithm 4, :mod:`fedlib.strategies.fedavg_crsm`) applies the same aggregation to the
-whole model.
+Other choices the paper leaves open: ``n = 100`` samples (exposed); the CRSM mixes the round's
+participants (m = N in the paper); the "global" model reported as ``test_acc`` is FedBABU's body
+average (``body_mean``). FedAvg+CRSM (Algorithm 4, :mod:`fedlib.strategies.fedavg_crsm`) applies the
+same aggregation to the whole model.
 """
 
 from __future__ import annotations
@@ -125,7 +129,8 @@ class FedSHIBU(FedBABU):
             S = control_crsm(len(ctxs), o.sim)
         else:
             S = crsm([self._uploads.pop(c.cid) for c in ctxs], o.sim, o.rbf_threshold)
-        for ctx, own in zip(ctxs, mix(uploads, row_weights(S), list(uploads[0]))):  # what the clients trained
+        # what the clients trained
+        for ctx, own in zip(ctxs, mix(uploads, row_weights(S), list(uploads[0]))):
             ctx.state["own"] = own
         metrics = crsm_stats(S)
         if len(ctxs) <= o.keep_crsm:

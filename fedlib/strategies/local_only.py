@@ -1,4 +1,5 @@
-"""Local-only training: the personalized methods' baseline (each client keeps and trains its own model)."""
+"""Local-only training: the personalized methods' baseline (each client keeps and trains its own
+model)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from fedlib.strategies.base import ClientContext, Params, Strategy, StrategyOpti
 
 
 class LocalOnly(Strategy):
-    """Each client trains alone with the same budget (personalized methods' baseline); the global model is never
-    trained, so only the personalized accuracy is meaningful."""
+    """Each client trains alone with the same budget (personalized methods' baseline); the global
+    model is never trained, so only the personalized accuracy is meaningful."""
 
     name = "local_only"
     trains_global_model = False
@@ -26,7 +27,8 @@ class LocalOnly(Strategy):
         ctx.state["own"] = params
         return params
 
-    def aggregate(self, rnd, global_params, uploads, weights, ctxs) -> tuple[Params, dict[str, Any]]:
+    def aggregate(self, rnd, global_params, uploads, weights,
+                  ctxs) -> tuple[Params, dict[str, Any]]:
         return global_params, {}
 
     def eval_params(self, cid: int, global_params: Params, state: dict[str, Any]) -> Params:

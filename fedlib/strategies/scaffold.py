@@ -1,8 +1,9 @@
-"""SCAFFOLD (Karimireddy et al. 2020, "SCAFFOLD: Stochastic Controlled Averaging for Federated Learning"):
-control variates correct each local step for the client's drift.
+"""SCAFFOLD (Karimireddy et al. 2020, "SCAFFOLD: Stochastic Controlled Averaging for Federated
+Learning"): control variates correct each local step for the client's drift.
 
-Per trainable parameter, a server control variate c and one c_i per client, both starting at zero (the paper;
-NIID-Bench's random initialization destabilizes partial participation and is not offered):
+Per trainable parameter, a server control variate c and one c_i per client, both starting at zero
+(the paper; NIID-Bench's random initialization destabilizes partial participation and is not
+offered):
 
     local step      y ← y − η (g_i(y) + c − c_i)           (Algorithm 1, line 10: the optimizer's step, then
                                                             ``correction`` = c − c_i, applied outside momentum
@@ -10,10 +11,10 @@ NIID-Bench's random initialization destabilizes partial participation and is not
     client update   c_i⁺ = c_i − c + (x − y_i) / (K η)      (option II; K the client's local steps this round)
     server update   c ← c + (1/N) Σ_{i ∈ S} (c_i⁺ − c_i)     (N all clients: partial participation)
 
-The model is aggregated as in FedAvg (sample-size weights; the paper's global step size η_g = 1 with equal
-client sizes), so a first round with zero control variates is exactly FedAvg's. c and c_i are flat vectors over
-the trainable parameters; c is server state (``state_dict``), c_i per-client state (``ctx.state``), both
-checkpointed.
+The model is aggregated as in FedAvg (sample-size weights; the paper's global step size η_g = 1 with
+equal client sizes), so a first round with zero control variates is exactly FedAvg's. c and c_i are
+flat vectors over the trainable parameters; c is server state (``state_dict``), c_i per-client state
+(``ctx.state``), both checkpointed.
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ class SCAFFOLD(Strategy):
 
     def correction(self, ctx: ClientContext, tensors: dict[str, Tensor]) -> Params:
         d = tensors["c"] - tensors["c_i"]
-        return {k: v.reshape(s) for k, v, s in zip(self._names, d.split([s.numel() for s in self._shapes]),
-                                                    self._shapes)}
+        return {
+            k: v.reshape(s)
+            for k, v, s in zip(self._names, d.split([s.numel()
+                                                     for s in self._shapes]), self._shapes)
+        }
 
     def client_end(self, ctx: ClientContext, start: Params, params: Params) -> Params:
         assert self._c is not None and self._zero is not None

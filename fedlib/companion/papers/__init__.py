@@ -1,4 +1,5 @@
-"""The papers fedlib reproduces, one registry: :data:`PAPERS` (each a :class:`Paper`: its presets and notebooks).
+"""The papers fedlib reproduces, one registry: :data:`PAPERS` (each a :class:`Paper`: its presets
+and notebooks).
 
 Their presets by name are :data:`PRESETS` (registered in :data:`fedlib.companion.presets.PRESETS`
 when this module is imported): ``preset("fedintr", "quick", **overrides)`` is a Config of FedIntR's
@@ -39,21 +40,30 @@ PAPERS: tuple[Paper, ...] = (baselines.BASELINES_PAPER, fedcka.FEDCKA_PAPER, fed
                              feder.FEDER_PAPER, fedshibu.FEDSHIBU_PAPER)
 register(pr for p in PAPERS for pr in p.presets)  # PRESETS: every paper's, by name
 NOTEBOOKS: dict[str, Notebook] = {nb.name: nb for p in PAPERS for nb in p.notebooks}
-# Views the campaign reads (at call time, so a test may replace them): the notebooks that train something.
-PLANS: dict[str, Callable[..., Plan]] = {n: nb.plan for n, nb in NOTEBOOKS.items() if nb.plan is not None}
-PAPER_DATASETS: dict[str, tuple[str, ...]] = {n: nb.datasets for n, nb in NOTEBOOKS.items() if nb.plan is not None}
+# Views the campaign reads (at call time, so a test may replace them): the notebooks that train
+# something.
+PLANS: dict[str,
+            Callable[...,
+                     Plan]] = {n: nb.plan
+                               for n, nb in NOTEBOOKS.items() if nb.plan is not None}
+PAPER_DATASETS: dict[str, tuple[str, ...]] = {
+    n: nb.datasets
+    for n, nb in NOTEBOOKS.items() if nb.plan is not None
+}
 
 
 def notebook(name: str) -> Notebook:
     """A registered notebook by name or number ("05", "05_fedintr_benchmarks")."""
     found = [nb for n, nb in NOTEBOOKS.items() if n == name or n[:2] == name]
     if len(found) != 1:
-        raise ValueError(f"Unknown notebook {name!r}; valid: {sorted(NOTEBOOKS)} (or their two-digit numbers).")
+        raise ValueError(f"Unknown notebook {name!r}; valid: {sorted(NOTEBOOKS)} (or their "
+                         "two-digit numbers).")
     return found[0]
 
 
 def plan(name: str, scale: str, **params: Any) -> Plan:
-    """The runs of notebook ``name`` at ``scale``: ``{artifact: {RunId: Config}}`` (``{}`` if it trains nothing)."""
+    """The runs of notebook ``name`` at ``scale``: ``{artifact: {RunId: Config}}`` (``{}`` if it
+    trains nothing)."""
     nb = notebook(name)
     if scale not in SCALES:
         raise ValueError(f"Unknown scale {scale!r}; valid scales: {SCALES}.")
@@ -61,20 +71,25 @@ def plan(name: str, scale: str, **params: Any) -> Plan:
 
 
 def priority(name: str, artifact: str) -> int:
-    """The campaign priority of ``artifact`` of notebook ``name``, ranked by the registered notebook with the same
-    number (:attr:`Notebook.priorities`; :data:`DEFAULT_PRIORITY` for an unknown notebook)."""
+    """The campaign priority of ``artifact`` of notebook ``name``, ranked by the registered notebook
+    with the same number (:attr:`Notebook.priorities`; :data:`DEFAULT_PRIORITY` for an unknown
+    notebook)."""
     nb = next((nb for n, nb in NOTEBOOKS.items() if n[:2] == name[:2]), None)
     return nb.priority(artifact) if nb is not None else DEFAULT_PRIORITY
 
 
-def judge(name: str, scale: str, *, dataset: str = "fmnist", store: Store | None = None, device: str = "cpu",
-          **params: Any) -> Report:
-    """Notebook ``name``'s verdicts at ``scale`` from the records in ``store`` (default: the scale's), without
-    executing the notebook or training anything: a :class:`~fedlib.companion.report.Report` whose ``claims`` and ``controls``
-    are the notebook's claim rows."""
+def judge(name: str, scale: str, *, dataset: str = "fmnist", store: Store | None = None,
+          device: str = "cpu", **params: Any) -> Report:
+    """Notebook ``name``'s verdicts at ``scale`` from the records in ``store`` (default: the
+    scale's), without executing the notebook or training anything: a
+    :class:`~fedlib.companion.report.Report` whose ``claims`` and ``controls`` are the notebook's
+    claim rows."""
     nb, store = notebook(name), store or Store.for_scale(scale)
     runs = plan(nb.name, scale, dataset=dataset, device=device, **params)
-    records = {a: fetch_runs(rs, store=store, train=False, progress=False) for a, rs in runs.items()}
+    records = {
+        a: fetch_runs(rs, store=store, train=False, progress=False)
+        for a, rs in runs.items()
+    }
     report = Report(nb.name, scale=scale, dataset=dataset, device=device)
     report.runs(records)
     for v in nb.claims(runs, records, scale=scale, dataset=dataset, store=store, device=device,
@@ -87,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedlib.companion.papers", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd")
-    c = sub.add_parser("claims", help="a notebook's verdicts from the stored records (trains nothing)")
+    c = sub.add_parser("claims", help="a notebook's verdicts from the stored records (trains "
+                                      "nothing)")
     c.add_argument("notebook", help=f"a name or number: {', '.join(n[:2] for n in NOTEBOOKS)}")
     c.add_argument("--scale", choices=SCALES, default="quick")
     c.add_argument("--dataset", default="fmnist")
@@ -97,20 +113,24 @@ def main(argv: list[str] | None = None) -> int:
         for p in PAPERS:
             print(f"{p.name} ({p.text}); presets: {', '.join(pr.name for pr in p.presets) or '-'}")
             for nb in p.notebooks:
-                print(f"  {nb.name}: datasets {', '.join(nb.datasets)}; priorities {dict(nb.priorities) or '-'}")
+                print(f"  {nb.name}: datasets {', '.join(nb.datasets)}; priorities "
+                      f"{dict(nb.priorities) or '-'}")
         return 0
     if a.store and not Path(a.store).is_dir():
         what = "not a folder" if Path(a.store).exists() else "no such folder"
-        ap.error(f"--store {a.store}: {what}; give a results folder (one that holds records/; the default at scale "
-                 f"{a.scale}: {Store.for_scale(a.scale).root}).")
+        ap.error(f"--store {a.store}: {what}; give a results folder (one that holds records/; the "
+                 f"default at scale {a.scale}: {Store.for_scale(a.scale).root}).")
     try:
-        report = judge(a.notebook, a.scale, dataset=a.dataset, store=Store(a.store) if a.store else None)
+        report = judge(a.notebook, a.scale, dataset=a.dataset,
+                       store=Store(a.store) if a.store else None)
     except ValueError as e:
         ap.error(str(e))
     for title, rows in (("claims", report.claims), ("controls", report.controls)):
         print(f"{report.notebook}: {len(rows)} {title} at scale {a.scale} on {a.dataset}")
         for row in rows:
             cells = claim_cells(row)
-            why = f" | why: {row['why']}" if row.get("why") and cells["verdict"] not in VERDICTS[:2] else ""
-            print("  " + " | ".join(cells[k] for k in ("verdict", "claim", "d [95 % interval]")) + why)
+            why = f" | why: {row['why']}" if row.get(
+                "why") and cells["verdict"] not in VERDICTS[:2] else ""
+            print("  " + " | ".join(cells[k]
+                                    for k in ("verdict", "claim", "d [95 % interval]")) + why)
     return 0

@@ -1,15 +1,17 @@
-"""Chunks of clients for the vectorized executor: what one chunk trains on, stacked, and how many clients fit.
+"""Chunks of clients for the vectorized executor: what one chunk trains on, stacked, and how many
+clients fit.
 
-:func:`prepare_chunk` turns a list of jobs into a :class:`Chunk`, given a :class:`ChunkSpec` (what it needs of the
-executor, explicitly: the task, the device, the model's state names by role and their memory formats): every
-client's batch indices, real batch sizes and augmentation draws for every step (from
-:func:`fedlib.schedule.epoch_plan`, so the batches are the sequential executor's), its parameters stacked along a leading client dimension in the model's memory formats, its declared
-reference models and tensors (shared when every client passed the same object, else stacked), its update
-corrections and the functional optimizer's state. Clients are sorted by their number of steps (descending), so the
-clients still active at any step are a prefix of the chunk.
+:func:`prepare_chunk` turns a list of jobs into a :class:`Chunk`, given a :class:`ChunkSpec` (what
+it needs of the executor, explicitly: the task, the device, the model's state names by role and
+their memory formats): every client's batch indices, real batch sizes and augmentation draws for
+every step (from :func:`fedlib.schedule.epoch_plan`, so the batches are the sequential executor's),
+its parameters stacked along a leading client dimension in the model's memory formats, its declared
+reference models and tensors (shared when every client passed the same object, else stacked), its
+update corrections and the functional optimizer's state. Clients are sorted by their number of steps
+(descending), so the clients still active at any step are a prefix of the chunk.
 
-:func:`auto_chunk_size` (CUDA, ``chunk_size=None``): ``FEDLIB_VEC_CHUNK_MEM`` (default 0.6) of the free memory over
-one client's footprint, measured once per spec with one probe training step.
+:func:`auto_chunk_size` (CUDA, ``chunk_size=None``): ``FEDLIB_VEC_CHUNK_MEM`` (default 0.6) of the
+free memory over one client's footprint, measured once per spec with one probe training step.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ __all__ = ["Chunk", "ChunkSpec", "prepare_chunk", "chunk_ctx", "auto_chunk_size"
 
 @dataclass
 class ChunkSpec:
-    """What building a chunk needs, and what is kept across rounds: the task (the executor sets the round's), the
-    device, the model the forward runs on, the model's state names by role with their memory formats, and two
-    caches (each client's sample indices on the CPU; the clients per chunk once measured on CUDA)."""
+    """What building a chunk needs, and what is kept across rounds: the task (the executor sets the
+    round's), the device, the model the forward runs on, the model's state names by role with their
+    memory formats, and two caches (each client's sample indices on the CPU; the clients per chunk
+    once measured on CUDA)."""
 
     task: LocalTask
     device: torch.device
@@ -69,7 +72,8 @@ class Chunk:
     train: dict[str, Tensor]  # stacked trainable parameters (N, ...)
     bufs: dict[str, Tensor]  # stacked buffers (BatchNorm running statistics)
     frozen: dict[str, Tensor]  # stacked non-trained parameters that differ between clients
-    shared: Params  # non-trained parameters every client shares (the same tensor object in every start)
+    # non-trained parameters every client shares (the same tensor object in every start)
+    shared: Params
     refs: dict[str, Params]  # reference models shared by the chunk
     refs_stacked: dict[str, dict[str, Tensor]]  # reference models that differ per client, stacked
     tensors: dict[str, Tensor]  # declared tensors shared by the chunk
@@ -77,7 +81,8 @@ class Chunk:
     corr: dict[str, Tensor]  # per-client update corrections (N, ...) by trainable name
     lr: float | Tensor
     opt: dict[str, list[Any]] = field(default_factory=dict)
-    ref_taps: RefTaps | None = None  # reference taps computed once for the chunk (fedlib.executors.refcache)
+    # reference taps computed once for the chunk (fedlib.executors.refcache)
+    ref_taps: RefTaps | None = None
     offsets: Tensor | None = None  # (N,) each client's first row in ``ref_taps``
 
 
@@ -93,11 +98,13 @@ def _indices(spec: ChunkSpec, cid: int) -> Tensor:
 
 
 def prepare_chunk(spec: ChunkSpec, jobs: list[ClientJob]) -> Chunk:
-    """Every batch index, real batch size and augmentation draw of the chunk, and its stacked state."""
+    """Every batch index, real batch size and augmentation draw of the chunk, and its stacked
+    state."""
     task, dev = spec.task, spec.device
     B, E = task.batch_size, task.epochs
     steps = [E * num_batches(j.ctx.n_samples, B, task.drop_last) for j in jobs]
-    order = sorted(range(len(jobs)), key=lambda i: -steps[i])  # stable: ties keep the caller's order
+    # stable: ties keep the caller's order
+    order = sorted(range(len(jobs)), key=lambda i: -steps[i])
     jobs, steps = [jobs[i] for i in order], [steps[i] for i in order]
     N, Kmax = len(jobs), max(steps)
     idx = torch.zeros((N, Kmax, B), dtype=torch.long)
@@ -132,7 +139,10 @@ def prepare_chunk(spec: ChunkSpec, jobs: list[ClientJob]) -> Chunk:
 
     starts = [j.start for j in jobs]
     train = {k: stack(k, starts) for k in spec.trainable}
-    frozen = {k: stack(k, starts) for k in spec.nontrain if not split_shared([s[k] for s in starts])}
+    frozen = {
+        k: stack(k, starts)
+        for k in spec.nontrain if not split_shared([s[k] for s in starts])
+    }
     refs, refs_stacked = {}, {}
     for r in task.needs.references:
         ps = [j.refs[r] for j in jobs]
@@ -157,7 +167,8 @@ def prepare_chunk(spec: ChunkSpec, jobs: list[ClientJob]) -> Chunk:
                lr=lrs[0] if len(set(lrs)) == 1 else torch.tensor(lrs, device=dev))
     ch.corr = _corrections(task, ch)
     if task.needs.references:
-        ch.ref_taps = build_ref_taps(task, [j.refs for j in jobs], [task.client_indices[j.ctx.cid] for j in jobs])
+        ch.ref_taps = build_ref_taps(task, [j.refs for j in jobs],
+                                     [task.client_indices[j.ctx.cid] for j in jobs])
         if ch.ref_taps is not None:
             ch.offsets = torch.tensor(ch.ref_taps.offsets, device=dev)
     ch.opt = task.optimizer.init_state(list(train.values()))
@@ -178,17 +189,18 @@ def _corrections(task: Any, ch: Chunk) -> dict[str, Tensor]:
     return {k: v for k, v in out.items() if k in ch.train}
 
 
-def chunk_ctx(ctxs: list[ClientContext], rnd: int | None = None, lr: float | None = None) -> ClientContext:
+def chunk_ctx(ctxs: list[ClientContext], rnd: int | None = None,
+              lr: float | None = None) -> ClientContext:
     """The context a vmapped penalty sees: real round and lr, per-client fields as sentinels."""
-    return ClientContext(cid=-1, round=ctxs[0].round if rnd is None else rnd, n_samples=-1, steps=-1,
-                         lr=ctxs[0].lr if lr is None else lr, first_visit=False,
+    return ClientContext(cid=-1, round=ctxs[0].round if rnd is None else rnd, n_samples=-1,
+                         steps=-1, lr=ctxs[0].lr if lr is None else lr, first_visit=False,
                          state=MappingProxyType({}))  # type: ignore[arg-type]
 
 
 def auto_chunk_size(spec: ChunkSpec, jobs: list[ClientJob]) -> int:
-    """Clients per chunk on CUDA: ``spec.chunk_mem`` of the free memory over one client's footprint (the peak of
-    one probe training step, plus four copies of its trainable parameters for the stacked parameters, gradients
-    and optimizer state). Measured once per spec."""
+    """Clients per chunk on CUDA: ``spec.chunk_mem`` of the free memory over one client's footprint
+    (the peak of one probe training step, plus four copies of its trainable parameters for the
+    stacked parameters, gradients and optimizer state). Measured once per spec."""
     if spec.auto_size is None:
         task, dev = spec.task, spec.device
         torch.cuda.synchronize(dev)
@@ -200,7 +212,8 @@ def auto_chunk_size(spec: ChunkSpec, jobs: list[ClientJob]) -> int:
             probe[k].requires_grad_(True)
         x = task.data.x_train[: task.batch_size]
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=task.amp):
-            out = functional_call(spec.model, probe, (x,), {"taps": task.needs.taps} if task.needs.taps else {})
+            out = functional_call(spec.model, probe, (x, ),
+                                  {"taps": task.needs.taps} if task.needs.taps else {})
         logits = out[0] if task.needs.taps else out
         F.cross_entropy(logits.float(), task.data.y_train[: task.batch_size]).backward()
         torch.cuda.synchronize(dev)

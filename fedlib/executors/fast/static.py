@@ -1,28 +1,32 @@
-"""Static steps for the vectorized executor, replayed from a captured CUDA graph (``cuda_graph=True``).
+"""Static steps for the vectorized executor, replayed from a captured CUDA graph
+(``cuda_graph=True``).
 
-A GPU running a small CNN is bound by kernel launches, not arithmetic, and the eager step launches a few hundred
-small kernels through Python, with shapes that change as clients finish. In the *static* path every step has one
-shape: all ``N`` clients of the chunk run every step with a full ``batch_size`` batch, a client's padding rows are
-masked out of its loss (as in padded mode), a client that has finished (or not yet reached a ragged batch) has an
-all-zero mask, and its update is discarded (``torch.where`` on the parameters and the momentum buffer: no weight
-decay, no momentum change, exactly as in the eager path). Every tensor the step reads or writes lives at a fixed
-address (:class:`Static`: stacked parameters, momentum buffers, the global/shared parameters, declared tensors and
-corrections, the step's data indices, real batch sizes, augmentation draws and learning rates), so on CUDA the
-whole step — data gather, augmentation, forward, backward, SGD update, loss accumulation — is captured once per
-chunk size as a CUDA graph and replayed for every step of every round; per step the host only copies the step's
-indices and batch sizes in and launches the graph. The numbers are the eager path's up to float rounding
-(``tests/test_vectorized.py`` runs the static path on the CPU, ``tests/test_cuda.py`` the captured graph on a GPU).
-The price is compute spent on finished clients' masked rows (all clients run ``max K_i`` steps), which a
-launch-bound GPU does not notice.
+A GPU running a small CNN is bound by kernel launches, not arithmetic, and the eager step launches a
+few hundred small kernels through Python, with shapes that change as clients finish. In the *static*
+path every step has one shape: all ``N`` clients of the chunk run every step with a full
+``batch_size`` batch, a client's padding rows are masked out of its loss (as in padded mode), a
+client that has finished (or not yet reached a ragged batch) has an all-zero mask, and its update is
+discarded (``torch.where`` on the parameters and the momentum buffer: no weight decay, no momentum
+change, exactly as in the eager path). Every tensor the step reads or writes lives at a fixed
+address (:class:`Static`: stacked parameters, momentum buffers, the global/shared parameters,
+declared tensors and corrections, the step's data indices, real batch sizes, augmentation draws and
+learning rates), so on CUDA the whole step — data gather, augmentation, forward, backward, SGD
+update, loss accumulation — is captured once per chunk size as a CUDA graph and replayed for every
+step of every round; per step the host only copies the step's indices and batch sizes in and
+launches the graph. The numbers are the eager path's up to float rounding
+(``tests/test_vectorized.py`` runs the static path on the CPU, ``tests/test_cuda.py`` the captured
+graph on a GPU). The price is compute spent on finished clients' masked rows (all clients run ``max
+K_i`` steps), which a launch-bound GPU does not notice.
 
-When (:func:`use_static`): ``cuda_graph=None`` (the default) on CUDA whenever the requirements below hold, silently
-eager otherwise; ``cuda_graph=True`` the same, with a one-line notice when they do not hold; ``False`` never.
+When (:func:`use_static`): ``cuda_graph=None`` (the default) on CUDA whenever the requirements below
+hold, silently eager otherwise; ``cuda_graph=True`` the same, with a one-line notice when they do
+not hold; ``False`` never.
 
-Requirements (otherwise the eager path): padded mode (no buffers, taps or reference
-models), SGD, no ``compile``, and a penalty that does not read ``ctx`` (the graph replays the Python-level values
-of its capture; the static path passes a context whose ``round`` is -1 and ``lr`` NaN). A failed capture also
-falls back to the eager path with a notice; a chunk whose clients start from different frozen parameters runs
-eagerly too.
+Requirements (otherwise the eager path): padded mode (no buffers, taps or reference models), SGD, no
+``compile``, and a penalty that does not read ``ctx`` (the graph replays the Python-level values of
+its capture; the static path passes a context whose ``round`` is -1 and ``lr`` NaN). A failed
+capture also falls back to the eager path with a notice; a chunk whose clients start from different
+frozen parameters runs eagerly too.
 """
 
 from __future__ import annotations
@@ -41,16 +45,19 @@ from fedlib.executors.fast.chunk import Chunk, ChunkSpec, chunk_ctx
 __all__ = ["StaticSteps", "use_static"]
 
 
-def use_static(cuda_graph: bool | None, device: torch.device | str, why_not: str) -> tuple[bool, str]:
+def use_static(cuda_graph: bool | None, device: torch.device | str,
+               why_not: str) -> tuple[bool, str]:
     """Whether the vectorized executor runs the static steps, and the notice to print ("" for none).
 
-    ``cuda_graph``: ``None`` (auto) — on CUDA whenever they apply (``why_not == ""``), silently eager otherwise;
-    ``True`` — whenever they apply, with a notice naming ``why_not`` when they do not; ``False`` — never.
-    ``why_not``: what :meth:`StaticSteps.unsupported` says about the task ("" when it can run them)."""
+    ``cuda_graph``: ``None`` (auto) — on CUDA whenever they apply (``why_not == ""``), silently
+    eager otherwise; ``True`` — whenever they apply, with a notice naming ``why_not`` when they do
+    not; ``False`` — never. ``why_not``: what :meth:`StaticSteps.unsupported` says about the task
+    ("" when it can run them)."""
     if cuda_graph is False:
         return False, ""
     if why_not:
-        return False, (f"fedlib: CUDA graphs unavailable ({why_not}); running the vectorized executor eagerly."
+        return False, (f"fedlib: CUDA graphs unavailable ({why_not}); running the vectorized "
+                       "executor eagerly."
                        if cuda_graph else "")
     if cuda_graph is None and torch.device(device).type != "cuda":
         return False, ""
@@ -59,7 +66,8 @@ def use_static(cuda_graph: bool | None, device: torch.device | str, why_not: str
 
 @dataclass
 class Static:
-    """Every tensor a static step reads or writes, at a fixed address (what a captured CUDA graph replays on)."""
+    """Every tensor a static step reads or writes, at a fixed address (what a captured CUDA graph
+    replays on)."""
 
     train: dict[str, Tensor]  # stacked trainable parameters (N, ...)
     mom: list[Tensor]  # SGD momentum buffers (empty without momentum)
@@ -77,9 +85,11 @@ class Static:
     graph: Any = None  # torch.cuda.CUDAGraph once captured
 
 
-def capture(step: Callable[[], None], device: torch.device, warmup: int = 3) -> "torch.cuda.CUDAGraph":
-    """Capture ``step`` as a CUDA graph, after ``warmup`` eager runs on a side stream (cuDNN/cuBLAS set-up, as
-    PyTorch's CUDA-graph notes require). The warm-up runs change the state ``step`` updates: reload it after."""
+def capture(step: Callable[[], None], device: torch.device,
+            warmup: int = 3) -> "torch.cuda.CUDAGraph":
+    """Capture ``step`` as a CUDA graph, after ``warmup`` eager runs on a side stream (cuDNN/cuBLAS
+    set-up, as PyTorch's CUDA-graph notes require). The warm-up runs change the state ``step``
+    updates: reload it after."""
     s = torch.cuda.Stream(device)
     s.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(s):
@@ -94,14 +104,16 @@ def capture(step: Callable[[], None], device: torch.device, warmup: int = 3) -> 
 
 
 class StaticSteps:
-    """The static path of one :class:`~fedlib.executors.fast.vectorized.VectorizedExecutor`, given what it reads of
-    it: the chunk spec (task, device), its batching ``mode`` and ``compile`` option, its vmapped loss
-    (``loss_fn(masked)``) and the dict that loss reads the chunk's shared state from (``current``). ``want``: the
-    config's ``cuda_graph`` (:func:`use_static`); ``require_cuda=False`` also allows the static steps, uncaptured,
-    off CUDA (tests on the CPU). On CUDA the steps are always captured."""
+    """The static path of one :class:`~fedlib.executors.fast.vectorized.VectorizedExecutor`, given
+    what it reads of it: the chunk spec (task, device), its batching ``mode`` and ``compile``
+    option, its vmapped loss (``loss_fn(masked)``) and the dict that loss reads the chunk's shared
+    state from (``current``). ``want``: the config's ``cuda_graph`` (:func:`use_static`);
+    ``require_cuda=False`` also allows the static steps, uncaptured, off CUDA (tests on the CPU). On
+    CUDA the steps are always captured."""
 
-    def __init__(self, spec: ChunkSpec, loss_fn: Callable[[bool], Callable], current: dict[str, Any], *, mode: str,
-                 compile: bool, want: bool | None, require_cuda: bool = True) -> None:
+    def __init__(self, spec: ChunkSpec, loss_fn: Callable[[bool], Callable], current: dict[str,
+                                                                                           Any], *,
+                 mode: str, compile: bool, want: bool | None, require_cuda: bool = True) -> None:
         self.spec, self.loss_fn, self.current, self.mode, self.compile = spec, loss_fn, current, mode, compile
         self.enabled, notice = use_static(want, spec.device if require_cuda else "cuda",
                                           self.unsupported(require_cuda))
@@ -112,11 +124,13 @@ class StaticSteps:
 
     @property
     def graphs(self) -> list[Any]:
-        """The captured CUDA graphs, one per chunk shape trained so far (None for a shape run uncaptured)."""
+        """The captured CUDA graphs, one per chunk shape trained so far (None for a shape run
+        uncaptured)."""
         return [S.graph for S in self._statics.values()]
 
     def unsupported(self, capture: bool = True) -> str:
-        """Why the static path cannot run the executor's task ("" if it can); ``capture``: also require CUDA."""
+        """Why the static path cannot run the executor's task ("" if it can); ``capture``: also
+        require CUDA."""
         if self.mode != "padded":
             return "they need padded batches: no BatchNorm buffers, taps or reference models"
         if self.spec.task.optimizer.name != "sgd":
@@ -128,7 +142,8 @@ class StaticSteps:
         return ""
 
     def _static_for(self, ch: Chunk) -> Static:
-        """The fixed-address state for a chunk of ``N`` clients (made, and on CUDA captured, once per ``N``)."""
+        """The fixed-address state for a chunk of ``N`` clients (made, and on CUDA captured, once
+        per ``N``)."""
         task = self.spec.task
         N = len(ch.steps)
         key = (N, tuple(ch.tensors), tuple(ch.tensors_stacked), tuple(ch.corr))
@@ -137,19 +152,28 @@ class StaticSteps:
             return S
         dev, B = self.spec.device, task.batch_size
         train = {k: torch.empty_like(v) for k, v in ch.train.items()}  # the model's memory format
-        S = Static(train=train,
-                   mom=[torch.zeros_like(v) for v in train.values()] if task.optimizer.momentum != 0 else [],
-                   glob={k: torch.empty_like(v) for k, v in task.global_params.items()},
-                   shared={k: torch.empty_like(v) for k, v in ch.shared.items()},
-                   tensors={k: torch.empty_like(v) for k, v in ch.tensors.items()},
-                   tensors_stacked={k: torch.empty_like(v) for k, v in ch.tensors_stacked.items()},
-                   corr={k: torch.empty_like(v) for k, v in ch.corr.items()},
-                   idx=torch.zeros((N, B), dtype=torch.long, device=dev),
-                   cnt=torch.zeros(N, dtype=torch.long, device=dev),
-                   aug={k: torch.empty_like(v[:, 0]) for k, v in ch.aug.items()},
-                   lr=torch.empty(N, dtype=next(iter(train.values())).dtype, device=dev),
-                   loss=torch.zeros(N, dtype=torch.float64, device=dev),
-                   fill=task.data.pad_fill)  # a property that copies to the device: not inside a capture
+        S = Static(
+            train=train,
+            mom=[torch.zeros_like(v)
+                 for v in train.values()] if task.optimizer.momentum != 0 else [],
+            glob={k: torch.empty_like(v)
+                  for k, v in task.global_params.items()},
+            shared={k: torch.empty_like(v)
+                    for k, v in ch.shared.items()},
+            tensors={k: torch.empty_like(v)
+                     for k, v in ch.tensors.items()},
+            tensors_stacked={k: torch.empty_like(v)
+                             for k, v in ch.tensors_stacked.items()},
+            corr={k: torch.empty_like(v)
+                  for k, v in ch.corr.items()},
+            idx=torch.zeros((N, B), dtype=torch.long, device=dev),
+            cnt=torch.zeros(N, dtype=torch.long, device=dev),
+            aug={k: torch.empty_like(v[:, 0])
+                 for k, v in ch.aug.items()},
+            lr=torch.empty(N, dtype=next(iter(train.values())).dtype, device=dev),
+            loss=torch.zeros(N, dtype=torch.float64, device=dev),
+            # a property that copies to the device: not inside a capture
+            fill=task.data.pad_fill)
         self._statics[key] = S
         if self.capture:
             self._load(S, ch)
@@ -158,11 +182,13 @@ class StaticSteps:
                 S.graph = capture(lambda: self.step(S), dev)
             except Exception as e:  # noqa: BLE001 — any capture failure: run the same step eagerly
                 self.capture = False
-                print(f"fedlib: CUDA graph capture failed ({type(e).__name__}: {e}); running the static steps eagerly.")
+                print(f"fedlib: CUDA graph capture failed ({type(e).__name__}: {e}); running the "
+                      "static steps eagerly.")
         return S
 
     def _load(self, S: Static, ch: Chunk) -> None:
-        """Copy a chunk's starting state into the fixed addresses (fresh optimizer state, zero loss)."""
+        """Copy a chunk's starting state into the fixed addresses (fresh optimizer state, zero
+        loss)."""
         with torch.no_grad():
             for k, v in ch.train.items():
                 S.train[k].copy_(v)
@@ -170,8 +196,8 @@ class StaticSteps:
                 b.zero_()  # m·0 + d = d exactly: torch.optim.SGD's first step (buffer = d)
             for k, v in self.spec.task.global_params.items():
                 S.glob[k].copy_(v)
-            for dst, src in ((S.shared, ch.shared), (S.tensors, ch.tensors), (S.tensors_stacked, ch.tensors_stacked),
-                             (S.corr, ch.corr)):
+            for dst, src in ((S.shared, ch.shared), (S.tensors, ch.tensors),
+                             (S.tensors_stacked, ch.tensors_stacked), (S.corr, ch.corr)):
                 for k, v in src.items():
                     dst[k].copy_(v)
             if isinstance(ch.lr, Tensor):
@@ -188,9 +214,10 @@ class StaticSteps:
             S.aug[k].copy_(v[:, t])
 
     def run(self, ch: Chunk) -> Tensor:
-        """Train the chunk with fixed-shape steps (replayed from a CUDA graph where captured); returns each
-        client's summed training loss (the eager loop's ``loss_sum``)."""
-        # the context the penalty sees (a captured graph keeps the one of its capture: no per-round values)
+        """Train the chunk with fixed-shape steps (replayed from a CUDA graph where captured);
+        returns each client's summed training loss (the eager loop's ``loss_sum``)."""
+        # the context the penalty sees (a captured graph keeps the one of its capture: no per-round
+        # values)
         self.current["ctx"] = chunk_ctx(ch.ctxs, rnd=-1, lr=math.nan)
         S = self._static_for(ch)
         self._load(S, ch)
@@ -207,14 +234,15 @@ class StaticSteps:
         return S.loss.clone()
 
     def step(self, S: Static) -> None:
-        """One fixed-shape SGD step of every client in ``S``. No host synchronization: this is what a CUDA graph
-        captures."""
+        """One fixed-shape SGD step of every client in ``S``. No host synchronization: this is what
+        a CUDA graph captures."""
         task, dev = self.spec.task, self.spec.device
         N, B = S.idx.shape
         flat = S.idx.reshape(-1)
         x = task.data.x_train[flat]
         if S.aug:
-            x = apply_augment(x, task.augment, {k: v.reshape(-1) for k, v in S.aug.items()}, fill=S.fill)
+            x = apply_augment(x, task.augment, {k: v.reshape(-1)
+                                                for k, v in S.aug.items()}, fill=S.fill)
         x = x.unflatten(0, (N, B))
         y = task.data.y_train[flat].view(N, B)
         mask = (torch.arange(B, device=dev)[None, :] < S.cnt[:, None]).to(x.dtype)
@@ -228,9 +256,11 @@ class StaticSteps:
         params = [S.train[k] for k in names]
         grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
         with torch.no_grad():
-            # zero momentum buffers, not None: m·0 + d = d is SGD's first step exactly, in one captured shape
+            # zero momentum buffers, not None: m·0 + d = d is SGD's first step exactly, in one
+            # captured shape
             mom = S.mom or [None] * len(params)
-            new_p, new_state = task.optimizer.step(params, grads, {"momentum_buffer": list(mom)}, t=0, lr=S.lr)
+            new_p, new_state = task.optimizer.step(params, grads, {"momentum_buffer": list(mom)},
+                                                   t=0, lr=S.lr)
             for k, p, b, np_, nb in zip(names, params, mom, new_p, new_state["momentum_buffer"]):
                 if k in S.corr:
                     np_ = np_ - S.lr.to(p.dtype).view(-1, *([1] * (p.dim() - 1))) * S.corr[k]

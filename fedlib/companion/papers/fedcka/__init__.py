@@ -1,5 +1,6 @@
-"""FedCKA (fedcka-arxiv.txt and fedcka-applsci.txt, two versions of one paper): layer similarity (notebook 02),
-Table 2 and the heterogeneity sweep (notebook 03), the ablations, Tables 3-4 and the variance (notebook 04)."""
+"""FedCKA (fedcka-arxiv.txt and fedcka-applsci.txt, two versions of one paper): layer similarity
+(notebook 02), Table 2 and the heterogeneity sweep (notebook 03), the ablations, Tables 3-4 and the
+variance (notebook 04)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def heterogeneity_claims(plan: Scope, records: Records, **params: Any) -> list[V
 
 
 def ablations_claims(plan: Scope, records: Records, *, scale: str, store: Store,
-                     device: str = "cpu", n_eval: int | None = None, **params: Any) -> list[Verdict]:
+                     device: str = "cpu", n_eval: int | None = None,
+                     **params: Any) -> list[Verdict]:
     """The M-layer ablation and its bounds, Table 3's similarity metrics, Table 4's costs (stored
     timings), the between-client variance per layer and the premise that the regularized layers
     stay similar."""
@@ -77,13 +79,19 @@ def ablations_claims(plan: Scope, records: Records, *, scale: str, store: Store,
 
 
 FEDCKA_PAPER = Paper(
-    name="FedCKA", text="fedcka-arxiv.txt and fedcka-applsci.txt", presets=(FEDCKA_PRESET,),
+    name="FedCKA",
+    text="fedcka-arxiv.txt and fedcka-applsci.txt",
+    presets=(FEDCKA_PRESET, ),
     notebooks=(
-        Notebook("02_fedcka_layer_similarity", plan=fedcka_similarity_plan, claims=similarity_claims,
-                 datasets=("cifar10",), priorities={"*": 40}),
-        Notebook("03_fedcka_heterogeneity", plan=fedcka_heterogeneity_plan, claims=heterogeneity_claims,
-                 datasets=("cifar10", "cifar100", "tinyimagenet"),  # Table 1's columns: Table 2's α = 5 runs
-                 priorities={"table2": 20, "*": 26}),
-        Notebook("04_fedcka_ablations", plan=fedcka_ablations_plan, claims=ablations_claims, datasets=("cifar10",),
-                 priorities={"*": 40}),
+        Notebook("02_fedcka_layer_similarity", plan=fedcka_similarity_plan,
+                 claims=similarity_claims, datasets=("cifar10", ), priorities={"*": 40}),
+        Notebook(
+            "03_fedcka_heterogeneity",
+            plan=fedcka_heterogeneity_plan,
+            claims=heterogeneity_claims,
+            # Table 1's columns: Table 2's α = 5 runs
+            datasets=("cifar10", "cifar100", "tinyimagenet"),
+            priorities={"table2": 20, "*": 26}),
+        Notebook("04_fedcka_ablations", plan=fedcka_ablations_plan, claims=ablations_claims,
+                 datasets=("cifar10", ), priorities={"*": 40}),
     ))

@@ -1,10 +1,12 @@
-"""FedCKA's ablations (notebook 04): the M-layer ablation with the centralized bound (arXiv Fig. 5 / Appl. Sci.
-Fig. 6 left), the between-client similarity variance per layer (Appl. Sci. Fig. 6 right) and its mean level beside
-the similarity to the global model, FedAvg beside FedCKA (:func:`similarity_levels`), Table 3 (the similarity inside
-ℓ_cka) and Table 4 (training cost per round) — each a tidy table and a figure with the papers' numbers.
+"""FedCKA's ablations (notebook 04): the M-layer ablation with the centralized bound (arXiv Fig. 5 /
+Appl. Sci. Fig. 6 left), the between-client similarity variance per layer (Appl. Sci. Fig. 6 right)
+and its mean level beside the similarity to the global model, FedAvg beside FedCKA
+(:func:`similarity_levels`), Table 3 (the similarity inside ℓ_cka) and Table 4 (training cost per
+round) — each a tidy table and a figure with the papers' numbers.
 
-The papers' accuracies are CIFAR-10 after 100 rounds and their durations a Titan V's; ours are the dataset, scale
-and device the caller names (Tables 3–4's timings: synthetic data of the papers' shapes, :mod:`fedlib.companion.timing`).
+The papers' accuracies are CIFAR-10 after 100 rounds and their durations a Titan V's; ours are the
+dataset, scale and device the caller names (Tables 3–4's timings: synthetic data of the papers'
+shapes, :mod:`fedlib.companion.timing`).
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ __all__ = ["PAPER_M", "M_RANGE", "REGULARIZED", "m_points", "m_layers", "describ
            "describe_variance", "similarity_levels", "describe_levels", "metrics_frame", "table3", "describe_table3",
            "ratio_bars", "table4", "describe_table4"]
 
-# arXiv Fig. 5 / Appl. Sci. Fig. 6 (left), CIFAR-10: only these are printed (text); the other M are a figure
+# arXiv Fig. 5 / Appl. Sci. Fig. 6 (left), CIFAR-10: only these are printed (text); the other M are
+# a figure
 PAPER_M = {"FedCKA, M = 2": 67.86, "FedAvg": 64.37, "centralized": 70.0}
 M_RANGE = range(1, 8)  # the papers sweep the first M = 1..7 layers of the simple CNN
-PAPER_TOP_LAYER = 2  # Appl. Sci. Fig. 6: "the third layer [has] the highest variance of non-similarity" (0-based)
-REGULARIZED = ("conv1", "conv2")  # the simple CNN's layers ℓ_cka regularizes at M = 2 ("the first two layers")
+# Appl. Sci. Fig. 6: "the third layer [has] the highest variance of non-similarity" (0-based)
+PAPER_TOP_LAYER = 2
+# the simple CNN's layers ℓ_cka regularizes at M = 2 ("the first two layers")
+REGULARIZED = ("conv1", "conv2")
 
 
 def _score(r: pd.Series) -> float:
@@ -43,8 +48,8 @@ def _score(r: pd.Series) -> float:
 
 
 def _accs(runs: Runs) -> dict[str, dict[int, float]]:
-    """``{run label: {seed: final accuracy (%)}}`` of the stored runs that did not diverge (label: the run id's
-    method)."""
+    """``{run label: {seed: final accuracy (%)}}`` of the stored runs that did not diverge (label:
+    the run id's method)."""
     out: dict[str, dict[int, float]] = {}
     for rid, r in runs.items():
         by = out.setdefault(rid.method, {})
@@ -54,7 +59,8 @@ def _accs(runs: Runs) -> dict[str, dict[int, float]]:
 
 
 def m_points(m_runs: Runs) -> dict[float, dict[int, float]]:
-    """``{M: {seed: final accuracy (%)}}`` of the stored M-layer runs (an M with none stored left out)."""
+    """``{M: {seed: final accuracy (%)}}`` of the stored M-layer runs (an M with none stored left
+    out)."""
     df = runs_frame(m_runs) if m_runs else pd.DataFrame(columns=["M", "seed", "acc", "pending", "diverged"])
     out: dict[float, dict[int, float]] = {}
     for m, s, a, p, d in df[["M", "seed", "acc", "pending", "diverged"]].itertuples(index=False):
@@ -65,10 +71,11 @@ def m_points(m_runs: Runs) -> dict[float, dict[int, float]]:
 
 def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
              ) -> tuple[pd.DataFrame, pd.DataFrame, plt.Figure]:
-    """The M-layer ablation: a table of ours (FedCKA per M, FedAvg, centralized), the papers' printed numbers
-    beside ours, and a figure: ours per M run (the seeds' mean with the 95 % t interval; dots without a line while
-    fewer than three M are stored; the M not run yet named in the title) with FedAvg and the centralized model as
-    lines with their 95 % t bands, and the papers' printed CIFAR-10 numbers in a panel of their own."""
+    """The M-layer ablation: a table of ours (FedCKA per M, FedAvg, centralized), the papers'
+    printed numbers beside ours, and a figure: ours per M run (the seeds' mean with the 95 % t
+    interval; dots without a line while fewer than three M are stored; the M not run yet named in
+    the title) with FedAvg and the centralized model as lines with their 95 % t bands, and the
+    papers' printed CIFAR-10 numbers in a panel of their own."""
     mf = runs_frame(m_runs)
     mdf = seed_summary(mf, ["M"])
     bdf = seed_summary(runs_frame(bound_runs), ["method"]).set_index("method")
@@ -84,11 +91,13 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     points = m_points(m_runs)
     label = f"FedCKA (μ={mu:g})"
     off = {float(m): int(n) for m, n in mf[is_off(mf)].groupby("M").size().items()} if points else {}
-    note, _, ringed = sweep(ax, {label: points} if points else {}, xlabel="M: layers regularized, from the input",
+    note, _, ringed = sweep(ax, {label: points} if points else {}, xlabel="M: layers regularized, "
+                                                                          "from the input",
                             off={label: off}).partition("\n")
     bounds = _accs(bound_runs)
     bf = runs_frame(bound_runs) if bound_runs else pd.DataFrame(columns=["method", "off"])
-    for name, label in (("FedAvg", "FedAvg (M = 0)"), ("centralized", "centralized (same rounds × epochs)")):
+    for name, label in (("FedAvg", "FedAvg (M = 0)"), ("centralized", "centralized (same rounds × "
+                                                                      "epochs)")):
         mean, half, n = t_interval(bounds.get(name, {}).values())
         if n:
             st = method_style("Centralized" if name == "centralized" else name)
@@ -105,7 +114,8 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
         ax.legend(fontsize=8, loc="lower right")
     rounds = sorted({int(r) for f in (mf, bf) if "rounds" in f for r in f.loc[~f["pending"], "rounds"]})
     ax.set_title(f"ours — {dataset_name(dataset)}, α = 5" + "".join(f", {r} rounds" for r in rounds)
-                 + (" every run" if len(rounds) == 1 else "") + f"\n{note}; lines: means, bands: 95 % t interval"
+                 + (" every run" if len(rounds) == 1 else "") + f"\n{note}; lines: means, bands: "
+                                                                "95 % t interval"
                  + (f"\nnot run yet: M = {_ranges(missing)}" if missing else "") + (f"\n{ringed}" if ringed else ""),
                  fontsize=9)
     paper_panel(fig.add_subplot(gs[1]), [[k, f"{v:g}"] for k, v in PAPER_M.items()] + [["other M", "figure only"]],
@@ -126,8 +136,8 @@ def _ranges(ms: Sequence[int]) -> str:
 
 
 def describe_m_layers(m_runs: Runs, bound_runs: Runs) -> str:
-    """What the M-layer figure shows: FedCKA's accuracy per M stored, FedAvg's and the centralized model's (mean ±
-    95 % t interval over seeds), and the M not run yet."""
+    """What the M-layer figure shows: FedCKA's accuracy per M stored, FedAvg's and the centralized
+    model's (mean ± 95 % t interval over seeds), and the M not run yet."""
     points, bounds = m_points(m_runs), _accs(bound_runs)
     planned = sorted({int(r.cfg.strategy_kw.get("M", 2)) for r in m_runs.values()})
     missing = [m for m in planned if float(m) not in points]
@@ -146,10 +156,11 @@ def _seed_label(name: str, done: int, total: int) -> str:
 
 def layer_variance(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], dataset: str
                    ) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """Per layer, the variance (and mean) over client pairs of the linear CKA between the clients' final local
-    models, averaged over the stored seeds; the figure draws the variance per layer (log scale: the seeds' mean with
-    the 95 % t interval over them), marks the layer the paper finds most variable, and says in its title how much
-    lower each run's mean similarity is (a lower similarity spreads more over the pairs)."""
+    """Per layer, the variance (and mean) over client pairs of the linear CKA between the clients'
+    final local models, averaged over the stored seeds; the figure draws the variance per layer (log
+    scale: the seeds' mean with the 95 % t interval over them), marks the layer the paper finds most
+    variable, and says in its title how much lower each run's mean similarity is (a lower similarity
+    spreads more over the pairs)."""
     done = {k: [s for s in v.values() if not isinstance(s, Pending)] for k, v in sims.items()}
     var = {k: pd.Series(np.mean([s.pair_var() for s in v], 0), v[0].taps) for k, v in done.items() if v}
     mean = {k: pd.Series(np.mean([s.pair_mean() for s in v], 0), v[0].taps) for k, v in done.items() if v}
@@ -170,20 +181,22 @@ def layer_variance(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], 
     ax.set_xticks(range(len(taps)), taps)
     n = len(done[next(iter(var))][0].clients)
     levels = "; ".join(f"{k.split(' (')[0]}: mean CKA {m.min():.2f}–{m.max():.2f}" for k, m in mean.items())
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 6 (right): variance over the {n * (n - 1) // 2} client pairs of the "
-                 f"between-client CKA, α = 5 — {dataset_name(dataset)}\n{note} (a seed's point: its variance over "
-                 f"pairs)\n{levels}: the less similar the pairs, the larger their spread", fontsize=9)
+    ax.set_title(f"FedCKA Appl. Sci. Fig. 6 (right): variance over the {n * (n - 1) // 2} client "
+                 f"pairs of the between-client CKA, α = 5 — {dataset_name(dataset)}\n{note} (a "
+                 f"seed's point: its variance over pairs)\n{levels}: the less similar the pairs, "
+                 "the larger their spread", fontsize=9)
     return table.apply(lambda c: c.map(lambda x: float(f"{x:.6g}"))), fig
 
 
 def describe_variance(table: pd.DataFrame) -> str:
-    """What the variance figure shows: each run's layer of highest variance against the paper's third layer, and
-    the ratio of FedCKA's variance to FedAvg's per layer with the mean CKA that explains it; or that it is
-    pending."""
+    """What the variance figure shows: each run's layer of highest variance against the paper's
+    third layer, and the ratio of FedCKA's variance to FedAvg's per layer with the mean CKA that
+    explains it; or that it is pending."""
     runs = [c[: -len(": variance")] for c in table.columns if c.endswith(": variance")]
     if not runs:
         return "The between-client variance is pending: no run's clients' models are stored yet."
-    top = "; ".join(f"{r}: highest at {table[f'{r}: variance'].idxmax()} ({table[f'{r}: variance'].max():.2g})"
+    top = "; ".join(f"{r}: highest at {table[f'{r}: variance'].idxmax()} "
+                    f"({table[f'{r}: variance'].max():.2g})"
                     for r in runs)
     out = f"Variance of CKA over client pairs (mean over seeds) — {top}; the paper: the third layer " \
           f"({table.index[PAPER_TOP_LAYER]})."
@@ -191,11 +204,11 @@ def describe_variance(table: pd.DataFrame) -> str:
     cka = next((r for r in runs if r.startswith("FedCKA")), None)
     if avg and cka:
         ratio = table[f"{cka}: variance"] / table[f"{avg}: variance"]
-        out += (f" FedCKA's variance is {ratio.min():.2g}× FedAvg's at {ratio.idxmin()} and {ratio.max():.2g}× at "
-                f"{ratio.idxmax()}, "
-                f"because its clients are less alike: mean CKA between clients {table[f'{cka}: mean'].min():.2f}–"
-                f"{table[f'{cka}: mean'].max():.2f} against FedAvg's {table[f'{avg}: mean'].min():.2f}–"
-                f"{table[f'{avg}: mean'].max():.2f}.")
+        out += (f" FedCKA's variance is {ratio.min():.2g}× FedAvg's at {ratio.idxmin()} and "
+                f"{ratio.max():.2g}× at {ratio.idxmax()}, "
+                "because its clients are less alike: mean CKA between clients "
+                f"{table[f'{cka}: mean'].min():.2f}–{table[f'{cka}: mean'].max():.2f} against "
+                f"FedAvg's {table[f'{avg}: mean'].min():.2f}–{table[f'{avg}: mean'].max():.2f}.")
     return out
 
 
@@ -204,14 +217,16 @@ _LEVELS = (("between clients", "mean over client pairs"), ("client to global", "
 
 def similarity_levels(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], dataset: str,
                       regularized: Sequence[str] = REGULARIZED) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """Per layer, the mean linear CKA between the clients' final local models (over client pairs) and from each
-    client's final local model to the final global model (over clients), one line per run label of ``sims`` (run
-    label → seed → LayerSimilarity or Pending: FedAvg beside FedCKA); ``regularized``: the layers ℓ_cka acts on,
-    shaded. Each point is the seeds' mean with the 95 % t interval over the stored seeds.
+    """Per layer, the mean linear CKA between the clients' final local models (over client pairs)
+    and from each client's final local model to the final global model (over clients), one line per
+    run label of ``sims`` (run label → seed → LayerSimilarity or Pending: FedAvg beside FedCKA);
+    ``regularized``: the layers ℓ_cka acts on, shaded. Each point is the seeds' mean with the 95 % t
+    interval over the stored seeds.
 
-    The table is tidy: one row per comparison, layer and run, with the mean over the seeds whose similarity is
-    stored, their standard deviation (ddof 1; NaN for one seed), the half-width of the 95 % t interval, and how many
-    seeds are stored and pending. No stored seed at all: a "pending" table and no figure."""
+    The table is tidy: one row per comparison, layer and run, with the mean over the seeds whose
+    similarity is stored, their standard deviation (ddof 1; NaN for one seed), the half-width of the
+    95 % t interval, and how many seeds are stored and pending. No stored seed at all: a "pending"
+    table and no figure."""
     done = {k: {s: v for s, v in by.items() if not isinstance(v, Pending)} for k, by in sims.items()}
     if not any(done.values()):
         return pd.DataFrame({"CKA": [PENDING]}), None
@@ -243,19 +258,22 @@ def similarity_levels(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]
         notes.append(sweep(ax, {_seed_label(name, len(by[comparison]), len(sims[name])):
                                 {float(i): {s: float(v[i]) for s, v in by[comparison].items()}
                                  for i in range(len(taps))} for name, by in per_seed.items()},
-                           xlabel="layer (input → output)", ylabel="linear CKA at the end of training"))
+                           xlabel="layer (input → output)", ylabel="linear CKA at the end of "
+                                                                   "training"))
         ax.set_xticks(range(len(taps)), taps)
         ax.set_title(f"{comparison} ({over})", fontsize=9)
         ax.legend(fontsize=8, loc="lower right")
     axes[1].set_ylabel("")
-    fig.suptitle(f"Mean layer similarity, FedAvg beside FedCKA, α = 5 — {dataset_name(dataset)}\n{notes[0]} (a "
-                 f"seed's point: its mean over pairs / clients)", fontsize=10)
+    fig.suptitle("Mean layer similarity, FedAvg beside FedCKA, α = 5 — "
+                 f"{dataset_name(dataset)}\n{notes[0]} (a seed's point: its mean over pairs / "
+                 "clients)", fontsize=10)
     return table, fig
 
 
 def describe_levels(table: pd.DataFrame, regularized: Sequence[str] = REGULARIZED) -> str:
-    """What the similarity-level figure shows: per run, the mean CKA of the regularized layers between clients and
-    to the global model (mean over seeds), and FedCKA − FedAvg there; or that it is pending."""
+    """What the similarity-level figure shows: per run, the mean CKA of the regularized layers
+    between clients and to the global model (mean over seeds), and FedCKA − FedAvg there; or that it
+    is pending."""
     if "run" not in table:
         return "The similarity levels are pending: no run's clients' models are stored yet."
     reg = table[table["regularized by ℓ_cka"]]
@@ -264,26 +282,31 @@ def describe_levels(table: pd.DataFrame, regularized: Sequence[str] = REGULARIZE
         by = {r: d.set_index("layer")["mean CKA"] for r, d in g.groupby("run", sort=False)}
         parts.append(f"{comparison}: " + ", ".join(
             f"{r} " + "/".join(f"{v[t]:.3f}" for t in regularized if t in v) for r, v in by.items()))
-    return (f"Mean linear CKA of the layers ℓ_cka regularizes ({' / '.join(regularized)}), mean over the stored "
-            f"seeds — " + "; ".join(parts) + ". The paper's premise is that these stay as similar as without "
+    return (f"Mean linear CKA of the layers ℓ_cka regularizes ({' / '.join(regularized)}), mean "
+            "over the stored "
+            f"seeds — " + "; ".join(parts) + ". The paper's premise is that these stay as similar "
+                                             "as without "
             f"ℓ_cka (FedAvg).")
 
 
 def metrics_frame(metric_runs: Runs) -> pd.DataFrame:
-    """Table 3's runs (:func:`fedlib.companion.grid.runs_frame`) with a ``metric`` column: the similarity inside ℓ_cka."""
+    """Table 3's runs (:func:`fedlib.companion.grid.runs_frame`) with a ``metric`` column: the
+    similarity inside ℓ_cka."""
     df = runs_frame(metric_runs)
     return df.assign(metric=[rid.method for rid in metric_runs])
 
 
-T3_COLUMNS = ("paper acc (%)", "ours acc (%)", "paper s / round", "paper × FedAvg", "ours × FedAvg (runs)",
+T3_COLUMNS = ("paper acc (%)", "ours acc (%)", "paper s / round", "paper × FedAvg", "ours × FedAvg "
+                                                                                    "(runs)",
               "ours × FedAvg (timed)")
 
 
 def table3(metric_runs: Runs, timed: pd.DataFrame | None, timing_planned: bool) -> pd.DataFrame:
-    """Table 3 beside ours, one row per metric of the paper (index ``metric``, columns :data:`T3_COLUMNS`), then
-    one per metric run that the paper does not have (its paper cells "—"): accuracy, and the duration per round as a
-    ratio to FedAvg's — from the runs' own records (a cell says why there is no ratio: not run, pending, diverged)
-    and from the interleaved timing (``timed``; None: pending)."""
+    """Table 3 beside ours, one row per metric of the paper (index ``metric``, columns
+    :data:`T3_COLUMNS`), then one per metric run that the paper does not have (its paper cells "—"):
+    accuracy, and the duration per round as a ratio to FedAvg's — from the runs' own records (a cell
+    says why there is no ratio: not run, pending, diverged) and from the interleaved timing
+    (``timed``; None: pending)."""
     t3 = seed_summary(metrics_frame(metric_runs), ["metric"]).set_index("metric") if metric_runs else pd.DataFrame()
     fedavg = t3.loc["None (FedAvg)"] if "None (FedAvg)" in t3.index else None
     base = fedavg["s / round"] if fedavg is not None and not fedavg["pending"] else np.nan
@@ -302,8 +325,9 @@ def table3(metric_runs: Runs, timed: pd.DataFrame | None, timing_planned: bool) 
 
 
 def describe_table3(metric_runs: Runs) -> str:
-    """What Table 3's runs show: each metric's final accuracy (mean ± 95 % t interval over seeds) and its paired
-    difference to FedAvg, the metrics whose runs diverged (in which round, how many seeds), and what is pending."""
+    """What Table 3's runs show: each metric's final accuracy (mean ± 95 % t interval over seeds)
+    and its paired difference to FedAvg, the metrics whose runs diverged (in which round, how many
+    seeds), and what is pending."""
     if not metric_runs:
         return "Table 3's metrics are not run at this scale."
     accs = _accs(metric_runs)
@@ -325,10 +349,11 @@ def describe_table3(metric_runs: Runs) -> str:
     if broke:
         out += " Diverged (the claims on them are not testable): " + "; ".join(broke) + "."
     if any(b.startswith("Frobenius norm in") for b in broke):
-        out += (" The squared Frobenius norm summed over a batch's activation maps reaches thousands; an independent "
-                "loop of this setup (benchmarks/fedcka_reference.py --sim frobenius) diverges in the same round, so "
-                "it is the metric as printed, not our code. The per-entry form (not the paper's) shows what the "
-                "metric does when it trains.")
+        out += (" The squared Frobenius norm summed over a batch's activation maps reaches "
+                "thousands; an independent loop of this setup (benchmarks/fedcka_reference.py "
+                "--sim frobenius) diverges in the same round, so it is the metric as printed, not "
+                "our code. The per-entry form (not the paper's) shows what the metric does when it "
+                "trains.")
     if pend:
         out += f" Pending: {', '.join(pend)}."
     return out.strip()
@@ -341,10 +366,11 @@ def _ratios(costs: pd.DataFrame, methods: Sequence[str]) -> pd.DataFrame:
 
 
 def ratio_bars(ax: plt.Axes, ratios: pd.DataFrame) -> str:
-    """Each method's time per round over FedAvg's (``ratios``: repeat × method) as a bar at the median of the
-    interleaved repeats, a whisker from their minimum to their maximum (the spread :func:`fedlib.companion.verdicts.
-    decide_ratio` judges) and each repeat a dot, in the method's colour. Timing repeats are not seeds, so this
-    is not :func:`fedlib.companion.plots.group_panels`; returns the note for the title."""
+    """Each method's time per round over FedAvg's (``ratios``: repeat × method) as a bar at the
+    median of the interleaved repeats, a whisker from their minimum to their maximum (the spread
+    :func:`fedlib.companion.verdicts. decide_ratio` judges) and each repeat a dot, in the method's
+    colour. Timing repeats are not seeds, so this is not
+    :func:`fedlib.companion.plots.group_panels`; returns the note for the title."""
     for i, m in enumerate(ratios.columns):
         v = ratios[m].to_numpy(dtype=float)
         med = float(np.median(v))
@@ -359,10 +385,10 @@ def ratio_bars(ax: plt.Axes, ratios: pd.DataFrame) -> str:
 
 def table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mapping[str, Any]], device: str
            ) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """Table 4 beside ours: seconds per round and the ratio to FedAvg per model and method (ours: synthetic data
-    of the papers' shapes on ``device``); a figure when both models were timed: our ratios per model
-    (:func:`ratio_bars`) and the paper's (Titan V; simple CNN on CIFAR-10, ResNet-50 on Tiny ImageNet) in a panel
-    of their own."""
+    """Table 4 beside ours: seconds per round and the ratio to FedAvg per model and method (ours:
+    synthetic data of the papers' shapes on ``device``); a figure when both models were timed: our
+    ratios per model (:func:`ratio_bars`) and the paper's (Titan V; simple CNN on CIFAR-10,
+    ResNet-50 on Tiny ImageNet) in a panel of their own."""
     models = (("simple CNN", "cnn"), ("ResNet-50", "r50"))
     rows = []
     for model, key in models:
@@ -389,17 +415,17 @@ def table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mappin
                                           f"{FEDCKA_T4['ResNet-50'][m] / FEDCKA_T4['ResNet-50']['FedAvg']:.2f}"]
                                          for m in FEDCKA_T4["simple CNN"]],
                 ["method", "7 layers", "ResNet-50"],
-                "paper, Table 4 (Titan V, real data):\ntime per round / FedAvg's\n(7 layers: CIFAR-10; ResNet-50: "
-                "Tiny ImageNet)")
-    fig.suptitle(f"FedCKA Table 4: training cost per round relative to FedAvg — ours on synthetic data of the "
-                 f"papers' shapes (ResNet-50: {setups['r50']['title'].split(', ')[-1]}, the paper: Tiny ImageNet)\n"
-                 f"{note}", fontsize=9)
+                "paper, Table 4 (Titan V, real data):\ntime per round / FedAvg's\n(7 layers: "
+                "CIFAR-10; ResNet-50: Tiny ImageNet)")
+    fig.suptitle("FedCKA Table 4: training cost per round relative to FedAvg — ours on synthetic "
+                 "data of the papers' shapes (ResNet-50: "
+                 f"{setups['r50']['title'].split(', ')[-1]}, the paper: Tiny ImageNet)\n{note}", fontsize=9)
     return table, fig
 
 
 def describe_table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mapping[str, Any]]) -> str:
-    """What Table 4's figure shows: per model timed, each method's median ratio to FedAvg with the min–max over the
-    repeats, beside the paper's ratio; or what is pending or not timed."""
+    """What Table 4's figure shows: per model timed, each method's median ratio to FedAvg with the
+    min–max over the repeats, beside the paper's ratio; or what is pending or not timed."""
     parts = []
     for model, key in (("simple CNN", "cnn"), ("ResNet-50", "r50")):
         if key not in costs:
@@ -411,6 +437,7 @@ def describe_table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[st
         r = _ratios(costs[key], list(FEDCKA_T4[model]))
         p = FEDCKA_T4[model]
         parts.append(f"{model} ({setups[key]['title'].split(', ')[-1]}): " + ", ".join(
-            f"{m} {r[m].median():.2f} [{r[m].min():.2f}, {r[m].max():.2f}] (paper {p[m] / p['FedAvg']:.2f})"
+            f"{m} {r[m].median():.2f} [{r[m].min():.2f}, {r[m].max():.2f}] (paper "
+            f"{p[m] / p['FedAvg']:.2f})"
             for m in r.columns if m != "FedAvg"))
     return "Time per round / FedAvg's, median [min, max] over the interleaved repeats — " + "; ".join(parts) + "."

@@ -1,10 +1,12 @@
 """Notebooks 02-04: the FedCKA papers' claims (arXiv and Appl. Sci. versions) as verdicts.
 
-Runs come as a :func:`fedlib.companion.grid.runs_frame` (one row per run: method, μ, M, sim, α, E, seed, pending, diverged,
-acc); every comparison is decided by :func:`fedlib.companion.verdicts.decide` over the seeds (paired by seed, 10 classes:
-chance 10 %), every cost claim by :func:`fedlib.companion.verdicts.decide_ratio` over interleaved repeats
-(:func:`fedlib.companion.timing.repeat_times`). A claim whose runs the scale leaves out is "not testable at this scale" with
-the plan's reason (:class:`fedlib.companion.budget.Scope`); one whose runs are not stored yet is pending.
+Runs come as a :func:`fedlib.companion.grid.runs_frame` (one row per run: method, μ, M, sim, α, E,
+seed, pending, diverged, acc); every comparison is decided by
+:func:`fedlib.companion.verdicts.decide` over the seeds (paired by seed, 10 classes: chance 10 %),
+every cost claim by :func:`fedlib.companion.verdicts.decide_ratio` over interleaved repeats
+(:func:`fedlib.companion.timing.repeat_times`). A claim whose runs the scale leaves out is "not
+testable at this scale" with the plan's reason (:class:`fedlib.companion.budget.Scope`); one whose
+runs are not stored yet is pending.
 """
 
 from __future__ import annotations
@@ -55,10 +57,10 @@ def _rows(df: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
 def compare_runs(claim: str, source: str, df: pd.DataFrame, a: Mapping[str, Any], b: Mapping[str, Any] | None,
                  names: tuple[str, str], *, missing: str, kind: str = "greater", paper: str = "",
                  paper_d: float = float("nan"), why: str = "", control: bool = False, finding: str = "") -> Verdict:
-    """``decide`` on the final accuracies of the runs matching ``a`` and ``b`` (``{column: value}``; a method's μ
-    is the paper's for the setting, so ``a`` names it). No matching run: not testable because ``missing``.
-    Runs still to train leave it pending, unless a finished one diverged or ended off its plateau: then it is not
-    testable whatever they read, and decided so now."""
+    """``decide`` on the final accuracies of the runs matching ``a`` and ``b`` (``{column: value}``;
+    a method's μ is the paper's for the setting, so ``a`` names it). No matching run: not testable
+    because ``missing``. Runs still to train leave it pending, unless a finished one diverged or
+    ended off its plateau: then it is not testable whatever they read, and decided so now."""
     assert a != b, f"compare_runs: both sides select the same runs ({a}): a claim compares two settings"
     ra, rb = _rows(df, a), (_rows(df, b) if b is not None else None)
     if ra.empty or (rb is not None and rb.empty):
@@ -75,7 +77,8 @@ def compare_runs(claim: str, source: str, df: pd.DataFrame, a: Mapping[str, Any]
     return replace(v.noted(why), control=control)
 
 
-# Rows that are one phenomenon, each named once with its mechanism and confounders (the findings notebook groups by it)
+# Rows that are one phenomenon, each named once with its mechanism and confounders (the findings
+# notebook groups by it)
 FEDCKA_FINDINGS = {
     "FedCKA below the baselines": (
         "FedCKA's ℓ_cka does not raise accuracy on Fashion-MNIST at this scale: its rows against FedAvg, FedProx, "
@@ -93,15 +96,15 @@ def _finding(x: str, y: str) -> str:
 
 
 def paper_mu(method: str, alpha: float) -> float | None:
-    """The μ FedCKA §4.2 states for ``method`` (a table label) at ``alpha`` in Table 2 (:data:`PAPER_T2_MU`); None
-    for a method without μ. At α = 5 Table 1 states μ = 3 / 10 / 0.001 for the same CIFAR-10 column: the plans run
-    both, the verdicts read Table 2's."""
+    """The μ FedCKA §4.2 states for ``method`` (a table label) at ``alpha`` in Table 2
+    (:data:`PAPER_T2_MU`); None for a method without μ. At α = 5 Table 1 states μ = 3 / 10 / 0.001
+    for the same CIFAR-10 column: the plans run both, the verdicts read Table 2's."""
     return PAPER_T2_MU.get(alpha, {}).get(method.lower())
 
 
 def _at_paper_mu(df: pd.DataFrame, method: str, alpha: float) -> dict[str, Any]:
-    """The row filter of ``method`` at ``alpha`` at the paper's μ for that setting (:func:`paper_mu`); a method run
-    at one μ only (a plan without the paper's) at that μ."""
+    """The row filter of ``method`` at ``alpha`` at the paper's μ for that setting
+    (:func:`paper_mu`); a method run at one μ only (a plan without the paper's) at that μ."""
     mu = paper_mu(method, alpha)
     if mu is None:
         return {"method": method, "alpha": alpha}
@@ -112,10 +115,11 @@ def _at_paper_mu(df: pd.DataFrame, method: str, alpha: float) -> dict[str, Any]:
 
 
 def table2_verdicts(df: pd.DataFrame, scope: Scope) -> list[Verdict]:
-    """Table 2 (Table 1's α = 5 column) and §4.2, each method at the paper's μ for the setting: FedCKA beats every
-    method at every α; FedProx, SCAFFOLD and MOON each beat FedAvg ("other works consistently improve performance");
-    MOON beats FedProx and SCAFFOLD; FedCKA's margin over FedAvg is larger at α = 5 than at α = 0.1. The sentences
-    are the claims; where the paper's own table has the gap the other way, the size reading shows it."""
+    """Table 2 (Table 1's α = 5 column) and §4.2, each method at the paper's μ for the setting:
+    FedCKA beats every method at every α; FedProx, SCAFFOLD and MOON each beat FedAvg ("other works
+    consistently improve performance"); MOON beats FedProx and SCAFFOLD; FedCKA's margin over FedAvg
+    is larger at α = 5 than at α = 0.1. The sentences are the claims; where the paper's own table
+    has the gap the other way, the size reading shows it."""
     out = []
     say = "§4.2, 'FedCKA consistently outperforms previous methods across different datasets and across different α'"
     for a, src in T2_VERSIONS.items():
@@ -148,9 +152,9 @@ def table2_verdicts(df: pd.DataFrame, scope: Scope) -> list[Verdict]:
 
 
 def _margin_verdict(df: pd.DataFrame, scope: Scope) -> Verdict:
-    """FedCKA's margin over FedAvg, larger at α = 5 than at α = 0.1. The sentence presumes a margin ("performs
-    better by a larger margin"): where FedCKA's margin at α = 5 is not above 0, it is contradicted (or inconclusive)
-    by that, whatever the difference of the two margins reads."""
+    """FedCKA's margin over FedAvg, larger at α = 5 than at α = 0.1. The sentence presumes a margin
+    ("performs better by a larger margin"): where FedCKA's margin at α = 5 is not above 0, it is
+    contradicted (or inconclusive) by that, whatever the difference of the two margins reads."""
     claim = "FedCKA's margin over FedAvg is larger at α = 5 than at α = 0.1"
     src = "FedCKA Table 2; §4.2, 'FedCKA performs better by a larger margin when α is larger'"
     paper = "+3.49 at α = 5 vs +1.92 at α = 0.1"
@@ -182,13 +186,15 @@ def _margin_verdict(df: pd.DataFrame, scope: Scope) -> Verdict:
 def fig5_verdicts(curves: Mapping[int, Mapping[str, pd.Series]], epochs: pd.DataFrame, rounds: int,
                   scope: Scope, by_e: Mapping[int, int] | None = None,
                   equal: pd.DataFrame | None = None) -> list[Verdict]:
-    """Appl. Sci. §4.3 / Fig. 5: FedCKA trails FedAvg for the first 40 rounds and leads after them (``curves``:
-    seed → {"FedAvg", "FedCKA"} → test accuracy (%) per round at α = 5); accuracy rises from the fewest E to the
-    next and falls from the second-largest E to the largest (``epochs``: runs_frame of the local-epoch sweep). The
-    two steps are the sweep's first and last, fixed by its values: comparing the best E of the same runs would test
-    a winner picked from the data. ``by_e`` (``{E: rounds}``) and ``equal`` (the sweep read at its common rounds,
-    :func:`~fedlib.companion.papers.fedcka.accuracy.epochs_at`): where the first step's E run longer, to their plateau,
-    it is decided twice: at the end of each run, and in the same rounds, as the paper runs every E."""
+    """Appl. Sci. §4.3 / Fig. 5: FedCKA trails FedAvg for the first 40 rounds and leads after them
+    (``curves``: seed → {"FedAvg", "FedCKA"} → test accuracy (%) per round at α = 5); accuracy rises
+    from the fewest E to the next and falls from the second-largest E to the largest (``epochs``:
+    runs_frame of the local-epoch sweep). The two steps are the sweep's first and last, fixed by its
+    values: comparing the best E of the same runs would test a winner picked from the data. ``by_e``
+    (``{E: rounds}``) and ``equal`` (the sweep read at its common rounds,
+    :func:`~fedlib.companion.papers.fedcka.accuracy.epochs_at`): where the first step's E run
+    longer, to their plateau, it is decided twice: at the end of each run, and in the same rounds,
+    as the paper runs every E."""
     src, out = "FedCKA (Appl. Sci.) §4.3 / Fig. 5", []
     for when, kind in (("the first 40 rounds", "less"), ("rounds after 40", "greater")):
         claim = f"FedCKA {'trails' if kind == 'less' else 'leads'} FedAvg in {when}"
@@ -220,7 +226,8 @@ def fig5_verdicts(curves: Mapping[int, Mapping[str, pd.Series]], epochs: pd.Data
         r0, r1, common = (by_e or {}).get(es[0]), (by_e or {}).get(es[1]), min((by_e or {0: 0}).values())
         longer = equal is not None and r0 is not None and r1 is not None and max(r0, r1) > common
         plateau = f", each run to its plateau ({r0} and {r1} rounds)" if longer else ""
-        # the paper runs every E for the same rounds: that reading is the claim; ours, each E to its plateau, a control
+        # the paper runs every E for the same rounds: that reading is the claim; ours, each E to its
+        # plateau, a control
         out.append(_slightly(compare_runs(claims[0] + plateau + note, src + say, epochs, {"method": m, "E": es[1]},
                                           {"method": m, "E": es[0]}, (f"E = {es[1]}", f"E = {es[0]}"), missing=miss,
                                           control=longer)))
@@ -236,8 +243,8 @@ def fig5_verdicts(curves: Mapping[int, Mapping[str, pd.Series]], epochs: pd.Data
 
 
 def _slightly(v: Verdict) -> Verdict:
-    """A rise the paper calls slight: the direction is the verdict; a rise beyond the margin policy's 1 point is
-    said to be larger than 'slightly' (the paper gives no number)."""
+    """A rise the paper calls slight: the direction is the verdict; a rise beyond the margin
+    policy's 1 point is said to be larger than 'slightly' (the paper gives no number)."""
     if v.verdict == "reproduced" and v.interval[0] > MARGINS["points"]:
         return v.noted(f"the paper says 'slightly' (no number): ours rises {v.estimate:+.2f} points, beyond the "
                        f"policy's {MARGINS['points']:g}-point margin, a larger rise than the paper describes")
@@ -245,7 +252,8 @@ def _slightly(v: Verdict) -> Verdict:
 
 
 def _layer_gap(values: Mapping[int, pd.Series], first: Sequence[str], rest: Sequence[str], how: str) -> dict:
-    """Per seed: mean over ``first`` − mean over ``rest`` (``how="mean"``) or min over first − max over rest."""
+    """Per seed: mean over ``first`` − mean over ``rest`` (``how="mean"``) or min over first − max
+    over rest."""
     f = (lambda v: v[list(first)].mean() - v[list(rest)].mean()) if how == "mean" else \
         (lambda v: v[list(first)].min() - v[list(rest)].max())
     return {s: float(f(v)) for s, v in values.items()}
@@ -253,10 +261,11 @@ def _layer_gap(values: Mapping[int, pd.Series], first: Sequence[str], rest: Sequ
 
 def similarity_verdicts(sims: Mapping[int, Any], sims50: Mapping[int, Any], scope: Scope,
                         off: Sequence[str] = ()) -> list[Verdict]:
-    """§3.1 / Fig. 2 (both versions): early layers, not late ones, are similar across clients on IID data, a
-    direction claim on CKA (against 0: the paper states no gap). ``sims``: seed →
-    :class:`~fedlib.companion.similarity.LayerSimilarity` (or Pending) of the simple CNN; ``sims50``: of ResNet-50 (empty when
-    the scale does not run it); ``off``: the runs behind them that are off their plateau."""
+    """§3.1 / Fig. 2 (both versions): early layers, not late ones, are similar across clients on IID
+    data, a direction claim on CKA (against 0: the paper states no gap). ``sims``: seed →
+    :class:`~fedlib.companion.similarity.LayerSimilarity` (or Pending) of the simple CNN;
+    ``sims50``: of ResNet-50 (empty when the scale does not run it); ``off``: the runs behind them
+    that are off their plateau."""
     out = []
     frames = {s: v.frame() for s, v in sims.items() if not isinstance(v, Pending)}
     some_pending = len(frames) < len(sims) or not sims
@@ -293,8 +302,9 @@ def similarity_verdicts(sims: Mapping[int, Any], sims50: Mapping[int, Any], scop
 
 
 def ablation_verdicts(m_df: pd.DataFrame, bounds: pd.DataFrame, scope: Scope) -> list[Verdict]:
-    """arXiv §4.3 / Fig. 5, Appl. Sci. §4.4 / Fig. 6: accuracy is highest at M = 2 (M = 2 beats every other M); M = 4-7
-    beat M = 3 (Appl. Sci.); the centralized model is the upper bound (it beats FedCKA with M = 2)."""
+    """arXiv §4.3 / Fig. 5, Appl. Sci. §4.4 / Fig. 6: accuracy is highest at M = 2 (M = 2 beats
+    every other M); M = 4-7 beat M = 3 (Appl. Sci.); the centralized model is the upper bound (it
+    beats FedCKA with M = 2)."""
     src = "FedCKA arXiv §4.3 / Fig. 5, Appl. Sci. §4.4 / Fig. 6, 'Accuracy is highest when only the first two " \
           "layers are regularized'"
     out = []
@@ -323,9 +333,9 @@ def ablation_verdicts(m_df: pd.DataFrame, bounds: pd.DataFrame, scope: Scope) ->
 
 
 def table3_verdicts(t3: pd.DataFrame, scope: Scope) -> list[Verdict]:
-    """Table 3 / §4.4-4.5 (``t3``: runs_frame of the metric runs with a ``metric`` column): both CKAs beat the
-    Frobenius norm and the cosine; kernel CKA slightly beats linear CKA; Frobenius and cosine beat FedAvg
-    ("decrease performance only slightly"); linear CKA beats FedAvg."""
+    """Table 3 / §4.4-4.5 (``t3``: runs_frame of the metric runs with a ``metric`` column): both
+    CKAs beat the Frobenius norm and the cosine; kernel CKA slightly beats linear CKA; Frobenius and
+    cosine beat FedAvg ("decrease performance only slightly"); linear CKA beats FedAvg."""
     src = "FedCKA Table 3 (both versions); §4.4 arXiv / §4.5 Appl. Sci."
     p = {k: v[0] for k, v in FEDCKA_T3.items()}
     why = {"Frobenius norm": "Table 3: Frobenius norm, vectorized cosine", "vectorized cosine":
@@ -351,8 +361,9 @@ def table3_verdicts(t3: pd.DataFrame, scope: Scope) -> list[Verdict]:
 
 
 def cost_verdicts(costs: Mapping[str, pd.DataFrame | None], scope: Scope, scale: str) -> list[Verdict]:
-    """Table 3's durations and Table 4 (§4.5 arXiv / §4.6 Appl. Sci.), on interleaved repeats of this device's
-    timing (``costs``: :func:`fedlib.companion.timing.cached_costs` per setup; ``None``: pending)."""
+    """Table 3's durations and Table 4 (§4.5 arXiv / §4.6 Appl. Sci.), on interleaved repeats of
+    this device's timing (``costs``: :func:`fedlib.companion.timing.cached_costs` per setup;
+    ``None``: pending)."""
     t4 = "FedCKA Table 4; §4.5 arXiv / §4.6 Appl. Sci."
     p_cnn, p_r50 = FEDCKA_T4["simple CNN"], FEDCKA_T4["ResNet-50"]
     others = ["SCAFFOLD", "FedProx", "MOON"]
@@ -386,9 +397,9 @@ def cost_verdicts(costs: Mapping[str, pd.DataFrame | None], scope: Scope, scale:
 
 def variance_verdicts(sims: Mapping[str, Mapping[int, Any]], scope: Scope, off: Sequence[str] = ()
                       ) -> list[Verdict]:
-    """Appl. Sci. §4.4 / Fig. 6: at α = 5 the third layer has the highest variance of between-client similarity
-    (``sims``: run label → seed → LayerSimilarity or Pending): per seed, its variance over the highest of the
-    other layers' (> 1)."""
+    """Appl. Sci. §4.4 / Fig. 6: at α = 5 the third layer has the highest variance of between-client
+    similarity (``sims``: run label → seed → LayerSimilarity or Pending): per seed, its variance
+    over the highest of the other layers' (> 1)."""
     src = "FedCKA (Appl. Sci.) §4.4 / Fig. 6, 'a non-similar layer (the third layer) with the highest variance of " \
           "non-similarity'"
     out = []
@@ -407,11 +418,11 @@ def variance_verdicts(sims: Mapping[str, Mapping[int, Any]], scope: Scope, off: 
 
 def premise_verdicts(sims: Mapping[str, Mapping[int, Any]], regularized: Sequence[str] = ("conv1", "conv2"),
                      off: Sequence[str] = ()) -> list[Verdict]:
-    """The premise of ℓ_cka (Appl. Sci. §3.2): regularizing the naturally similar layers keeps them as similar as
-    they are without it, between clients and to the global model. Per seed, FedCKA's mean linear CKA over the
-    ``regularized`` layers minus FedAvg's (``sims``: run label → seed → LayerSimilarity or Pending, labels starting
-    "FedAvg" and "FedCKA"); "at least as similar" at the margin policy's 0.01 CKA; ``off``: runs off their
-    plateau."""
+    """The premise of ℓ_cka (Appl. Sci. §3.2): regularizing the naturally similar layers keeps them
+    as similar as they are without it, between clients and to the global model. Per seed, FedCKA's
+    mean linear CKA over the ``regularized`` layers minus FedAvg's (``sims``: run label → seed →
+    LayerSimilarity or Pending, labels starting "FedAvg" and "FedCKA"); "at least as similar" at the
+    margin policy's 0.01 CKA; ``off``: runs off their plateau."""
     src = ("FedCKA (Appl. Sci.) §3.2, 'all settings ... should emulate the representational similarity of the ideal "
            "IID setting—achieved by regularizing only naturally similar layers'")
     by = {k.split(" ")[0]: v for k, v in sims.items()}

@@ -16,19 +16,21 @@ from fedlib.companion.paper import Notebook, Paper
 
 def grid_claims(plan: Plan, records: Records, *, scale: str, dataset: str = "fmnist",
                 **params: Any) -> list[Verdict]:
-    """Table 4.2 and its figures' sentences: FedER against FedAvg and non-federated training per optimizer, the
-    curves and the generalization gaps, each row saying what this scale changes from the thesis's setup."""
+    """Table 4.2 and its figures' sentences: FedER against FedAvg and non-federated training per
+    optimizer, the curves and the generalization gaps, each row saying what this scale changes from
+    the thesis's setup."""
     rows = feder.verdicts(feder.grid_frame(records), dataset, FEDER_LEFT_OUT[scale])
     cfgs = list(plan["table4.2"].values())
     rounds = sorted({c.rounds for c in cfgs})
     base = next(c for c in cfgs if c.rounds == rounds[0])
-    more = "; ".join(f"the {' and '.join(sorted({c.label.split('/')[2] for c in cfgs if c.rounds == r}))} rows: "
-                     f"{r} rounds" for r in rounds[1:])
+    more = "; ".join(
+        f"the {' and '.join(sorted({c.label.split('/')[2] for c in cfgs if c.rounds == r}))} rows: "
+        f"{r} rounds" for r in rounds[1:])
     thesis = FEDER_PRESET.config("paper", dataset=dataset)
     return label_rows(rows, base, thesis, {".": more}, who="the thesis")
 
 
 FEDER_PAPER = Paper(
-    name="FedER", text="feder-thesis.txt", presets=(FEDER_PRESET,),
-    notebooks=(Notebook("07_feder_optimizer_grid", plan=feder_plan, claims=grid_claims, datasets=("cifar100",),
-                        priorities={"table42": 42, "*": 45}),))
+    name="FedER", text="feder-thesis.txt", presets=(FEDER_PRESET, ),
+    notebooks=(Notebook("07_feder_optimizer_grid", plan=feder_plan, claims=grid_claims,
+                        datasets=("cifar100", ), priorities={"table42": 42, "*": 45}), ))

@@ -1,4 +1,5 @@
-"""FedIntR (fedintr.txt): Tables I, II, III, V (notebook 05), Table IV and Figs. 4-5 (notebook 06)."""
+"""FedIntR (fedintr.txt): Tables I, II, III, V (notebook 05), Table IV and Figs. 4-5 (notebook
+06)."""
 
 from __future__ import annotations
 
@@ -52,16 +53,25 @@ def scaling_claims(plan: Scope, records: Records, *, scale: str, dataset: str = 
                                  budget_note=left_out.get("fig5 E > default", ""))]
     base = FEDINTR_PRESET.config(scale, dataset=dataset)
     longer = {e: r for e, r in rounds.items() if r != base.rounds}
-    notes = {"Fig. 5": "; ".join(f"Fig. 5 at E = {e}: {r} rounds" for e, r in sorted(longer.items()))}
+    notes = {
+        "Fig. 5": "; ".join(f"Fig. 5 at E = {e}: {r} rounds" for e, r in sorted(longer.items()))
+    }
     return fc.labelled(rows, base, notes)
 
 
 FEDINTR_PAPER = Paper(
-    name="FedIntR", text="fedintr.txt", presets=(FEDINTR_PRESET,),
+    name="FedIntR",
+    text="fedintr.txt",
+    presets=(FEDINTR_PRESET, ),
     notebooks=(
-        Notebook("05_fedintr_benchmarks", plan=fedintr_benchmarks_plan, claims=benchmarks_claims,
-                 datasets=("fmnist", "svhn", "cifar10", "cifar100"),  # Tables I and V; Table III: CIFAR-10/100
-                 priorities={"table1": 10, "table5": 12, "*": 25}),  # Table II is Table I's FedIntR rows
-        Notebook("06_fedintr_scaling", plan=fedintr_scaling_plan, claims=scaling_claims, datasets=("cifar10",),
-                 priorities={"*": 40}),
+        Notebook(
+            "05_fedintr_benchmarks",
+            plan=fedintr_benchmarks_plan,
+            claims=benchmarks_claims,
+            # Tables I and V; Table III: CIFAR-10/100
+            datasets=("fmnist", "svhn", "cifar10", "cifar100"),
+            # Table II is Table I's FedIntR rows
+            priorities={"table1": 10, "table5": 12, "*": 25}),
+        Notebook("06_fedintr_scaling", plan=fedintr_scaling_plan, claims=scaling_claims,
+                 datasets=("cifar10", ), priorities={"*": 40}),
     ))

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from fedlib.companion.presets import Preset
 
-__all__ = ["FEDINTR_PRESET", "TUNES_MU", "TABLE3_PAPER_COLUMNS", "TABLE3_METHODS", "TABLE5_PER_SAMPLE",
-           "FEDINTR_TABLE3_ROUNDS", "FEDINTR_FIG5_ROUNDS"]
+__all__ = [
+    "FEDINTR_PRESET", "TUNES_MU", "TABLE3_PAPER_COLUMNS", "TABLE3_METHODS", "TABLE5_PER_SAMPLE",
+    "FEDINTR_TABLE3_ROUNDS", "FEDINTR_FIG5_ROUNDS"
+]
 
 FEDINTR_PRESET = Preset(
     "fedintr",

@@ -1,11 +1,13 @@
-"""Notebook 06's claims: FedIntR Table IV (many clients, read at the paper's rounds T) and Fig. 5 (local epochs).
+"""Notebook 06's claims: FedIntR Table IV (many clients, read at the paper's rounds T) and Fig. 5
+(local epochs).
 
-Every claim is decided by :func:`fedlib.companion.verdicts.decide` over seeds at the margin policy (chance: the runs'
-dataset's), checking the plateau of every run it reads at the run's own last round; a row read at a fixed round
-(Table IV's T, Fig. 5 in the default E's rounds) states that reading's rule in its ``why``. A claim whose runs are
-not stored yet is pending, one whose artifact a scale leaves out not testable, with the reason. Where two of the
-paper's sentences compare the same runs, one row decides them (E = 10 "best" and E ≥ 20 "lower"; Fig. 5's default E
-is Table I's runs: its FedIntR − FedAvg row is a control, the claim is notebook 05's).
+Every claim is decided by :func:`fedlib.companion.verdicts.decide` over seeds at the margin policy
+(chance: the runs' dataset's), checking the plateau of every run it reads at the run's own last
+round; a row read at a fixed round (Table IV's T, Fig. 5 in the default E's rounds) states that
+reading's rule in its ``why``. A claim whose runs are not stored yet is pending, one whose artifact
+a scale leaves out not testable, with the reason. Where two of the paper's sentences compare the
+same runs, one row decides them (E = 10 "best" and E ≥ 20 "lower"; Fig. 5's default E is Table I's
+runs: its FedIntR − FedAvg row is a control, the claim is notebook 05's).
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def _compare_sides(claim: str, source: str, a: pd.DataFrame, b: pd.DataFrame,
         a, b = a[~a["pending"]], b[~b["pending"]]
         (av, _, ad), (bv, _, bd) = _side(a), _side(b)
     both = pd.concat([a, b])
-    return decide(claim, source, av, bv, kind=kind, names=names, chance=float(both["chance"].max()), diverged=ad + bd,
-                  paper=paper, paper_d=paper_d, finding=finding, off=offs(both.drop_duplicates("name")))
+    return decide(claim, source, av, bv, kind=kind, names=names, chance=float(both["chance"].max()),
+                  diverged=ad + bd, paper=paper, paper_d=paper_d, finding=finding,
+                  off=offs(both.drop_duplicates("name")))
 
 
 def _runner_up(df: pd.DataFrame, exclude: str) -> str | None:
@@ -62,14 +65,15 @@ def _paper_t4(n: int, i: int) -> tuple[float, float, str]:
 
 
 def _at_t(T: int) -> str:
-    return (f"read at T = {T}: the median of the 10 rounds ending there, as Table IV reports (a fixed round, not "
-            f"the plateau; each run's plateau checked at its last round)")
+    return (f"read at T = {T}: the median of the 10 rounds ending there, as Table IV reports (a "
+            "fixed round, not the plateau; each run's plateau checked at its last round)")
 
 
 def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> list[Verdict]:
-    """Table IV's two claims for each N: FedAvg beats the majority of the regularized methods at the first two
-    reported rounds, and FedIntR (μ = 10) beats every other method at the last one. ``df``: :func:`values_frame` with
-    ``what`` = ``"T=<round>"``; ``left_out``: why this scale does not run Table IV (every claim not testable)."""
+    """Table IV's two claims for each N: FedAvg beats the majority of the regularized methods at the
+    first two reported rounds, and FedIntR (μ = 10) beats every other method at the last one.
+    ``df``: :func:`values_frame` with ``what`` = ``"T=<round>"``; ``left_out``: why this scale does
+    not run Table IV (every claim not testable)."""
     out = []
     Ts = {n: FEDINTR_T4_AT[n] for n in FEDINTR_T4} if df is None or df.empty else \
         {int(n): tuple(int(w[2:]) for w in dict.fromkeys(g["what"])) for n, g in df.groupby("N", sort=False)}
@@ -90,11 +94,15 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
                 continue
             wide = at.pivot(index="seed", columns="method", values="acc")
             others = [m for m in wide.columns if m != "FedAvg"]
-            d = {int(s): float(wide.loc[s, "FedAvg"] - wide.loc[s, others].median()) for s in wide.index}
-            out.append(decide(claim, src, d, kind="greater", names=("FedAvg − median of the others", ""),
-                              chance=float(at["chance"].max()), runs=list(at["acc"]),
-                              diverged=list(at.loc[at["diverged"], "name"]), paper=paper, paper_d=eff,
-                              off=offs(at.drop_duplicates("name"))).noted(_at_t(T)))
+            d = {
+                int(s): float(wide.loc[s, "FedAvg"] - wide.loc[s, others].median())
+                for s in wide.index
+            }
+            out.append(
+                decide(claim, src, d, kind="greater", names=("FedAvg − median of the others", ""),
+                       chance=float(at["chance"].max()), runs=list(at["acc"]),
+                       diverged=list(at.loc[at["diverged"], "name"]), paper=paper, paper_d=eff,
+                       off=offs(at.drop_duplicates("name"))).noted(_at_t(T)))
         T = ts[-1]
         _, eff, second = _paper_t4(pn, len(FEDINTR_T4_AT[pn]) - 1)
         claim = f"FedIntR (μ = 10) beats every other method after enough rounds (N = {n}, T = {T})"
@@ -112,30 +120,33 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
             continue
         p = FEDINTR_T4[pn]
         d = p[INTR][-1] - p[other][-1] if other in p else math.nan
-        out.append(_compare_sides(claim, src, at[at["method"] == INTR], at[at["method"] == other], (INTR, other),
-                            "greater", f"{paper}; FedIntR (μ=10) − {other}: {d:+.2f}" if other in p else paper,
-                            paper_d=d).noted(_at_t(T)))
+        out.append(
+            _compare_sides(claim, src, at[at["method"] == INTR], at[at["method"] == other],
+                           (INTR, other), "greater",
+                           f"{paper}; FedIntR (μ=10) − {other}: {d:+.2f}" if other in p else paper,
+                           paper_d=d).noted(_at_t(T)))
     return out
 
 
 def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
                     equal: pd.DataFrame | None = None,
                     rounds: Mapping[int, int] | None = None) -> list[Verdict]:
-    """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller scale's stand-in
-    ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the best method at every E but 5. One
-    row per comparison: "best at the default E" compares it with the E below it but 1 (E = 1 and E ≥ 20 have rows of
-    their own; with none, no row), and FedIntR − FedAvg at the default E, Table I's runs, is a control.
-    ``df``: :func:`values_frame` of the Fig. 5 runs (one value each). ``budget_note``: why this scale leaves out the E
-    beyond ``default_e`` it does not run: with none run those claims are not testable, else decided on those run and
-    the note says which. ``rounds`` (``{E: rounds}``) and ``equal`` (:func:`fig5_frame` at the default E's rounds):
-    where E = 1 runs longer than the default E (to its plateau), "E = 1 is poor" is decided twice: at the end of
-    each run, and in the same rounds, as the paper runs every E."""
+    """Fig. 5's claims: E = 1 is poor for every method; the default E (the paper's 10; a smaller
+    scale's stand-in ``default_e``) is each method's best; E ≥ 20 lowers accuracy; FedIntR is the
+    best method at every E but 5. One row per comparison: "best at the default E" compares it with
+    the E below it but 1 (E = 1 and E ≥ 20 have rows of their own; with none, no row), and FedIntR −
+    FedAvg at the default E, Table I's runs, is a control. ``df``: :func:`values_frame` of the Fig.
+    5 runs (one value each). ``budget_note``: why this scale leaves out the E beyond ``default_e``
+    it does not run: with none run those claims are not testable, else decided on those run and the
+    note says which. ``rounds`` (``{E: rounds}``) and ``equal`` (:func:`fig5_frame` at the default
+    E's rounds): where E = 1 runs longer than the default E (to its plateau), "E = 1 is poor" is
+    decided twice: at the end of each run, and in the same rounds, as the paper runs every E."""
     out = []
     Es = sorted(set(df["E"]))
     methods = list(dict.fromkeys(df["method"]))
     above = [e for e in Es if e > default_e]
-    partly = (f"of the E above {default_e}, decided on E = {', '.join(f'{e:g}' for e in above)} alone; not run at "
-              f"this scale: {budget_note}") if above and budget_note else ""
+    partly = (f"of the E above {default_e}, decided on E = {', '.join(f'{e:g}' for e in above)} "
+              f"alone; not run at this scale: {budget_note}") if above and budget_note else ""
     r1, rd = (rounds or {}).get(1), (rounds or {}).get(default_e)
     both = equal is not None and r1 is not None and rd is not None and r1 > rd
     src = f"{FIG5_SOURCE}: 'setting E = 1 results in poor accuracy for all approaches'"
@@ -143,17 +154,23 @@ def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
         d = df[df["method"] == m]
         claim = f"E = 1 gives {m} a lower accuracy than E = {default_e}" + (
             f", each run to its plateau ({r1} and {rd} rounds)" if both else "")
-        out.append(_compare_sides(claim, src, d[d["E"] == 1], d[d["E"] == default_e], ("E=1", f"E={default_e}"), "less",
-                            finding=BEST_E_FINDING))
+        out.append(
+            _compare_sides(claim, src, d[d["E"] == 1], d[d["E"] == default_e],
+                           ("E=1", f"E={default_e}"), "less", finding=BEST_E_FINDING))
         if both:
             e1 = equal[(equal["method"] == m) & (equal["E"] == 1)]
-            rule = (f"read at round {rd}, the default E's last (the median of its last rounds up to it): the paper "
-                    f"runs every E for the same rounds; each run's plateau checked at its own last round")
-            out.append(_compare_sides(f"E = 1 gives {m} a lower accuracy than E = {default_e} in the same {rd} rounds "
-                                f"(the paper's setup: the same rounds for every E)", src, e1, d[d["E"] == default_e],
-                                (f"E=1 at round {rd}", f"E={default_e}"), "less",
-                                finding=BEST_E_FINDING).noted(rule))
-    below = [e for e in Es if 1 < e < default_e]  # the E that only "best at the default E" compares with
+            rule = (f"read at round {rd}, the default E's last (the median of its last rounds up "
+                    "to it): the paper runs every E for the same rounds; each run's plateau "
+                    "checked at its own last round")
+            out.append(
+                _compare_sides(
+                    f"E = 1 gives {m} a lower accuracy than E = {default_e} in "
+                    f"the same {rd} rounds "
+                    f"(the paper's setup: the same rounds for every E)", src, e1,
+                    d[d["E"] == default_e], (f"E=1 at round {rd}", f"E={default_e}"), "less",
+                    finding=BEST_E_FINDING).noted(rule))
+    # the E that only "best at the default E" compares with
+    below = [e for e in Es if 1 < e < default_e]
     for m in methods if below else ():
         d = df[df["method"] == m]
         claim = f"{m} is more accurate at the default E = {default_e} (the paper's 10) than at the E below it"
@@ -162,8 +179,10 @@ def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
             out.append(pending(claim, src))
             continue
         best = d[d["E"].isin(below)].groupby("E")["acc"].mean().idxmax()
-        out.append(_compare_sides(f"{claim} (E = {best:g}, the best of them)", src, d[d["E"] == default_e],
-                            d[d["E"] == best], (f"E={default_e}", f"E={best:g}"), "greater", finding=BEST_E_FINDING))
+        out.append(
+            _compare_sides(f"{claim} (E = {best:g}, the best of them)", src, d[d["E"] == default_e],
+                           d[d["E"] == best], (f"E={default_e}", f"E={best:g}"), "greater",
+                           finding=BEST_E_FINDING))
     for m in methods:
         d = df[df["method"] == m]
         claim = f"E ≥ 20 lowers {m}'s accuracy below E = {default_e}"
@@ -175,10 +194,14 @@ def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
         if d["pending"].any():
             out.append(pending(claim, src))
             continue
-        best = d[d["E"].isin(above)].groupby("E")["acc"].mean().idxmax()  # the better of the large E's
-        out.append(_compare_sides(claim, src, d[d["E"] == best], d[d["E"] == default_e], (f"E={best:g}", f"E={default_e}"),
-                            "less", finding=BEST_E_FINDING).noted(partly))
-    intr = next((m for m in methods if m.startswith("FedIntR")), None)  # at Table I's μ for the dataset
+        # the better of the large E's
+        best = d[d["E"].isin(above)].groupby("E")["acc"].mean().idxmax()
+        out.append(
+            _compare_sides(claim, src, d[d["E"] == best], d[d["E"] == default_e],
+                           (f"E={best:g}", f"E={default_e}"), "less",
+                           finding=BEST_E_FINDING).noted(partly))
+    # at Table I's μ for the dataset
+    intr = next((m for m in methods if m.startswith("FedIntR")), None)
     src = f"{FIG5_SOURCE}: 'FedIntR achieves the best performance in most settings except E = 5'"
     if intr is None:
         out.append(not_testable("FedIntR beats the other methods at every E but 5", src,
@@ -190,7 +213,9 @@ def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
         v = pending(claim, src) if other is None else \
             _compare_sides(claim, src, at[at["method"] == intr], at[at["method"] == other], (intr, other), "greater")
         if e == default_e:  # Table I's runs: notebook 05's Table I row is the claim
-            v = replace(v, control=True).noted("the default E's runs are Table I's: its claim is notebook 05's "
-                                              "Table I row; this row is kept as the control of Fig. 5's sweep")
+            v = replace(v, control=True).noted("the default E's runs are Table I's: its claim is "
+                                               "notebook 05's "
+                                              "Table I row; this row is kept as the control of "
+                                              "Fig. 5's sweep")
         out.append(v)
     return out
