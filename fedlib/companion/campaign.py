@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from fedlib.companion.provenance import REPO
 from fedlib.companion import papers as registry  # PLANS read at call time: a test may replace them
 from fedlib.companion import ray_backend, workers
 from fedlib.atomic import writable_problem
@@ -346,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                            help="train the runs that diverged again (by default a diverged run is "
                                 "a result)")
         if name == "doc":
-            p.add_argument("--file", default=str(Path(__file__).resolve().parents[2] / "docs" / "campaign.md"),
+            p.add_argument("--file", default=str(REPO / "docs" / "campaign.md"),
                            help="the markdown file whose generated block is rewritten")
         if name == "costs":
             p.add_argument("--learn", action="store_true", help="add the store's records' times to "

@@ -38,7 +38,7 @@ from fedlib.atomic import atomic_write_text
 from fedlib.errors import OneLineError
 from fedlib.augment import DEFAULT_AUGMENT, VIEWS
 from fedlib.config import Config
-from fedlib.companion.provenance import device_name
+from fedlib.companion.provenance import REPO, device_name
 from fedlib.companion.scales import SCALE
 from fedlib.strategies import STRATEGIES
 
@@ -51,7 +51,7 @@ __all__ = [
 
 DEFAULT_COSTS = Path(
     os.environ.get("FEDLIB_COSTS",
-                   Path(__file__).resolve().parents[2] / "results" / "costs.json"))
+                   REPO / "results" / "costs.json"))
 
 # Training / test split sizes of each dataset (what n_train / n_test = None mean).
 _SPLITS = {

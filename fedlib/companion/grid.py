@@ -30,7 +30,7 @@ from fedlib.companion.verdicts import PENDING, off_plateau
 
 __all__ = ["method_name", "runs_frame", "offs", "seed_summary", "cell", "summary_cell",
            "fmt_interval", "seed_values", "DIVERGED", "Diverged", "Run", "Runs", "Records",
-           "fetch_runs", "DuplicateSeedError", "check_distinct_seeds"]
+           "fetch_runs", "DuplicateSeedError", "check_distinct_seeds", "minus_fedavg"]
 
 DIVERGED = "diverged"
 
@@ -251,3 +251,14 @@ def seed_values(df: pd.DataFrame, col: str = "acc", **where: Any) -> dict[int, f
         sel &= (col_k.astype(float) == float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) \
             else (col_k == v)
     return {int(s): float(x) for s, x in zip(df.loc[sel, "seed"], df.loc[sel, col])}
+
+
+def minus_fedavg(curves: Mapping[str, Mapping[int, pd.Series]]
+                 ) -> dict[str, dict[int, pd.Series]]:
+    """``{"<label> − FedAvg": {seed: difference per round}}`` of every method but FedAvg (the label
+    starting "FedAvg"), on the seeds both ran: the paired differences a spread of a point or two is
+    read from."""
+    ref = next((k for k in curves if k.split(" (")[0] == "FedAvg"), None)
+    base = curves.get(ref, {}) if ref else {}
+    return {f"{k} − FedAvg": {s: (c - base[s]).dropna() for s, c in v.items() if s in base}
+            for k, v in curves.items() if k != ref and any(s in base for s in v)}

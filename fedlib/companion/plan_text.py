@@ -13,7 +13,7 @@ from fedlib.companion.common import RunId
 from fedlib.companion.costs import CostTable
 from fedlib.progress import fmt_s as _fmt_s
 from fedlib.companion.papers import DATASET_FIRST, DEFAULT_PRIORITY, priority
-from fedlib.companion.provenance import device_name, git_commit
+from fedlib.companion.provenance import REPO, device_name, git_commit
 
 __all__ = ["Item", "format_plan", "matching", "plan_doc", "write_plan_doc", "DOC_BEGIN", "DOC_END"]
 
@@ -160,7 +160,7 @@ def plan_doc(items: list[Item], costs: CostTable, scale: str, device: str) -> st
 
 
 def _rel(path: Path | None) -> str:
-    root = Path(__file__).resolve().parents[2]
+    root = REPO
     return "none" if path is None else str(
         path.relative_to(root) if path.is_relative_to(root) else path)
 

@@ -27,13 +27,13 @@ from scipy import stats
 
 from fedlib.atomic import atomic_write_bytes, atomic_write_text
 from fedlib.companion.figcheck import MIN_FONT, figure_facts, note_series
-from fedlib.companion.provenance import code_commit, device_name, runs_provenance, short_commit
+from fedlib.companion.provenance import REPO, code_commit, device_name, runs_provenance, short_commit
 from fedlib.companion.scales import scale_of
 from fedlib.companion.style import method_style
 from fedlib.companion.verdicts import CONFIDENCE
 
 # figures/ beside the package, or $FEDLIB_FIGURES (as $FEDLIB_RESULTS for the results)
-FIGURES = Path(os.environ.get("FEDLIB_FIGURES", Path(__file__).resolve().parents[2] / "figures"))
+FIGURES = Path(os.environ.get("FEDLIB_FIGURES", REPO / "figures"))
 
 # no creation dates or versions in the files: the same figure gives the same bytes
 _METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}

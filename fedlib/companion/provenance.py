@@ -20,10 +20,12 @@ import torch
 
 from fedlib import __version__
 
-__all__ = [
-    "git_commit", "running_commit", "code_commit", "device_name", "host_cpu", "params_hash",
-    "provenance", "flatten_runs", "unique_runs", "runs_provenance", "short_commit", "worker_seconds"
-]
+# the repository this package sits in: its results/, figures/, notebooks/ and docs/
+REPO = Path(__file__).resolve().parents[2]
+
+__all__ = ["REPO", "git_commit", "running_commit", "code_commit", "device_name", "host_cpu",
+           "params_hash", "provenance", "flatten_runs", "unique_runs", "runs_provenance",
+           "short_commit", "worker_seconds"]
 
 # The code that produces numbers. The notebooks are left out: they hold no algorithm code
 # (parameters and calls on fedlib), and they are committed with their outputs, so a commit of a

@@ -53,7 +53,7 @@ from fedlib.progress import fmt_s
 from fedlib.companion.ledger import runs_section, seeds_section
 from fedlib.companion.plots import FIGURES
 from fedlib.progress import ROUND_LOG_ENV
-from fedlib.companion.provenance import code_commit, worker_seconds
+from fedlib.companion.provenance import REPO, code_commit, worker_seconds
 from fedlib.companion.claims_page import (VERDICT_COLUMNS, claim_figures,  # noqa: F401
                                           claims_overview, findings, md_cell)
 from fedlib.companion.report import CLAIM_COLUMNS, claim_rows
@@ -63,8 +63,7 @@ from fedlib.companion.scales import scale_of
 from fedlib.companion.workers import default_jobs, worker_threads
 from fedlib.companion.writeback import BatchRunningError, batch_lock, merged_streams, notebook_problems, write_back  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK_DIR = ROOT / "notebooks"
+NOTEBOOK_DIR = REPO / "notebooks"
 
 def notebooks(only: list[str] | None = None) -> list[Path]:
     found = sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
@@ -425,8 +424,8 @@ def _report(nbs: list[Path], rows: list[dict], args: argparse.Namespace) -> int:
     atomic_write_text(path, text)
     atomic_write_text(results.DEFAULT_ROOT / f"claims-{args.scale}{'' if whole else '.partial'}.md",
                       claims_overview(rows, args.scale))
-    if whole and at.readme and results.DEFAULT_ROOT == ROOT / "results":  # the README's first page
-        write_readme(ROOT / "README.md", readme_block(load_claims(args.scale), args.scale))
+    if whole and at.readme and results.DEFAULT_ROOT == REPO / "results":  # the README's first page
+        write_readme(REPO / "README.md", readme_block(load_claims(args.scale), args.scale))
     print("\n" + "\n".join(text.splitlines()[:len(rows) + 4]) + "\n\nFindings by paper (the "
                                                                 "papers' claims; "
           "the project's controls apart):\n" + "\n".join(findings(rows, args.scale))

@@ -37,11 +37,11 @@ from fedlib.config import Config, ConfigError, device_problem
 from fedlib.companion.costs import before_run
 from fedlib.data import CLASSES, canonical_name
 from fedlib.engine import Engine
-from fedlib.companion.provenance import device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
+from fedlib.companion.provenance import REPO, device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
 from fedlib.companion.scales import scale_of
 from fedlib.companion.verdicts import learning_warnings  # noqa: F401  (re-exported)
 
-DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", Path(__file__).resolve().parents[2] / "results"))
+DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", REPO / "results"))
 
 
 # -------------------------------------------------------------------------------------------- record

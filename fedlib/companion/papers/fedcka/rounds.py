@@ -15,13 +15,14 @@ from matplotlib.ticker import MaxNLocator
 
 from fedlib.companion.papers.fedcka.claims import FIG5_ROUNDS
 from fedlib.companion.figcheck import note_series
-from fedlib.companion.grid import Runs, fmt_interval, is_off, runs_frame, seed_summary, summary_cell
+from fedlib.companion.grid import (Runs, fmt_interval, is_off, minus_fedavg, runs_frame, seed_summary,
+                                   summary_cell)
 from fedlib.companion.common import FedCKARunId
 from fedlib.companion.plots import mean_curves, sweep, t_interval
 from fedlib.companion.results import Record
 from fedlib.companion.style import dataset_name, method_style
 
-__all__ = ["seed_curves", "minus_fedavg", "rounds_figure", "mean_rounds", "describe_rounds",
+__all__ = ["seed_curves", "rounds_figure", "mean_rounds", "describe_rounds",
            "epochs_points", "epochs_at", "epoch_rounds", "epochs_artifact", "describe_epochs"]
 
 
@@ -40,16 +41,6 @@ def seed_curves(records: Runs, names: Mapping[str, str], seeds: Sequence[int], a
         if all(isinstance(r, Record) for r in pair.values()):
             out[s] = {m: 100 * r.metric("test_acc") for m, r in pair.items()}
     return out
-
-
-def minus_fedavg(curves: Mapping[str, Mapping[int, pd.Series]]) -> dict[str, dict[int, pd.Series]]:
-    """``{"<label> − FedAvg": {seed: difference per round}}`` of every method but FedAvg (the label
-    starting "FedAvg"), on the seeds both ran: the paired differences a spread of a point or two is
-    read from."""
-    ref = next((k for k in curves if k.split(" (")[0] == "FedAvg"), None)
-    base = curves.get(ref, {}) if ref else {}
-    return {f"{k} − FedAvg": {s: (c - base[s]).dropna() for s, c in v.items() if s in base}
-            for k, v in curves.items() if k != ref and any(s in base for s in v)}
 
 
 def rounds_figure(curves: Mapping[str, Mapping[int, pd.Series]], dataset: str,

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from fedlib.companion.grid import fmt_interval, is_off, seed_values
+from fedlib.companion.grid import fmt_interval, is_off, minus_fedavg, seed_values
 from fedlib.companion.papers.fedintr.plans import FEDINTR_BEST_MU, FEDINTR_METHODS
 from fedlib.companion.plots import group_panels, mean_curves, paper_panel, sweep, t_interval
 from fedlib.companion.style import dataset_name
@@ -146,14 +146,6 @@ def curves_phrase(curves: Curves, dataset: str) -> str:
     return "the paper's μ" if ok else "the μ in its label"
 
 
-def _minus_fedavg(curves: Curves) -> Curves:
-    """``{label − FedAvg: {seed: difference per round}}`` of every method but FedAvg, on the seeds
-    both ran."""
-    base = curves.get("FedAvg", {})
-    return {f"{k} − FedAvg": {s: (c - base[s]).dropna() for s, c in v.items() if s in base}
-            for k, v in curves.items() if k != "FedAvg" and any(s in base for s in v)}
-
-
 def curves_figure(curves: Curves, dataset: str, scale: str) -> plt.Figure:
     """Table I's runs per round (each method at :func:`curves_phrase`), the mean over seeds with a
     95 % t band, and beside them each method minus FedAvg, paired by seed (mean and 95 % t band of
@@ -175,7 +167,7 @@ def curves_figure(curves: Curves, dataset: str, scale: str) -> plt.Figure:
     gaps = {
         k: {s: c[c.index >= start]
             for s, c in v.items()}
-        for k, v in _minus_fedavg(curves).items()
+        for k, v in minus_fedavg(curves).items()
     }
     mean_curves(diff, gaps, percent=False, xlabel="communication round", ylabel="minus FedAvg, "
                                                                                 "paired (points)")
