@@ -39,7 +39,7 @@ from fedlib.data import CLASSES, canonical_name
 from fedlib.engine import Engine
 from fedlib.companion.provenance import REPO, device_name, git_commit, params_hash, provenance  # noqa: F401  (re-exported)
 from fedlib.companion.scales import scale_of
-from fedlib.companion.verdicts import learning_warnings  # noqa: F401  (re-exported)
+from fedlib.companion.run_checks import learning_warnings  # noqa: F401  (re-exported)
 
 DEFAULT_ROOT = Path(os.environ.get("FEDLIB_RESULTS", REPO / "results"))
 
