@@ -33,9 +33,9 @@ continues; with everything done it does nothing. After a ``run`` the ledger
 artifact × runs finished / needed, the claims' verdicts (from the notebooks'
 ``results/summary/*.<scale>.json``) and mean ± std over seeds where a plan has several.
 
-Batching runs that share a model and shapes (seeds, μ values) into one computation was measured on
-the CPU and gains at most 4 %, within noise (``benchmarks/batching.py``, ``docs/campaign.md``): runs
-are trained one after another.
+Runs are trained one after another: batching runs that share a model and shapes (seeds, μ values)
+into one computation gains nothing beyond noise on the CPU (``benchmarks/batching.py``,
+``docs/campaign.md``).
 """
 
 from __future__ import annotations

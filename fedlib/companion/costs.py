@@ -59,12 +59,8 @@ _SPLITS = {
     "svhn": (73_257, 26_032), "tinyimagenet": (100_000, 10_000), "synthetic": (50_000, 10_000)
 }
 
-# Stated default model: training sample-passes per second of FedAvg on one device of each type, per
-# model. cuda: one H100 (benchmarks/RESULTS.md: IntR CNN on Fashion-MNIST 60 M sample-passes in 75 s
-# with the CUDA graph; simple CNN 394 k/s one-epoch graph benchmark); ResNets from their FLOPs at
-# ~30 % of the card (not measured). cpu: one thread of this project's 2-core CPU at batch 64 (quick
-# records: IntR CNN ~10 k/s, simple CNN ~8 k/s, quarter-width ResNet-18 ~270/s, eighth-width ~500/s:
-# width_speedup); full-width ResNets from their FLOPs.
+# Stated default model: FedAvg's training sample-passes per second on one device of each type, per
+# model (cuda: one H100; cpu: one thread at batch 64), read from benchmarks/RESULTS.md.
 DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
     "cuda": {
         "intr_cnn": 800_000, "simple_cnn": 400_000, "resnet20": 60_000, "resnet18": 15_000,

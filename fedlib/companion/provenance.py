@@ -99,7 +99,7 @@ def host_cpu(cpuinfo: str | None = None) -> str:
     """The CPU that ran this process, e.g. ``"Intel(R) Xeon(R) Processor @ 2.50GHz [avx2 avx512f
     amx_bf16 amx_tile]"``: the model name and the speed-relevant flags of ``/proc/cpuinfo`` (given
     as text, or read). Two hosts of one model name can differ in their instruction sets and in speed
-    (2.2 times the seconds per round for one config: benchmarks/RESULTS.md)."""
+    (benchmarks/RESULTS.md, "Two hosts of one CPU name")."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()
