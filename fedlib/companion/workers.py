@@ -82,7 +82,7 @@ def train_on_workers(items: list[Any], store: Store, budget_s: float, booking: A
                      log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Train the pending ``items`` (a campaign's, :class:`fedlib.companion.plan_text.Item`) in order
     within ``budget_s`` seconds, ``jobs`` at a time (``jobs > 1``: that many worker processes with
-    ``cores() // jobs`` threads each); ``booking`` (:class:`fedlib.companion.campaign.Booking`)
+    ``cores() // jobs`` threads each); ``booking`` (:class:`fedlib.companion.booking.Booking`)
     admits each run before it starts (``admit(item, seconds left, out)``: the seconds left, or None
     to skip it) and books it when it ends (``finish(record, item, seconds, out, queue)``) or stops
     (``failed(item, queue)``): either may reorder the items still queued. Returns the keys done,
