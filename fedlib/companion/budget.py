@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from fedlib.config import Config
-from fedlib.companion.costs import DEFAULT_THROUGHPUT, reference_passes, sample_passes, width_speedup
+from fedlib.companion.costs import (DEFAULT_THROUGHPUT, reference_passes, sample_passes,
+                                    width_speedup)
 from fedlib.companion.common import Plan
 from fedlib.companion.scales import scale_of
 

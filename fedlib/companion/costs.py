@@ -141,8 +141,8 @@ def cost_key(cfg: Config) -> str:
     """What a measurement is keyed by: model (and its options), dataset, strategy family, batch,
     precision."""
     kw = ",".join(f"{k}={cfg.model_kw[k]}" for k in sorted(cfg.model_kw))
-    return f"{cfg.model}{'{' + kw + '}' if kw else ''}|{cfg.dataset}|{family(cfg.strategy)}|b{cfg.batch_size}|" \
-           f"{cfg.precision}"
+    model = f"{cfg.model}{'{' + kw + '}' if kw else ''}"
+    return f"{model}|{cfg.dataset}|{family(cfg.strategy)}|b{cfg.batch_size}|{cfg.precision}"
 
 
 def width_speedup(cfg: Config) -> float:
@@ -328,7 +328,7 @@ class CostTable:
                                      f"{kind} x {FAMILY_FACTOR.get(fam, 1.5)} ({fam})")
 
 
-# ------------------------------------------------------------------------------------ the guard before long work
+# ----------------------------------------------------------------------- the guard before long work
 
 LONG_RUN_S = 3600.0  # longer than this on a CPU: stop before starting unless told to go on
 ALLOW_LONG_ENV = "FEDLIB_ALLOW_LONG"

@@ -85,9 +85,11 @@ def device_name(device: str | torch.device, threads: int | None = None) -> str:
     GPU's), or the CPU's with the threads a run trains on (``threads``; default: this process's)."""
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.get_device_name(
-            device) if torch.cuda.is_available() else "cuda (none on this machine)"
-    return f"cpu ({platform.processor() or platform.machine()}, {threads or torch.get_num_threads()} threads)"
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(device)
+        return "cuda (none on this machine)"
+    cpu = platform.processor() or platform.machine()
+    return f"cpu ({cpu}, {threads or torch.get_num_threads()} threads)"
 
 
 # The instruction sets that change how fast torch trains on a CPU (bf16 and int8 matrix units, wide
