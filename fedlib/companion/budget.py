@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from fedlib.config import Config
-from fedlib.companion.costs import DEFAULT_THROUGHPUT, reference_passes, sample_passes, width_speedup
+from fedlib.companion.costs import (DEFAULT_THROUGHPUT, reference_passes, sample_passes,
+                                    width_speedup)
 from fedlib.companion.common import Plan
 from fedlib.companion.scales import scale_of
 
@@ -35,17 +36,11 @@ __all__ = [
 MAX_PART_S = 10 * 3600.0
 # Two single-thread workers train side by side: wall time is about half the worker time.
 WORKER_WALL = 0.5
-# FedAvg with the simple CNN at batch 64 on one thread of this CPU: a FedCKA quick run (20 rounds x
-# 5 epochs x 15,000 images) in about 3.1 min (benchmarks/RESULTS.md, notebook 03 from an empty
-# store).
+# Seconds per sample-pass of FedAvg with the simple CNN at batch 64 on one thread of this CPU
+# (benchmarks/RESULTS.md).
 CPU_S_PER_PASS = {"simple_cnn": 186.0 / 1_500_000}
 # Cost per sample-pass (training and reference forwards) relative to FedAvg, from the committed
-# quick records on one thread: whole runs of FedCKA 1.7x and MOON 1.35x FedAvg's in FedCKA's setup
-# (E = 5, 0.4 reference passes per training sample a round), FedIntR about 3.1x (11.8 against 3.8
-# min at E = 6 with 0.8: its five projection heads); FedER at quick as FedAvg (the width-8
-# ResNet-18's records: 1.93 against 1.99 ms a sample-pass; its EVBMF is server work of a few ms a
-# layer); the others are estimates. Kernel CKA adds an RBF Gram per layer (FedCKA Table 3: 122 vs
-# 104 s).
+# quick records on one thread (benchmarks/RESULTS.md); kernel CKA adds an RBF Gram per layer.
 METHOD_FACTOR = {
     "fedavg": 1.0, "centralized": 1.0, "local_only": 1.0, "fedprox": 1.1, "scaffold": 1.2,
     "moon": 1.35 * 5 / 5.4, "fedcka": 1.7 * 5 / 5.4, "fedintr": 3.1 * 6 / 6.8, "feder": 1.0

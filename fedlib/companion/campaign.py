@@ -1,9 +1,10 @@
 """The campaign: every run every notebook plans, costed, prioritized and trained within a time
 budget.
 
-    python -m fedlib.companion.campaign plan --scale paper --device cuda        # every run: cost, priority, status
-    python -m fedlib.companion.campaign run --scale paper --device cuda --budget 25m [--backend local|ray]
-    python -m fedlib.companion.campaign ledger --scale paper                    # results/ledger-paper.md
+    python -m fedlib.companion.campaign plan --scale paper --device cuda  # cost, priority, status
+    python -m fedlib.companion.campaign run --scale paper --device cuda --budget 25m \
+        [--backend local|ray]
+    python -m fedlib.companion.campaign ledger --scale paper     # results/ledger-paper.md
 
 The runs come from the notebooks' plans (:data:`fedlib.companion.papers.PLANS`; the notebooks load
 the same runs with ``fetch(cfg, train=False)``); a run that several artifacts share (same
@@ -33,9 +34,9 @@ continues; with everything done it does nothing. After a ``run`` the ledger
 artifact × runs finished / needed, the claims' verdicts (from the notebooks'
 ``results/summary/*.<scale>.json``) and mean ± std over seeds where a plan has several.
 
-Batching runs that share a model and shapes (seeds, μ values) into one computation was measured on
-the CPU and gains at most 4 %, within noise (``benchmarks/batching.py``, ``docs/campaign.md``): runs
-are trained one after another.
+Runs are trained one after another: batching runs that share a model and shapes (seeds, μ values)
+into one computation gains nothing beyond noise on the CPU (``benchmarks/batching.py``,
+``docs/campaign.md``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ import inspect
 import math
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,7 +53,8 @@ from fedlib.companion.provenance import REPO
 from fedlib.companion import papers as registry  # PLANS read at call time: a test may replace them
 from fedlib.companion import ray_backend, workers
 from fedlib.atomic import writable_problem
-from fedlib.config import SCALES, Config, device_problem, field_problem
+from fedlib.config import SCALES, device_problem, field_problem
+from fedlib.companion.booking import Booking, defer_moot, refresh  # noqa: F401  (re-exported)
 from fedlib.companion.costs import DEFAULT_COSTS, CostTable, LongRunError, check_long
 from fedlib.progress import fmt_s as _fmt_s
 from fedlib.data import dataset_missing  # noqa: F401  (re-exported)
@@ -62,10 +63,8 @@ from fedlib.companion.ledger import ledger_path, write_ledger
 from fedlib.companion.plan_text import Item, format_plan, matching, plan_doc, write_plan_doc
 from fedlib.companion.papers import DEFAULT_PRIORITY, priority
 from fedlib.companion.common import Plan
-from fedlib.companion.results import CorruptRecordError, Record, RecordMismatchError, Store, device_name
+from fedlib.companion.results import Store, device_name
 from fedlib.companion.scales import scale_of
-from fedlib.schedule import NonFiniteLossError
-from fedlib.companion.verdicts import off_plateau_by_every_metric
 from fedlib.companion.workers import default_jobs
 
 __all__ = ["DEFAULT_PRIORITY", "collect", "priority", "dataset_missing", "parse_budget",
@@ -79,10 +78,11 @@ def _call_plan(fn: Callable[..., Any], scale: str, dataset: str | None) -> Plan:
     return fn(scale, **kw)
 
 
-def collect(scale: str, device: str = "cpu", *, store: Store | None = None, costs: CostTable | None = None,
-            only: list[str] | None = None, dataset: str | None = None,
-            plans: dict[str, Callable[..., Any]] | None = None, errors: list[str] | None = None,
-            retry_diverged: bool = False, threads: int | None = None) -> list[Item]:
+def collect(scale: str, device: str = "cpu", *, store: Store | None = None,
+            costs: CostTable | None = None, only: list[str] | None = None,
+            dataset: str | None = None, plans: dict[str, Callable[..., Any]] | None = None,
+            errors: list[str] | None = None, retry_diverged: bool = False,
+            threads: int | None = None) -> list[Item]:
     """Every run of every plan (``only``: notebook names or number prefixes), deduplicated by key,
     with its priority, status and estimated cost on ``device`` with ``threads`` threads a run
     (default: this process's), in the order ``run`` takes them. A plan that fails to build is
@@ -111,7 +111,8 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
                 if it is None:
                     every = cfg.checkpoint_every or max(1, math.ceil(cfg.rounds / 20))
                     it = items[k] = Item(k, cfg.replace(device=device, checkpoint_every=every),
-                                         priority=priority(nb, art), order=len(items), retry=retry_diverged)
+                                         priority=priority(nb, art), order=len(items),
+                                         retry=retry_diverged)
                 it.uses.append((nb, art, rid))
                 it.priority = min(it.priority, priority(nb, art))
     missing: dict[str, str | None] = {}
@@ -123,72 +124,14 @@ def collect(scale: str, device: str = "cpu", *, store: Store | None = None, cost
     return sorted(items.values(), key=lambda i: i.sort_key)
 
 
-def defer_moot(items: list[Item]) -> None:
-    """Mark the pending runs of a setting one of whose seeds diverged or ended off its plateau (by
-    every accuracy a verdict may read) as moot: such a run makes every claim and mean over that
-    setting's seeds not testable whatever its other seeds read
-    (:func:`fedlib.companion.verdicts.decide`), so they are trained after every run a verdict can
-    still depend on (planned all the same: seeds are fixed before any run)."""
-    spoilt: dict[str, str] = {}
-    for it in sorted(items, key=lambda i: i.cfg.seed):
-        if it.status == "diverged" or (it.status == "done" and it.off):
-            why = "diverged" if it.status == "diverged" else f"ended off its plateau ({it.off})"
-            spoilt.setdefault(it.setting, f"seed {it.cfg.seed} of its setting {why}")
-    for it in items:
-        if it.status in ("pending", "partial") and (why := spoilt.get(it.setting)) is not None:
-            it.moot = f"{why}: no verdict depends on this run (trained last)"
-
-
-def refresh(it: Item, store: Store, costs: CostTable, missing: dict[str, str | None] | None = None,
-            dev_name: str | None = None) -> Item:
-    """Update ``it``'s status and remaining cost from the store and the cost table."""
-    missing = {} if missing is None else missing
-    ds = it.cfg.dataset
-    if ds not in missing:
-        missing[ds] = dataset_missing(ds)
-    it.rounds_done, it.recompute, it.why = 0, False, ""
-    try:
-        rec = store.get(it.key)
-    except RecordMismatchError as e:  # another config's record under this key: the user decides
-        it.status, it.why, it.estimate_s, it.source = "blocked", str(e), 0.0, ""
-        return it
-    except CorruptRecordError as e:  # unreadable: run() recomputes it
-        rec, it.why = None, str(e)
-    why = "; ".join(rec.problems()) if rec is not None else _divergence(store, it.key)
-    if why and not it.retry:
-        it.status, it.why, it.estimate_s, it.source = "diverged", why, 0.0, ""
-        return it
-    if rec is not None and not why:
-        it.status, it.estimate_s, it.source, it.off = "done", 0.0, "", off_plateau_by_every_metric(rec) or ""
-        return it
-    it.recompute = rec is not None
-    if missing[ds]:
-        it.status, it.why = "blocked", missing[ds]
-    else:
-        it.status = "pending"
-        it.rounds_done = store.checkpoint_round(it.key)
-        if it.rounds_done:
-            it.status = "partial"
-    est = costs.estimate(it.cfg, it.cfg.device, rounds_left=it.cfg.rounds - it.rounds_done, device_name=dev_name)
-    it.estimate_s, it.source = est.seconds, est.source
-    return it
-
-
-def _divergence(store: Store, key: str) -> str:
-    """How the last run of ``key`` diverged (a non-finite loss, in ``failed/<key>.json``), or
-    ``""``."""
-    f = store.last_failure(key)
-    if f is None or f.get("error", {}).get("type") != NonFiniteLossError.__name__:
-        return ""
-    return f"diverged in round {f.get('failed_round')}: {f['error'].get('message', '')}"
-
-
 def unknown_notebooks(only: list[str], plans: dict[str, Any] | None = None) -> str | None:
     """Why some of ``only`` (notebook names or number prefixes) name no notebook with a plan; None
     if all do."""
     names = sorted(plans if plans is not None else registry.PLANS)
     bad = [o for o in only if not any(nb == o or nb.startswith(o) for nb in names)]
-    return f"no notebook with a plan matches {', '.join(map(repr, bad))}; valid: {', '.join(names)}" if bad else None
+    if not bad:
+        return None
+    return f"no notebook with a plan matches {', '.join(map(repr, bad))}; valid: {', '.join(names)}"
 
 
 def parse_budget(text: str) -> float:
@@ -203,93 +146,6 @@ def parse_budget(text: str) -> float:
     return sum(float(v) * {"h": 3600, "m": 60, "s": 1}[u] for v, u in parts)
 
 
-def admit(it: Item, store: Store, costs: CostTable, left: float, out: dict[str, list[str]],
-          log: Callable[[str], None], pace: float = 1.0, dev_name: str | None = None) -> float | None:
-    """The seconds left if ``it`` should start now; None if it is done meanwhile or its estimate
-    exceeds ``left`` (then it is listed as skipped). Refreshes its status and estimate first (a
-    checkpoint, a newer measurement of ``dev_name`` first); ``pace`` (:attr:`Booking.pace`) scales
-    the estimate to this machine's speed so far."""
-    refresh(it, store, costs, dev_name=dev_name)
-    if it.status not in ("pending", "partial"):
-        return None
-    if pace != 1.0:
-        it.estimate_s *= pace
-        it.source += f", × {pace:.2f} (this campaign's pace)"
-    if it.estimate_s > left:
-        out["skipped"].append(it.key)
-        log(f"[campaign] skip {it.what}: estimated {_fmt_s(it.estimate_s)} > {_fmt_s(left)} left")
-        return None
-    return left
-
-
-def finish(rec: Record, it: Item, costs: CostTable, out: dict[str, list[str]], secs: float,
-           log: Callable[[str], None]) -> None:
-    """Book a finished run: the cost table learns its time."""
-    if costs.learn(rec):
-        costs.save()
-    out["done"].append(it.key)
-    acc = rec.final("test_acc")
-    log(f"[campaign] done {it.what} in {_fmt_s(secs)}" + (f": test acc {100 * acc:.2f} %" if acc == acc else ""))
-
-
-@dataclass
-class Booking:
-    """What a backend (:func:`fedlib.companion.workers.train_on_workers`,
-    :func:`fedlib.companion.ray_backend.train_on_ray`) asks the campaign around each run:
-    :func:`admit` before it starts, :func:`finish` when it ends. It keeps this campaign's **pace**:
-    the seconds its finished runs took over what the cost table estimates, as it stands now, for the
-    rounds they trained. The table holds medians over earlier machines; two CPUs of one model name
-    can differ twofold, so a run is admitted on its estimate times the pace (1 until a run has
-    finished), and one that cannot end within the budget is not begun. The table learns each
-    finished run's time: where this campaign's runs are most of a key's measurements, its estimates
-    are already this machine's and the pace stays near 1 (against the estimates they were admitted
-    on, it would count this machine's slowness twice). ``dev_name``: the device name the runs'
-    records carry (:func:`fedlib.companion.provenance.device_name` with the workers' threads),
-    measured first."""
-
-    store: Store
-    costs: CostTable
-    log: Callable[[str], None] = print
-    dev_name: str | None = None
-    # key: the rounds it was admitted to train
-    _admitted: dict[str, int] = field(default_factory=dict)
-    # (config, rounds trained, seconds)
-    _finished: list[tuple[Config, int, float]] = field(default_factory=list)
-
-    @property
-    def pace(self) -> float:
-        est = sum(self.costs.estimate(c, c.device, rounds_left=r, device_name=self.dev_name).seconds
-                  for c, r, _ in self._finished)
-        return sum(s for *_, s in self._finished) / est if est > 0 else 1.0
-
-    def admit(self, it: Item, left: float, out: dict[str, list[str]]) -> float | None:
-        got = admit(it, self.store, self.costs, left, out, self.log, self.pace, self.dev_name)
-        if got is not None:
-            self._admitted[it.key] = it.cfg.rounds - it.rounds_done
-        return got
-
-    def failed(self, it: Item, queue: list[Item]) -> None:
-        """``it`` stopped; if it diverged, its setting's seeds still in ``queue`` go last
-        (:func:`defer_moot`)."""
-        if _divergence(self.store, it.key):
-            it.status = "diverged"
-            defer_moot([it, *queue])
-            queue.sort(key=lambda q: q.sort_key)
-
-    def finish(self, rec: Record, it: Item, secs: float, out: dict[str, list[str]],
-               queue: list[Item] | None = None) -> None:
-        """Book ``it``'s record; if it ended off its plateau, its setting's seeds still in ``queue``
-        go last."""
-        rounds = self._admitted.pop(it.key, 0)
-        finish(rec, it, self.costs, out, secs, self.log)  # the table learns its time first
-        if rounds > 0 and secs > 0:
-            self._finished.append((it.cfg, rounds, secs))
-        it.status, it.off = "done", off_plateau_by_every_metric(rec) or ""
-        if it.off and queue:
-            defer_moot([it, *queue])
-            queue.sort(key=lambda q: q.sort_key)
-
-
 def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, jobs: int = 1,
               progress: bool = False, log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """The pending ``items`` trained on this machine within ``budget_s``
@@ -300,12 +156,13 @@ def run_local(items: list[Item], store: Store, budget_s: float, costs: CostTable
                                     log=log)
 
 
-def run_ray(items: list[Item], store: Store, budget_s: float, costs: CostTable, *, address: str | None = None,
-            num_cpus: int | None = None, threads: int | None = None,
+def run_ray(items: list[Item], store: Store, budget_s: float, costs: CostTable, *,
+            address: str | None = None, num_cpus: int | None = None, threads: int | None = None,
             log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """The pending ``items`` trained as Ray tasks within ``budget_s``
     (:func:`fedlib.companion.ray_backend.train_on_ray`)."""
-    booking = Booking(store, costs, log, device_name(items[0].cfg.device if items else "cpu", threads))
+    booking = Booking(store, costs, log,
+                      device_name(items[0].cfg.device if items else "cpu", threads))
     return ray_backend.train_on_ray(items, store, budget_s, booking, address=address,
                                num_cpus=num_cpus, threads=threads, log=log)
 
@@ -330,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="the cost table (JSON; at smoke scale the default one is read, not "
                             "written)")
         if name == "run":
-            p.add_argument("--budget", required=True, help="wall-clock budget, e.g. 25m, 1h30m, 90s")
+            p.add_argument("--budget", required=True,
+                           help="wall-clock budget, e.g. 25m, 1h30m, 90s")
             p.add_argument("--backend", default="local", choices=["local", "ray"])
             p.add_argument("--ray-address", default=None, help="a Ray cluster (default: "
                                                                "$RAY_ADDRESS or local)")
@@ -353,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--learn", action="store_true", help="add the store's records' times to "
                                                                 "the table")
     a = ap.parse_args(argv)
-    if (why := field_problem("device", a.device)) or (a.cmd == "run" and (why := device_problem(a.device))):
+    if ((why := field_problem("device", a.device))
+            or (a.cmd == "run" and (why := device_problem(a.device)))):
         ap.error(f"--device {a.device!r}: {why}")
     if a.only and (why := unknown_notebooks(a.only)):
         ap.error(f"--only {' '.join(a.only)}: {why}")
@@ -382,9 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     errors: list[str] = []
     # estimates at the workers' threads
     jobs = default_jobs(a.device) if getattr(a, "jobs", None) is None else a.jobs
-    threads = None if getattr(a, "backend", "local") == "ray" else workers.worker_threads(max(1, jobs))
-    items = collect(a.scale, a.device, store=store, costs=costs, only=a.only, dataset=a.dataset, errors=errors,
-                    retry_diverged=getattr(a, "retry_diverged", False), threads=threads)
+    on_ray = getattr(a, "backend", "local") == "ray"
+    threads = None if on_ray else workers.worker_threads(max(1, jobs))
+    items = collect(a.scale, a.device, store=store, costs=costs, only=a.only, dataset=a.dataset,
+                    errors=errors, retry_diverged=getattr(a, "retry_diverged", False),
+                    threads=threads)
     for e in errors:
         print(f"[campaign] plan error (skipped): {e}", file=sys.stderr)
     if a.match:
@@ -412,18 +273,20 @@ def main(argv: list[str] | None = None) -> int:
         if todo and scale_of(a.scale).gpu:  # what this budget would start: stop if hours on a CPU
             need = sum(i.estimate_s for i in todo)
             try:
-                check_long(min(need, budget), a.device, f"campaign: {len(todo)} pending run(s) "
-                                                        f"({_fmt_s(need)} in "
-                           f"all), budget {_fmt_s(budget)}", flag=as_typed("--allow-long", "FEDLIB_ALLOW_LONG=1 make campaign"),
+                what = (f"campaign: {len(todo)} pending run(s) ({_fmt_s(need)} in all), budget "
+                        f"{_fmt_s(budget)}")
+                check_long(min(need, budget), a.device, what,
+                           flag=as_typed("--allow-long", "FEDLIB_ALLOW_LONG=1 make campaign"),
                            allow_long=a.allow_long or None)
             except LongRunError as e:
                 print(f"[campaign] {e}", file=sys.stderr)
                 return 2
         if not todo:
             n = {s: sum(i.status == s for i in items) for s in ("done", "diverged", "blocked")}
+            retry = as_typed("--retry-diverged",
+                             "python -m fedlib.companion.campaign run ... --retry-diverged")
             print(f"[campaign] nothing to do: {n['done']} done, {n['diverged']} diverged (a "
-                  f"result; {as_typed('--retry-diverged', 'python -m fedlib.companion.campaign run ... --retry-diverged')} trains "
-                  f"them again), {n['blocked']} blocked.")
+                  f"result; {retry} trains them again), {n['blocked']} blocked.")
         elif a.backend == "ray":
             run_ray(items, store, budget, costs, address=a.ray_address)
         else:

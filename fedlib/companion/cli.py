@@ -1,6 +1,7 @@
 """One experiment from the command line, and a stored record at a glance.
 
-    python -m fedlib.companion run fedintr --scale quick strategy=fedprox 'strategy_kw={"mu": 0.01}' seed=1
+    python -m fedlib.companion run fedintr --scale quick strategy=fedprox \
+        'strategy_kw={"mu": 0.01}' seed=1
     python -m fedlib.companion run fedcka --scale smoke rounds=3 --tensorboard runs/
     python -m fedlib.companion show 1a7a9801                 # a key or a unique prefix of one
 
@@ -33,13 +34,18 @@ __all__ = ["main", "parse_overrides", "HELP"]
 # the presets' names are filled in: HELP holds JSON braces
 HELP = """One experiment from the command line, and a stored record at a glance.
 
-  python -m fedlib.companion run fedintr --scale quick strategy=fedprox 'strategy_kw={"mu": 0.01}' seed=1
-  python -m fedlib.companion show <key>              a record's config, provenance and final metrics (a key or its prefix)
+  python -m fedlib.companion run fedintr --scale quick strategy=fedprox \
+'strategy_kw={"mu": 0.01}' seed=1
+  python -m fedlib.companion show <key>              a record's config, provenance and final \
+metrics (a key or its prefix)
 
 run starts from a paper's preset (PRESETS) at --scale, applies key=value overrides
-(JSON, then Python literals, else a string), checks the whole config, prints its estimate and whether it
-checkpoints, then one line per round; the record is stored under its key. A stored record comes back without
-training (--recompute trains it again). Ctrl-C keeps the checkpointed rounds: the same command resumes.
+(JSON, then Python literals, else a string), checks the whole config, prints its estimate and \
+whether it
+checkpoints, then one line per round; the record is stored under its key. A stored record comes \
+back without
+training (--recompute trains it again). Ctrl-C keeps the checkpointed rounds: the same command \
+resumes.
 
 Every entry point of fedlib:
   make reproduce          render every notebook from the committed records (trains nothing; minutes)
@@ -49,10 +55,13 @@ Every entry point of fedlib:
   make bundle             an offline bundle in bundle/
   make gpu-check          on a GPU first: every strategy and path agree (SMOKE=1: the same on a CPU)
   python -m fedlib.companion run | show              this command
-  python -m fedlib.companion.reproduce --help        execute or render the notebooks, write the summaries
+  python -m fedlib.companion.reproduce --help        execute or render the notebooks, write the \
+summaries
   python -m fedlib.companion.campaign --help         plan, run and ledger of every planned run
-  python -m fedlib.companion.papers --help           the papers, their notebooks, and a notebook's verdicts (claims NN)
-  scripts/render-head.sh                   render HEAD's records in a clean worktree and copy the outputs here
+  python -m fedlib.companion.papers --help           the papers, their notebooks, and a \
+notebook's verdicts (claims NN)
+  scripts/render-head.sh                   render HEAD's records in a clean worktree and copy the \
+outputs here
   python scripts/strategies_quick.py       six strategies in FedIntR's setup, one table
 """.replace("(PRESETS)", f"({', '.join(PRESETS)})")
 

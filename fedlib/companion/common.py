@@ -66,7 +66,8 @@ class RunId:
     def __repr__(self) -> str:
         named = (f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)[2:]
                  if getattr(self, f.name) is not None)
-        return f"{type(self).__name__}({', '.join([repr(self.method), f'seed={self.seed}', *named])})"
+        args = ", ".join([repr(self.method), f"seed={self.seed}", *named])
+        return f"{type(self).__name__}({args})"
 
 
 @dataclass(frozen=True, repr=False)

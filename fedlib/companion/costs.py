@@ -59,12 +59,8 @@ _SPLITS = {
     "svhn": (73_257, 26_032), "tinyimagenet": (100_000, 10_000), "synthetic": (50_000, 10_000)
 }
 
-# Stated default model: training sample-passes per second of FedAvg on one device of each type, per
-# model. cuda: one H100 (benchmarks/RESULTS.md: IntR CNN on Fashion-MNIST 60 M sample-passes in 75 s
-# with the CUDA graph; simple CNN 394 k/s one-epoch graph benchmark); ResNets from their FLOPs at
-# ~30 % of the card (not measured). cpu: one thread of this project's 2-core CPU at batch 64 (quick
-# records: IntR CNN ~10 k/s, simple CNN ~8 k/s, quarter-width ResNet-18 ~270/s, eighth-width ~500/s:
-# width_speedup); full-width ResNets from their FLOPs.
+# Stated default model: FedAvg's training sample-passes per second on one device of each type, per
+# model (cuda: one H100; cpu: one thread at batch 64), read from benchmarks/RESULTS.md.
 DEFAULT_THROUGHPUT: dict[str, dict[str, float]] = {
     "cuda": {
         "intr_cnn": 800_000, "simple_cnn": 400_000, "resnet20": 60_000, "resnet18": 15_000,
@@ -145,8 +141,8 @@ def cost_key(cfg: Config) -> str:
     """What a measurement is keyed by: model (and its options), dataset, strategy family, batch,
     precision."""
     kw = ",".join(f"{k}={cfg.model_kw[k]}" for k in sorted(cfg.model_kw))
-    return f"{cfg.model}{'{' + kw + '}' if kw else ''}|{cfg.dataset}|{family(cfg.strategy)}|b{cfg.batch_size}|" \
-           f"{cfg.precision}"
+    model = f"{cfg.model}{'{' + kw + '}' if kw else ''}"
+    return f"{model}|{cfg.dataset}|{family(cfg.strategy)}|b{cfg.batch_size}|{cfg.precision}"
 
 
 def width_speedup(cfg: Config) -> float:
@@ -332,7 +328,7 @@ class CostTable:
                                      f"{kind} x {FAMILY_FACTOR.get(fam, 1.5)} ({fam})")
 
 
-# ------------------------------------------------------------------------------------ the guard before long work
+# ----------------------------------------------------------------------- the guard before long work
 
 LONG_RUN_S = 3600.0  # longer than this on a CPU: stop before starting unless told to go on
 ALLOW_LONG_ENV = "FEDLIB_ALLOW_LONG"

@@ -69,8 +69,8 @@ def _diverged(store: Store, cfg: Config) -> Diverged | None:
 def _stored(store: Store, cfg: Config) -> Record | None:
     try:
         return store.get(cfg)
-    except Exception:  # noqa: BLE001 — unreadable or another config's: fetch says which and what it does
-        return None
+    except Exception:  # noqa: BLE001
+        return None  # unreadable or another config's: fetch says which and what it does
 
 
 def fetch_runs(runs: Mapping[K, Config], *, store: Store, train: bool = True,
@@ -220,7 +220,8 @@ def cell(mean: float, std: float = float("nan"), n: int = 1, pending: bool = Fal
     seeds). ``n_diverged`` of the seeds diverged beside ``n`` finished ones: "diverged (1 of 5
     seeds)"."""
     if diverged and not pending:
-        return f"{DIVERGED} ({n_diverged} of {n + n_diverged} seeds)" if n_diverged and n else DIVERGED
+        return (f"{DIVERGED} ({n_diverged} of {n + n_diverged} seeds)" if n_diverged and n
+                else DIVERGED)
     if pending or mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return PENDING
     return f"{mean:.2f}" if n <= 1 or math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
@@ -248,8 +249,8 @@ def seed_values(df: pd.DataFrame, col: str = "acc", **where: Any) -> dict[int, f
     sel = pd.Series(True, index=df.index)
     for k, v in where.items():
         col_k = df[k]
-        sel &= (col_k.astype(float) == float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) \
-            else (col_k == v)
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        sel &= (col_k.astype(float) == float(v)) if number else (col_k == v)
     return {int(s): float(x) for s, x in zip(df.loc[sel, "seed"], df.loc[sel, col])}
 
 

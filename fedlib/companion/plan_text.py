@@ -81,10 +81,10 @@ def format_plan(items: list[Item], scale: str, device: str) -> str:
     for i, it in enumerate(items, 1):
         nb, art, name = it.uses[0]
         more = f" (+{len(it.uses) - 1} more)" if len(it.uses) > 1 else ""
-        status = it.status + (f" {it.rounds_done}/{it.cfg.rounds}" if it.status == "partial" else "") + \
-            (" (moot)" if it.moot else "")
-        est, src = (_fmt_s(it.estimate_s),
-                    _short_source(it.source)) if it.status != "done" else ("", "")
+        done = f" {it.rounds_done}/{it.cfg.rounds}" if it.status == "partial" else ""
+        status = it.status + done + (" (moot)" if it.moot else "")
+        est, src = ((_fmt_s(it.estimate_s), _short_source(it.source)) if it.status != "done"
+                    else ("", ""))
         rows.append(f"| {i} | {it.priority} | {status} | {est} | {_no_pipes(src)} | "
                     f"{it.cfg.dataset} | {it.cfg.strategy} | "
                     f"{_no_pipes(f'{nb} · {art} · {name}')}{more} | {it.key} |")

@@ -85,9 +85,11 @@ def device_name(device: str | torch.device, threads: int | None = None) -> str:
     GPU's), or the CPU's with the threads a run trains on (``threads``; default: this process's)."""
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.get_device_name(
-            device) if torch.cuda.is_available() else "cuda (none on this machine)"
-    return f"cpu ({platform.processor() or platform.machine()}, {threads or torch.get_num_threads()} threads)"
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(device)
+        return "cuda (none on this machine)"
+    cpu = platform.processor() or platform.machine()
+    return f"cpu ({cpu}, {threads or torch.get_num_threads()} threads)"
 
 
 # The instruction sets that change how fast torch trains on a CPU (bf16 and int8 matrix units, wide
@@ -99,7 +101,7 @@ def host_cpu(cpuinfo: str | None = None) -> str:
     """The CPU that ran this process, e.g. ``"Intel(R) Xeon(R) Processor @ 2.50GHz [avx2 avx512f
     amx_bf16 amx_tile]"``: the model name and the speed-relevant flags of ``/proc/cpuinfo`` (given
     as text, or read). Two hosts of one model name can differ in their instruction sets and in speed
-    (2.2 times the seconds per round for one config: benchmarks/RESULTS.md)."""
+    (benchmarks/RESULTS.md, "Two hosts of one CPU name")."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text()

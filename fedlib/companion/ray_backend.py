@@ -96,7 +96,8 @@ def train_on_ray(items: list[Any], store: Store, budget_s: float, booking: Any, 
             it, t = running.pop(ready[0])
             try:
                 rec = Record.from_json(ray.get(ready[0]))
-            except Exception as e:  # noqa: BLE001 — a failed task: its rounds are in failed/<key>.json
+            except Exception as e:  # noqa: BLE001
+                # a failed task: its rounds are in failed/<key>.json
                 out["failed"].append(it.key)
                 log(f"[campaign] FAILED {it.what}: {type(e).__name__}: "
                     f"{str(e).splitlines()[0][:200]}")

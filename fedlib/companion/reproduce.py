@@ -1,11 +1,11 @@
 """Execute every numbered notebook headlessly with papermill and summarize what each showed.
 
-    python -m fedlib.companion.reproduce --scale quick                # the README's main job (CPU, minutes)
+    python -m fedlib.companion.reproduce --scale quick                # the README's main job (CPU)
     python -m fedlib.companion.reproduce --scale paper --device cuda  # the papers' setups, on a GPU
     python -m fedlib.companion.reproduce --only 01 --scale smoke
-    python -m fedlib.companion.reproduce --scale paper --no-train    # render the campaign's stored records (docs/campaign.md)
-    python -m fedlib.companion.reproduce --collect --scale quick      # rebuild the summary from the stored notebook summaries
-    python -m fedlib.companion.reproduce --scale paper --allow-long  # paper scale on a CPU even when estimated > 1 h each
+    python -m fedlib.companion.reproduce --scale paper --no-train     # the campaign's records
+    python -m fedlib.companion.reproduce --collect --scale quick      # the stored summaries only
+    python -m fedlib.companion.reproduce --scale paper --allow-long   # on a CPU even if > 1 h each
 
 Executed copies go to ``notebooks/executed/<scale>/``; figures to ``figures/``; each notebook's
 tables and claims to ``results/summary/``; the combined summary to ``results/summary-<scale>.md``
@@ -48,7 +48,8 @@ from fedlib.companion.campaign import collect, run_local
 from fedlib.config import device_problem, field_problem
 from fedlib.companion.findings import load as load_claims, readme_block, write_readme
 from fedlib.companion.papers import PLANS
-from fedlib.companion.costs import ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError, check_long
+from fedlib.companion.costs import (ALLOW_LONG_ENV, DEFAULT_COSTS, CostTable, LongRunError,
+                                    check_long)
 from fedlib.progress import fmt_s
 from fedlib.companion.ledger import runs_section, seeds_section
 from fedlib.companion.plots import FIGURES
@@ -61,7 +62,8 @@ from fedlib.companion import results
 from fedlib.companion.results import Store
 from fedlib.companion.scales import scale_of
 from fedlib.companion.workers import default_jobs, worker_threads
-from fedlib.companion.writeback import BatchRunningError, batch_lock, merged_streams, notebook_problems, write_back  # noqa: F401
+from fedlib.companion.writeback import (BatchRunningError, batch_lock,  # noqa: F401
+                                        merged_streams, notebook_problems, write_back)
 
 NOTEBOOK_DIR = REPO / "notebooks"
 
@@ -198,8 +200,7 @@ def campaign_progress(scale: str, device: str = "cpu") -> dict[str, dict[str, fl
             if it.status in ("done", "diverged"):
                 p["done"] += 1
                 p["hours_done"] += (worker_seconds(rec) if rec else 0.0) / 3600
-            # the whole run's estimate: a checkpoint on this machine must not change the committed summary
-            else:
+            else:  # the whole run's estimate: a checkpoint here must not change the summary
                 p["hours_left"] += it.estimate_s * it.cfg.rounds / max(
                     1, it.cfg.rounds - it.rounds_done) / 3600
     return out
@@ -375,7 +376,8 @@ def _batch(nbs: list[Path], args: argparse.Namespace) -> list[dict]:
         summary = results.DEFAULT_ROOT / "summary" / f"{nb.stem}.{args.scale}.json"
         if args.collect:
             info = json.loads(summary.read_text()) if summary.exists() else {}
-            status = f"stored (commit {info.get('commit', '?')[:7]})" if info else "no stored summary"
+            commit = info.get("commit", "?")[:7]
+            status = f"stored (commit {commit})" if info else "no stored summary"
             rows.append({
                 "notebook": nb.stem, "status": status, "seconds": info.pop("seconds", float("nan")),
                 **info

@@ -176,7 +176,7 @@ def run_similarity(cfg: Any, *, store: Any = None, train: bool = True, n_eval: i
     return sim
 
 
-# ------------------------------------------------------------------------------------------------ figures
+# ------------------------------------------------------------------------------------------ figures
 
 
 def cka_heatmap(ax, values: np.ndarray, rows: Sequence[str], cols: Sequence[str], *,

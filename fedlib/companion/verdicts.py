@@ -1,35 +1,40 @@
 """Verdicts on the papers' claims: one function decides every claim of every notebook.
 
-A claim is a statement about an effect ``d`` (a difference of accuracies, in points, or a cost ratio) and the
-region the paper puts it in: ``d > margin`` ("greater"), ``d >= -margin`` ("at_least"), ``|d| <= margin``
-("within") or ``d < -margin`` ("less"). :func:`decide` estimates ``d`` from the seeds with a 95 % **t interval**
-(paired over seeds when both sides have the same seeds, Welch's otherwise) and returns one of four verdicts:
+A claim is a statement about an effect ``d`` (a difference of accuracies, in points, or a cost
+ratio) and the region the paper puts it in: ``d > margin`` ("greater"), ``d >= -margin``
+("at_least"), ``|d| <= margin`` ("within") or ``d < -margin`` ("less"). :func:`decide` estimates
+``d`` from the seeds with a 95 % **t interval** (paired over seeds when both sides have the same
+seeds, Welch's otherwise) and returns one of four verdicts:
 
-* **reproduced** — the whole interval lies in the claim's region (a closed region, "at_least" or "within",
-  includes its edge: d = 0 exactly reproduces ``d >= 0``);
+* **reproduced** — the whole interval lies in the claim's region (a closed region, "at_least" or
+  "within", includes its edge: d = 0 exactly reproduces ``d >= 0``);
 * **contradicted** — the whole interval lies outside it;
-* **inconclusive** — the interval straddles the region's edge, or there are fewer than ``min_seeds`` seeds;
-* **not testable at this scale** — a run it needs diverged, sits within 2 points of chance accuracy or is off its
-  plateau (:func:`plateau_rise`: it still rose more than :data:`PLATEAU_RISE` points over its last 20 % of rounds,
-  or was not evaluated often enough to tell), or the scale cannot train the artifact (:func:`not_testable`).
+* **inconclusive** — the interval straddles the region's edge, or there are fewer than ``min_seeds``
+  seeds;
+* **not testable at this scale** — a run it needs diverged, sits within 2 points of chance accuracy
+  or is off its plateau (:func:`plateau_rise`: it still rose more than :data:`PLATEAU_RISE` points
+  over its last 20 % of rounds, or was not evaluated often enough to tell), or the scale cannot
+  train the artifact (:func:`not_testable`).
 
-**The margin policy** (:data:`MARGINS`, :func:`policy_margin`), one rule for every claim: a direction claim ("beats",
-"trails", "lowers", "is larger") is tested against 0 (a ratio against 1); a claim that two things are
-"comparable", "equivalent" or "at least as good" uses the one margin of its unit: 1 accuracy point (the papers call
-gaps of up to 0.63 points "comparable": FedIntR §IV-C, FedProx 70.03 vs FedIntR 70.66 at β = 5; §IV-B, FedIntR 41.48
-vs FedCKA 41.91), 0.01 CKA (the papers read similarities to two decimals). No claim gets a margin the paper does
-not imply; every region prints the rule it came from.
+**The margin policy** (:data:`MARGINS`, :func:`policy_margin`), one rule for every claim: a
+direction claim ("beats", "trails", "lowers", "is larger") is tested against 0 (a ratio against 1);
+a claim that two things are "comparable", "equivalent" or "at least as good" uses the one margin of
+its unit: 1 accuracy point (the papers call gaps of up to 0.63 points "comparable": FedIntR §IV-C,
+FedProx 70.03 vs FedIntR 70.66 at β = 5; §IV-B, FedIntR 41.48 vs FedCKA 41.91), 0.01 CKA (the papers
+read similarities to two decimals). No claim gets a margin the paper does not imply; every region
+prints the rule it came from.
 
-Each comparative verdict carries two readings, as replication studies report them: its **direction** (the verdict
-above) and its **size** (:meth:`Verdict.size`): the paper's own effect (``paper_d``) inside our interval ("consistent
-with the paper's size"), beyond it ("smaller than the paper's" / "larger than the paper's"). An inconclusive row also
-states how many seeds a side would decide it (:func:`seeds_needed`), and every decided row its one-sided p value for
-a family-wise (Holm) reading over a paper's rows (:func:`holm`).
+Each comparative verdict carries two readings, as replication studies report them: its **direction**
+(the verdict above) and its **size** (:meth:`Verdict.size`): the paper's own effect (``paper_d``)
+inside our interval ("consistent with the paper's size"), beyond it ("smaller than the paper's" /
+"larger than the paper's"). An inconclusive row also states how many seeds a side would decide it
+(:func:`seeds_needed`), and every decided row its one-sided p value for a family-wise (Holm) reading
+over a paper's rows (:func:`holm`).
 
-Cost claims (:func:`decide_ratio`) are decided on the median of at least 5 interleaved repeats of a ratio, with the
-min–max spread of the repeats as the interval. ``pending`` is not a verdict: the records are not in the store yet
-(a claim one of whose finished runs already diverged or ended off its plateau is not testable at once:
-:func:`fedlib.companion.grid.spoilt`).
+Cost claims (:func:`decide_ratio`) are decided on the median of at least 5 interleaved repeats of a
+ratio, with the min–max spread of the repeats as the interval. ``pending`` is not a verdict: the
+records are not in the store yet (a claim one of whose finished runs already diverged or ended off
+its plateau is not testable at once: :func:`fedlib.companion.grid.spoilt`).
 """
 
 from __future__ import annotations
@@ -42,32 +47,38 @@ from typing import Any, Mapping, Sequence
 
 from scipy import stats
 
-__all__ = ["VERDICTS", "REGIONS", "Verdict", "decide", "decide_ratio", "not_testable", "pending", "CHANCE_MARGIN",
-           "PLATEAU_RISE", "PLATEAU_METRICS", "plateau_rise", "off_plateau", "off_plateau_by_every_metric",
-           "MARGINS", "policy_margin", "seeds_needed", "holm", "SIZES"]
+from fedlib.companion.run_checks import (  # noqa: F401  (re-exported)
+    PLATEAU_METRICS, PLATEAU_RISE, incomplete, learning_warnings, off_plateau,
+    off_plateau_by_every_metric, plateau_rise)
+
+__all__ = [
+    "VERDICTS", "REGIONS", "Verdict", "decide", "decide_ratio", "not_testable", "pending",
+    "CHANCE_MARGIN", "PLATEAU_RISE", "PLATEAU_METRICS", "plateau_rise", "off_plateau",
+    "off_plateau_by_every_metric", "MARGINS", "policy_margin", "seeds_needed", "holm", "SIZES"
+]
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable at this scale")
 PENDING = "pending"
 REGIONS = ("greater", "at_least", "within", "less")
-CHANCE_MARGIN = 2.0  # points: a run within this of chance accuracy did not learn enough to test anything
+# points: a run within this of chance accuracy did not learn enough to test anything
+CHANCE_MARGIN = 2.0
 CONFIDENCE = 0.95
-# A run is on its plateau when its accuracy rises at most this many points over its last 20 % of rounds (read from a
-# line fitted to the second half of its curve: plateau_rise; benchmarks/RESULTS.md, "the plateau").
-PLATEAU_RISE = 1.0
-# The accuracies a notebook reads a run's plateau from: the global model's, or the clients' own models' (FedSHIBU).
-PLATEAU_METRICS = ("test_acc", "personal_acc_mean")
 
 Values = Mapping[int, float] | Sequence[float]
-# The one margin of a "comparable" / "at least as good" claim, by the unit of d (the module's docstring gives the rule)
+# The one margin of a "comparable" / "at least as good" claim, by the unit of d (the module's
+# docstring gives the rule)
 MARGINS = {"points": 1.0, "CKA": 0.01}
-MARGIN_RULES = {"points": "comparable: ±1 point, the margin policy", "CKA": "comparable: ±0.01 CKA, the margin policy"}
+MARGIN_RULES = {"points": "comparable: ±1 point, the margin policy",
+                "CKA": "comparable: ±0.01 CKA, the margin policy"}
 SIZES = ("consistent with the paper's size", "smaller than the paper's", "larger than the paper's")
-POWER = 0.8  # the chance that the seeds_needed per side decide a row whose true effect is the target
+# the chance that the seeds_needed per side decide a row whose true effect is the target
+POWER = 0.8
 
 
 def policy_margin(kind: str, unit: str = "points") -> tuple[float, str]:
-    """``(margin, rule)`` of the margin policy for a claim of ``kind`` on d in ``unit``: 0 ("direction") for
-    "greater" and "less"; :data:`MARGINS` for "within" and "at_least"; a ratio's direction is against 1."""
+    """``(margin, rule)`` of the margin policy for a claim of ``kind`` on d in ``unit``: 0
+    ("direction") for "greater" and "less"; :data:`MARGINS` for "within" and "at_least"; a ratio's
+    direction is against 1."""
     if kind not in REGIONS:
         raise ValueError(f"decide: kind={kind!r}; valid kinds: {', '.join(REGIONS)}.")
     if unit not in (*MARGINS, "ratio"):
@@ -75,17 +86,19 @@ def policy_margin(kind: str, unit: str = "points") -> tuple[float, str]:
     if kind in ("greater", "less"):
         return 0.0, "direction: against 1" if unit == "ratio" else "direction: against 0"
     if unit == "ratio":
-        raise ValueError(f"decide: kind={kind!r} on a ratio has no margin in the policy; state it as 'greater' or "
-                         f"'less' than 1.")
+        raise ValueError(f"decide: kind={kind!r} on a ratio has no margin in the policy; state it "
+                         "as 'greater' or 'less' than 1.")
     return MARGINS[unit], MARGIN_RULES[unit]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One claim's verdict and the numbers that decided it (``means`` per side, ``n`` seeds per side)."""
+    """One claim's verdict and the numbers that decided it (``means`` per side, ``n`` seeds per
+    side)."""
 
     claim: str
-    source: str  # where the paper makes it: "FedIntR Table I", "FedCKA (Appl. Sci.) §4.2, 'FedCKA outperforms ...'"
+    # where the paper makes it: "FedIntR Table I", "FedCKA (Appl. Sci.) §4.2, 'FedCKA ...'"
+    source: str
     verdict: str
     n: dict[str, int] = field(default_factory=dict)
     means: dict[str, float] = field(default_factory=dict)
@@ -96,20 +109,27 @@ class Verdict:
     method: str = ""  # "paired t 95 %", "Welch t 95 %", "median of 7 repeats, min-max"
     paper: str = ""  # the paper's own number for the effect, when it gives one
     why: str = ""  # what made it inconclusive / not testable
-    data: str = ""  # what it was decided on where that differs from the paper: "Fashion-MNIST, simple CNN; the paper: CIFAR-10"
-    control: bool = False  # one of the project's own comparisons (a control or fidelity target), not a paper's claim
+    # what it was decided on where that differs from the paper: "Fashion-MNIST, simple CNN; the
+    # paper: CIFAR-10"
+    data: str = ""
+    # one of the project's own comparisons (a control or fidelity target), not a paper's claim
+    control: bool = False
     paper_d: float = math.nan  # the paper's effect on d's scale, when it gives one
     kind: str = ""  # the region's kind (REGIONS)
     unit: str = ""  # d's unit: "points", "CKA" or "ratio"
     p: float = math.nan  # one-sided p value of the decision made (decided rows of a t interval)
-    seeds: int | None = None  # seeds a side that would decide an inconclusive row (seeds_needed), None when none would
-    finding: str = ""  # the named finding this row belongs to, with its mechanism (several rows, one phenomenon)
+    # seeds a side that would decide an inconclusive row (seeds_needed), None when none would
+    seeds: int | None = None
+    # the named finding this row belongs to, with its mechanism (several rows, one phenomenon)
+    finding: str = ""
 
     def size(self) -> str:
-        """The size reading: where the paper's effect lies against our interval (:data:`SIZES`); "" when there is no
-        interval or no paper effect. "Smaller" / "larger" compare magnitudes in the claim's direction."""
+        """The size reading: where the paper's effect lies against our interval (:data:`SIZES`); ""
+        when there is no interval or no paper effect. "Smaller" / "larger" compare magnitudes in the
+        claim's direction."""
         lo, hi = self.interval
-        if not (math.isfinite(self.paper_d) and math.isfinite(lo) and math.isfinite(hi)) or self.kind not in REGIONS:
+        finite = math.isfinite(self.paper_d) and math.isfinite(lo) and math.isfinite(hi)
+        if not finite or self.kind not in REGIONS:
             return ""
         if lo <= self.paper_d <= hi:
             return SIZES[0]
@@ -124,10 +144,12 @@ class Verdict:
             return f"{head} — {self.why}"
         parts = []
         if self.means:
-            parts.append(", ".join(f"{k} {v:.2f} (n={self.n.get(k, '?')})" for k, v in self.means.items()))
+            parts.append(", ".join(f"{k} {v:.2f} (n={self.n.get(k, '?')})"
+                                   for k, v in self.means.items()))
         if math.isfinite(self.estimate):
             lo, hi = self.interval
-            parts.append(f"d = {self.estimate:+.2f}, {self.method} [{lo:+.2f}, {hi:+.2f}] vs {self.region}")
+            parts.append(f"d = {self.estimate:+.2f}, {self.method} [{lo:+.2f}, {hi:+.2f}] vs "
+                         f"{self.region}")
         if self.paper:
             parts.append(f"paper: {self.paper}")
         if self.size():
@@ -144,103 +166,35 @@ class Verdict:
         return self if not note or self.verdict == PENDING else replace(self, why=why)
 
     def to_dict(self) -> dict[str, Any]:
-        """As JSON holds it: numbers rounded, a non-finite one (a diverged side's mean) None, never NaN."""
+        """As JSON holds it: numbers rounded, a non-finite one (a diverged side's mean) None, never
+        NaN."""
         def num(x: float) -> float | None:
             return round(x, 4) if math.isfinite(x) else None
         d = asdict(self)
         d["interval"] = [num(x) for x in self.interval]
         d["estimate"], d["margin"] = num(d["estimate"]), num(d["margin"])
-        d["paper_d"], d["p"] = num(self.paper_d), None if not math.isfinite(self.p) else float(f"{self.p:.4g}")
+        d["paper_d"] = num(self.paper_d)
+        d["p"] = None if not math.isfinite(self.p) else float(f"{self.p:.4g}")
         d["means"] = {k: num(v) for k, v in self.means.items()}
         d["size"] = self.size()
         return d
 
 
-def plateau_rise(acc: Mapping[int, float], rounds: int) -> float | None:
-    """The rise (in the units of ``acc``) of a run's curve over its last 20 % of rounds: the slope of a least-squares
-    line through every evaluated round in ``(R/2, R]``, times ``0.2 R``. ``acc``: ``{round (1-based): accuracy}``.
-    None when round ``R`` or fewer than 3 rounds of that half are evaluated (the plateau cannot be checked).
-
-    A line through half the curve reads through round-to-round noise that a difference of a few rounds does not: on
-    simulated runs on their plateau with noise of sd 1-2 points, the median of 3 rounds at each end of the last 20 %
-    (this rule's earlier form) called 15-30 % off it and the line 0-5 % at 40 rounds, while the line also finds a true
-    rise of 1.5 points more often (benchmarks/plateau_rule.py; benchmarks/RESULTS.md). On a curve still bending up it
-    errs strict: its slope is the half's mean, steeper than the end's."""
-    pts = [(r, float(v)) for r, v in acc.items() if rounds / 2 < r <= rounds and math.isfinite(float(v))]
-    if rounds not in acc or not math.isfinite(float(acc[rounds])) or len(pts) < 3:
-        return None
-    mx = sum(r for r, _ in pts) / len(pts)
-    my = sum(v for _, v in pts) / len(pts)
-    slope = sum((r - mx) * (v - my) for r, v in pts) / sum((r - mx) ** 2 for r, _ in pts)
-    return slope * 0.2 * rounds
-
-
-def incomplete(record: Any) -> str | None:
-    """``"incomplete record: round N missing"`` when ``record``'s history lacks a round of ``1..cfg.rounds`` (the
-    first missing one, in the middle or at the end), holds one twice or one beyond them; None for a whole record."""
-    rounds, n = [int(h["round"]) for h in record.history if "round" in h], int(record.cfg.rounds)
-    if len(rounds) != len(set(rounds)):
-        return f"incomplete record: round {next(r for r in rounds if rounds.count(r) > 1)} appears twice"
-    if extra := sorted(r for r in rounds if not 1 <= r <= n):
-        return f"incomplete record: round {extra[0]} is not one of its {n} rounds"
-    gone = sorted(set(range(1, n + 1)) - set(rounds))
-    return f"incomplete record: round {gone[0]} missing" + (f" ({len(gone)} in all)" if len(gone) > 1 else "") \
-        if gone else None
-
-
-def off_plateau(record: Any, metric: str = "test_acc") -> str | None:
-    """Why ``record`` (a :class:`fedlib.companion.results.Record`) is not on its plateau (:func:`plateau_rise` of ``metric``,
-    in %, against :data:`PLATEAU_RISE`), or None when it is; an :func:`incomplete` record never is (its why says
-    so), so that no verdict uses it."""
-    if (gap := incomplete(record)) is not None:
-        return gap
-    acc = {int(h["round"]): 100 * float(h[metric]) for h in record.history if h.get(metric) is not None}
-    rise = plateau_rise(acc, int(record.cfg.rounds))
-    if rise is None:
-        return f"{metric} not evaluated often enough in its second half to read the plateau (3 rounds and the last)"
-    return f"rises {rise:+.2f} points over its last 20 % of rounds" if rise > PLATEAU_RISE else None
-
-
-def off_plateau_by_every_metric(record: Any) -> str | None:
-    """Why ``record`` is off its plateau by each of the :data:`PLATEAU_METRICS` its history holds (so by whichever
-    one a verdict reads: every claim that needs it is not testable), or None when it is on it by one of them."""
-    held = [m for m in PLATEAU_METRICS if any(h.get(m) is not None for h in record.history)]
-    whys = [off_plateau(record, m) for m in held]
-    return whys[0] if held and all(whys) else None
-
-
-def learning_warnings(cfg: Any, history: list[dict[str, Any]], num_classes: int) -> list[str]:
-    """Why a finished run's numbers should not be trusted: a final accuracy that is not finite, or at chance level
-    (<= 1.5 / classes) after at least 5 local epochs in total (rounds x local_epochs), when it should have learned.
-    A run with a model per client is judged by its clients' mean accuracy on their own test splits (a local-only
-    run has no global model to test). Empty when nothing is suspicious."""
-    personal = any("personal_acc_mean" in h for h in history)
-    key, what = ("personal_acc_mean", "personalized accuracy") if personal else ("test_acc", "test accuracy")
-    accs = [h[key] for h in history if h.get(key) is not None]
-    if not accs or num_classes < 2:
-        return []
-    final, chance = float(accs[-1]), 1.0 / num_classes
-    if not math.isfinite(final):
-        return [f"the final {what} is {final}"]
-    if cfg.rounds * cfg.local_epochs >= 5 and final <= 1.5 * chance:
-        return [f"the final {what} {final:.3f} is at chance level (1/{num_classes} = {chance:.3f}) after "
-                f"{cfg.rounds} rounds of {cfg.local_epochs} local epoch(s): the network did not learn. Try a lower "
-                f"learning rate (lr={cfg.lr}) or check the data and the model."]
-    return []
-
-
 def _region(kind: str, margin: float | None, unit: str = "points") -> tuple[float, float, str]:
-    """The claim's region as closed bounds ``[r_lo, r_hi]`` and its text naming the margin policy's rule:
-    "at_least" and "within" include their edge (d = 0 reproduces ``d >= 0``); the open edge of "greater" and "less"
-    is moved to the next float inward, so an interval ending on it is outside."""
+    """The claim's region as closed bounds ``[r_lo, r_hi]`` and its text naming the margin policy's
+    rule: "at_least" and "within" include their edge (d = 0 reproduces ``d >= 0``); the open edge of
+    "greater" and "less" is moved to the next float inward, so an interval ending on it is
+    outside."""
     ref = 1.0 if unit == "ratio" else 0.0
     policy, rule = policy_margin(kind, unit)
     margin = policy if margin is None else margin
-    if isinstance(margin, bool) or not (isinstance(margin, numbers.Real) and math.isfinite(margin) and margin >= 0):
-        raise ValueError(f"decide: margin={margin!r} must be a finite number >= 0 (points or ratio units).")
+    if isinstance(margin, bool) or not (isinstance(margin, numbers.Real) and
+                                        math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"decide: margin={margin!r} must be a finite number >= 0 (points or ratio "
+                         "units).")
     if margin != policy:
-        raise ValueError(f"decide: margin={margin:g} for a {kind!r} claim in {unit}; the margin policy gives "
-                         f"{policy:g} ({rule}): leave margin unset.")
+        raise ValueError(f"decide: margin={margin:g} for a {kind!r} claim in {unit}; the margin "
+                         f"policy gives {policy:g} ({rule}): leave margin unset.")
     m = float(margin)
     lo, hi, text = {"greater": (math.nextafter(ref, math.inf), math.inf, f"d > {ref:g}"),
                     "less": (-math.inf, math.nextafter(ref, -math.inf), f"d < {ref:g}"),
@@ -250,7 +204,8 @@ def _region(kind: str, margin: float | None, unit: str = "points") -> tuple[floa
 
 
 def _seed(k: Any) -> int:
-    """A seed key as an int: 3, numpy's 3 and "3" are one seed (a str key would never pair with an int one)."""
+    """A seed key as an int: 3, numpy's 3 and "3" are one seed (a str key would never pair with an
+    int one)."""
     if not isinstance(k, bool):
         if isinstance(k, str) and k.strip().lstrip("-").isdigit():
             return int(k)
@@ -260,8 +215,8 @@ def _seed(k: Any) -> int:
             return operator.index(k)
         except TypeError:
             pass
-    raise ValueError(f"decide: seed key {k!r} is not a whole number; key the values by seed, e.g. {{0: 85.1, "
-                     f"1: 84.9}}, or pass a list.")
+    raise ValueError(f"decide: seed key {k!r} is not a whole number; key the values by seed, e.g. "
+                     "{0: 85.1, 1: 84.9}, or pass a list.")
 
 
 def _values(x: Values) -> tuple[dict[Any, float], bool]:
@@ -269,7 +224,8 @@ def _values(x: Values) -> tuple[dict[Any, float], bool]:
         out: dict[int, float] = {}
         for k, v in x.items():
             if (s := _seed(k)) in out:
-                raise ValueError(f"decide: seed {s} is given twice ({list(x)}); give each seed once.")
+                raise ValueError(f"decide: seed {s} is given twice ({list(x)}); give each seed "
+                                 "once.")
             out[s] = float(v)
         return out, True
     return {i: float(v) for i, v in enumerate(x)}, False
@@ -277,7 +233,8 @@ def _values(x: Values) -> tuple[dict[Any, float], bool]:
 
 def _interval(a: dict[Any, float], b: dict[Any, float] | None,
               paired: bool) -> tuple[float, float, float, str, float, float]:
-    """(estimate, lo, hi, method, standard error, degrees of freedom) of mean(a) - mean(b) (or mean(a))."""
+    """(estimate, lo, hi, method, standard error, degrees of freedom) of mean(a) - mean(b) (or
+    mean(a))."""
     pct = f"{100 * CONFIDENCE:g} %"
     if b is None or paired:
         d = [a[k] - (b[k] if b is not None else 0.0) for k in a]
@@ -290,29 +247,34 @@ def _interval(a: dict[Any, float], b: dict[Any, float] | None,
     sa = sum((x - ma) ** 2 for x in va) / (len(va) - 1) / len(va)
     sb = sum((x - mb) ** 2 for x in vb) / (len(vb) - 1) / len(vb)
     se = math.sqrt(sa + sb)
-    dof = (sa + sb) ** 2 / ((sa ** 2 / (len(va) - 1) if sa else 0) + (sb ** 2 / (len(vb) - 1) if sb else 0)) \
-        if (sa or sb) else 1.0
+    dof = (sa + sb) ** 2 / ((sa ** 2 / (len(va) - 1) if sa else 0)
+                            + (sb ** 2 / (len(vb) - 1) if sb else 0)) if (sa or sb) else 1.0
     h = stats.t.ppf(0.5 + CONFIDENCE / 2, dof) * se
     return ma - mb, ma - mb - h, ma - mb + h, "Welch t " + pct, se, dof
 
 
 def _p_value(verdict: str, est: float, se: float, dof: float, r_lo: float, r_hi: float) -> float:
-    """One-sided p value of the decision made: for "reproduced", that d lies beyond the region's nearer edge on the
-    wrong side (the larger of the two for a two-sided region); for "contradicted", that d lies inside it."""
+    """One-sided p value of the decision made: for "reproduced", that d lies beyond the region's
+    nearer edge on the wrong side (the larger of the two for a two-sided region); for
+    "contradicted", that d lies inside it."""
     if verdict not in VERDICTS[:2] or not se > 0:
         return math.nan
     inside = [stats.t.sf((est - r_lo) / se, dof) if math.isfinite(r_lo) else 0.0,
               stats.t.cdf((est - r_hi) / se, dof) if math.isfinite(r_hi) else 0.0]
     if verdict == "reproduced":
         return float(max(inside))
-    return float(stats.t.cdf((est - r_lo) / se, dof) if est <= r_lo else stats.t.sf((est - r_hi) / se, dof))
+    if est <= r_lo:
+        return float(stats.t.cdf((est - r_lo) / se, dof))
+    return float(stats.t.sf((est - r_hi) / se, dof))
 
 
-def seeds_needed(target: float, sd: float, r_lo: float, r_hi: float, paired: bool, cap: int = 1000) -> int | None:
-    """Seeds a side at which a true effect ``target`` with per-seed spread ``sd`` (of the paired differences, or of
-    each side for Welch) puts the 95 % interval on one side of the region's nearer edge with :data:`POWER`: the
-    smallest n with sqrt(n) * gap / se1 >= t(0.975, dof) + t(POWER, dof). None when ``target`` sits on an edge or
-    more than ``cap`` seeds would be needed."""
+def seeds_needed(target: float, sd: float, r_lo: float, r_hi: float, paired: bool,
+                 cap: int = 1000) -> int | None:
+    """Seeds a side at which a true effect ``target`` with per-seed spread ``sd`` (of the paired
+    differences, or of each side for Welch) puts the 95 % interval on one side of the region's
+    nearer edge with :data:`POWER`: the smallest n with sqrt(n) * gap / se1 >= t(0.975, dof) +
+    t(POWER, dof). None when ``target`` sits on an edge or more than ``cap`` seeds would be
+    needed."""
     edges = [e for e in (r_lo, r_hi) if math.isfinite(e)]
     gap = min(abs(target - e) for e in edges) if edges else math.inf
     if not (gap > 0 and math.isfinite(gap) and sd > 0):
@@ -320,14 +282,15 @@ def seeds_needed(target: float, sd: float, r_lo: float, r_hi: float, paired: boo
     se1 = sd * (1.0 if paired else math.sqrt(2.0))
     for n in range(2, cap + 1):
         dof = n - 1 if paired else 2 * n - 2
-        if math.sqrt(n) * gap / se1 >= stats.t.ppf(0.5 + CONFIDENCE / 2, dof) + stats.t.ppf(POWER, dof):
+        need = stats.t.ppf(0.5 + CONFIDENCE / 2, dof) + stats.t.ppf(POWER, dof)
+        if math.sqrt(n) * gap / se1 >= need:
             return n
     return None
 
 
 def holm(ps: Sequence[float], level: float = (1 - CONFIDENCE) / 2) -> list[bool]:
-    """Holm's step-down over one family's one-sided p values (NaN: not a t decision, passed through as held):
-    whether each decision still holds at family-wise ``level``."""
+    """Holm's step-down over one family's one-sided p values (NaN: not a t decision, passed through
+    as held): whether each decision still holds at family-wise ``level``."""
     idx = sorted((i for i, p in enumerate(ps) if math.isfinite(p)), key=lambda i: ps[i])
     m, held, running = len(idx), [True] * len(ps), 0.0
     for rank, i in enumerate(idx):
@@ -337,7 +300,8 @@ def holm(ps: Sequence[float], level: float = (1 - CONFIDENCE) / 2) -> list[bool]
 
 
 def _place(lo: float, hi: float, r_lo: float, r_hi: float) -> str:
-    """Where the interval [lo, hi] lies relative to the claim's closed region [r_lo, r_hi] (:func:`_region`)."""
+    """Where the interval [lo, hi] lies relative to the claim's closed region [r_lo, r_hi]
+    (:func:`_region`)."""
     if r_lo <= lo and hi <= r_hi:
         return "reproduced"
     return "contradicted" if hi < r_lo or lo > r_hi else "inconclusive"
@@ -348,24 +312,26 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
            chance: float | None = None, runs: Sequence[float] = (), diverged: Sequence[str] = (),
            off: Sequence[str] = (), min_seeds: int = 3, paper: str = "", paper_d: float = math.nan,
            finding: str = "") -> Verdict:
-    """The verdict on ``claim``: the effect ``d = mean(a) - mean(b)`` (``b=None``: ``d = mean(a)``) against the
-    region ``kind`` in ``unit`` with the margin policy's margin (:func:`policy_margin`; ``margin``, when given, must
-    equal it). ``a``/``b`` are per-seed values (``{seed: value}`` pairs by seed when both have the same seeds).
-    ``chance`` (accuracy in points, e.g. 10 for ten classes): any value of ``a``, ``b`` or ``runs`` (the underlying
-    accuracies when ``a``/``b`` are differences) within :data:`CHANCE_MARGIN` of it makes the claim not testable, as
-    does any name in ``diverged`` and any entry of ``off`` (runs off their plateau: ``"<run>: <why>"``,
-    :func:`off_plateau`). ``paper_d``: the paper's effect on d's scale (the size reading; the power of an
-    inconclusive row is computed at it, else at ours). Values must be finite; ``min_seeds`` at least 2."""
+    """The verdict on ``claim``: the effect ``d = mean(a) - mean(b)`` (``b=None``: ``d = mean(a)``)
+    against the region ``kind`` in ``unit`` with the margin policy's margin (:func:`policy_margin`;
+    ``margin``, when given, must equal it). ``a``/``b`` are per-seed values (``{seed: value}`` pairs
+    by seed when both have the same seeds). ``chance`` (accuracy in points, e.g. 10 for ten
+    classes): any value of ``a``, ``b`` or ``runs`` (the underlying accuracies when ``a``/``b`` are
+    differences) within :data:`CHANCE_MARGIN` of it makes the claim not testable, as does any name
+    in ``diverged`` and any entry of ``off`` (runs off their plateau: ``"<run>: <why>"``,
+    :func:`off_plateau`). ``paper_d``: the paper's effect on d's scale (the size reading; the power
+    of an inconclusive row is computed at it, else at ours). Values must be finite; ``min_seeds`` at
+    least 2."""
     if not (isinstance(min_seeds, int) and min_seeds >= 2):
-        raise ValueError(f"decide: min_seeds={min_seeds!r} must be a whole number >= 2 (a t interval needs two "
-                         f"seeds a side).")
+        raise ValueError(f"decide: min_seeds={min_seeds!r} must be a whole number >= 2 (a t "
+                         "interval needs two seeds a side).")
     if b is not None and (len(names) != 2 or names[0] == names[1]):
-        raise ValueError(f"decide: names={names!r} must be two different names, one per side (e.g. ('FedIntR', "
-                         f"'FedAvg')).")
+        raise ValueError(f"decide: names={names!r} must be two different names, one per side (e.g. "
+                         "('FedIntR', 'FedAvg')).")
     if chance is not None and (isinstance(chance, bool) or not isinstance(chance, numbers.Real)
                                or not 0 <= chance <= 100):
-        raise ValueError(f"decide: chance={chance!r} must be an accuracy in points from 0 to 100 (e.g. 10 for ten "
-                         f"classes), or None.")
+        raise ValueError(f"decide: chance={chance!r} must be an accuracy in points from 0 to 100 "
+                         "(e.g. 10 for ten classes), or None.")
     r_lo, r_hi, text = _region(kind, margin, unit)
     av, amap = _values(a)
     bv, bmap = _values(b) if b is not None else (None, False)
@@ -373,22 +339,23 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
     if bv:
         means[names[1]] = sum(bv.values()) / len(bv)
     n = {names[0]: len(av)} | ({names[1]: len(bv)} if bv is not None else {})
-    base = dict(claim=claim, source=source, n=n, means=means, region=text, margin=policy_margin(kind, unit)[0],
-                paper=paper,
-                paper_d=float(paper_d), kind=kind, unit=unit, finding=finding)
+    base = dict(claim=claim, source=source, n=n, means=means, region=text,
+                margin=policy_margin(kind, unit)[0], paper=paper, paper_d=float(paper_d), kind=kind,
+                unit=unit, finding=finding)
     if diverged:
         return Verdict(**base, verdict=VERDICTS[3], why=f"diverged: {', '.join(diverged)}")
     if off:
-        return Verdict(**base, verdict=VERDICTS[3], why=f"{len(off)} run(s) off their plateau: {'; '.join(off[:3])}"
-                                                        + (" ..." if len(off) > 3 else ""))
+        why = f"{len(off)} run(s) off their plateau: {'; '.join(off[:3])}"
+        return Verdict(**base, verdict=VERDICTS[3], why=why + (" ..." if len(off) > 3 else ""))
     if any(not math.isfinite(v) for v in [*av.values(), *(bv or {}).values(), *runs]):
         return Verdict(**base, verdict=VERDICTS[3], why="a run has a non-finite result")
     if chance is not None:
-        low = [v for v in [*(runs or [*av.values(), *(bv or {}).values()])] if v <= chance + CHANCE_MARGIN]
+        low = [v for v in [*(runs or [*av.values(), *(bv or {}).values()])]
+               if v <= chance + CHANCE_MARGIN]
         if low:
             return Verdict(**base, verdict=VERDICTS[3],
-                           why=f"{len(low)} run(s) within {CHANCE_MARGIN:g} points of chance ({chance:g} %): "
-                               f"min {min(low):.2f}")
+                           why=f"{len(low)} run(s) within {CHANCE_MARGIN:g} points of chance "
+                               f"({chance:g} %): min {min(low):.2f}")
     if len(av) < min_seeds or (bv is not None and len(bv) < min_seeds):
         return Verdict(**base, verdict=VERDICTS[2], why=f"fewer than {min_seeds} seeds per side")
     paired = bool(bv is not None and amap and bmap and set(av) == set(bv))
@@ -398,47 +365,55 @@ def decide(claim: str, source: str, a: Values, b: Values | None = None, *, kind:
     if verdict == VERDICTS[2]:
         k = len(av) if bv is None or paired else min(len(av), len(bv))
         sd = se * math.sqrt(k) / (1.0 if bv is None or paired else math.sqrt(2.0))
-        seeds = seeds_needed(paper_d if math.isfinite(paper_d) else est, sd, r_lo, r_hi, bv is None or paired)
-    return Verdict(**base, verdict=verdict, estimate=est, interval=(lo, hi), method=method, seeds=seeds,
-                   p=_p_value(verdict, est, se, dof, r_lo, r_hi))
+        seeds = seeds_needed(paper_d if math.isfinite(paper_d) else est, sd, r_lo, r_hi,
+                             bv is None or paired)
+    return Verdict(**base, verdict=verdict, estimate=est, interval=(lo, hi), method=method,
+                   seeds=seeds, p=_p_value(verdict, est, se, dof, r_lo, r_hi))
 
 
-def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str = "greater", threshold: float = 1.0,
-                 min_repeats: int = 5, paper: str = "") -> Verdict:
-    """A cost claim on a ratio (e.g. a method's time per round over FedAvg's, timed interleaved in one process):
-    the median of ``ratios`` against ``threshold`` (``kind`` "greater": ratio > threshold, "less": < threshold).
-    Reproduced or contradicted only when the whole min–max spread of the repeats is on one side."""
+def decide_ratio(claim: str, source: str, ratios: Sequence[float], *, kind: str = "greater",
+                 threshold: float = 1.0, min_repeats: int = 5, paper: str = "") -> Verdict:
+    """A cost claim on a ratio (e.g. a method's time per round over FedAvg's, timed interleaved in
+    one process): the median of ``ratios`` against ``threshold`` (``kind`` "greater": ratio >
+    threshold, "less": < threshold). Reproduced or contradicted only when the whole min–max spread
+    of the repeats is on one side."""
     if kind not in ("greater", "less"):
         raise ValueError(f"decide_ratio: kind={kind!r}; valid kinds: 'greater', 'less'.")
-    if isinstance(threshold, bool) or not (isinstance(threshold, numbers.Real) and math.isfinite(threshold)
-                                           and threshold > 0):
-        raise ValueError(f"decide_ratio: threshold={threshold!r} must be a finite number > 0 (a ratio, e.g. 1.0).")
+    if isinstance(threshold, bool) or not (isinstance(threshold, numbers.Real) and
+                                           math.isfinite(threshold) and threshold > 0):
+        raise ValueError(f"decide_ratio: threshold={threshold!r} must be a finite number > 0 (a "
+                         "ratio, e.g. 1.0).")
     if any(not (math.isfinite(float(r)) and float(r) > 0) for r in ratios):
         raise ValueError(f"decide_ratio: every ratio must be finite and > 0, got {list(ratios)}.")
     if not (isinstance(min_repeats, int) and min_repeats >= 1):
         raise ValueError(f"decide_ratio: min_repeats={min_repeats!r} must be a whole number >= 1.")
     rs = sorted(float(r) for r in ratios)
     text = f"ratio {'>' if kind == 'greater' else '<'} {threshold:g}"
-    base = dict(claim=claim, source=source, n={"repeats": len(rs)}, region=text, margin=float(threshold), paper=paper,
-                kind=kind, unit="ratio")
+    base = dict(claim=claim, source=source, n={"repeats": len(rs)}, region=text,
+                margin=float(threshold), paper=paper, kind=kind, unit="ratio")
     if len(rs) < min_repeats:
         return Verdict(**base, verdict=VERDICTS[2], why=f"fewer than {min_repeats} repeats")
     med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2
     lo, hi = rs[0], rs[-1]
     if kind == "greater":  # ratio > t: a repeat at t is not above it
-        v = "reproduced" if lo > threshold else "contradicted" if hi <= threshold else "inconclusive"
+        v = ("reproduced" if lo > threshold else "contradicted" if hi <= threshold
+             else "inconclusive")
     else:
-        v = "reproduced" if hi < threshold else "contradicted" if lo >= threshold else "inconclusive"
-    return Verdict(**base, verdict=v, estimate=med, interval=(lo, hi), method=f"median of {len(rs)} repeats, min-max")
+        v = ("reproduced" if hi < threshold else "contradicted" if lo >= threshold
+             else "inconclusive")
+    return Verdict(**base, verdict=v, estimate=med, interval=(lo, hi),
+                   method=f"median of {len(rs)} repeats, min-max")
 
 
 def not_testable(claim: str, source: str, why: str, paper: str = "", paper_d: float = math.nan,
                  finding: str = "") -> Verdict:
-    """A claim this scale cannot test (e.g. its artifact cannot reach its plateau in the scale's budget)."""
-    return Verdict(claim=claim, source=source, verdict=VERDICTS[3], why=why, paper=paper, paper_d=float(paper_d),
-                   finding=finding)
+    """A claim this scale cannot test (e.g. its artifact cannot reach its plateau in the scale's
+    budget)."""
+    return Verdict(claim=claim, source=source, verdict=VERDICTS[3], why=why, paper=paper,
+                   paper_d=float(paper_d), finding=finding)
 
 
 def pending(claim: str, source: str, why: str = "runs not in the results store yet") -> Verdict:
-    """Not a verdict: the runs the claim needs are not stored yet (a notebook rendered with ``train=False``)."""
+    """Not a verdict: the runs the claim needs are not stored yet (a notebook rendered with
+    ``train=False``)."""
     return Verdict(claim=claim, source=source, verdict=PENDING, why=why)

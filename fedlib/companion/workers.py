@@ -1,12 +1,10 @@
 """Training a campaign's runs on this machine: one after another, or as single-thread worker
 processes on a CPU.
 
-Independent runs on a CPU finish sooner side by side than one after another with every thread each:
-on the 2-core CPU this project is developed on, two single-thread processes trained a pair of
-FedIntR quick runs in 0.60x the time that two threads took for the same runs one after the other
-(``python benchmarks/cpu_choices.py --only processes``; benchmarks/RESULTS.md). Small convolutions
-at batch 64 do not keep two threads busy. So on a CPU the default is one single-thread worker per
-core (:func:`default_jobs`); on a GPU runs go one after another.
+Independent runs on a CPU finish sooner side by side than one after another with every thread
+each: small convolutions at batch 64 do not keep two threads busy (``python
+benchmarks/cpu_choices.py --only processes``; benchmarks/RESULTS.md). So on a CPU the default is one
+single-thread worker per core (:func:`default_jobs`); on a GPU runs go one after another.
 
 Workers are spawned processes that call :func:`fedlib.companion.results.run` and write their records
 to the store as any run does; the parent admits each run against the budget before it starts and
@@ -84,7 +82,7 @@ def train_on_workers(items: list[Any], store: Store, budget_s: float, booking: A
                      log: Callable[[str], None] = print) -> dict[str, list[str]]:
     """Train the pending ``items`` (a campaign's, :class:`fedlib.companion.plan_text.Item`) in order
     within ``budget_s`` seconds, ``jobs`` at a time (``jobs > 1``: that many worker processes with
-    ``cores() // jobs`` threads each); ``booking`` (:class:`fedlib.companion.campaign.Booking`)
+    ``cores() // jobs`` threads each); ``booking`` (:class:`fedlib.companion.booking.Booking`)
     admits each run before it starts (``admit(item, seconds left, out)``: the seconds left, or None
     to skip it) and books it when it ends (``finish(record, item, seconds, out, queue)``) or stops
     (``failed(item, queue)``): either may reorder the items still queued. Returns the keys done,
