@@ -50,36 +50,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from fedlib.models.base import HEADS, extractor_tap, head_layers
 from fedlib.options import at_least, between, option
 from fedlib.strategies.base import (LR_ROUNDINGS, SELECTS, ClientContext, FineTune, Params,
                                     Strategy, StrategyOptions, weighted_average)
 
 FT_PARTS = ("head", "full")
-HEADS = ("last", "dense")
 BODY_MEANS = ("weighted", "plain")
-
-
-def head_layers(model: nn.Module, head: str = "last") -> tuple[str, ...]:
-    """The main-path layers (``model.layer_taps``) forming the head: ``"last"``, the final linear layer
-    (``model.head``); ``"dense"``, the trailing run of ``nn.Linear`` layers. The tap before them is the extractor's
-    output (:func:`extractor_tap`)."""
-    if head not in HEADS:
-        raise ValueError(f"Unknown head {head!r}; valid: {HEADS}.")
-    taps = model.layer_taps
-    if head == "last":
-        return (model.head,) if model.head else ()
-    i = len(taps)
-    while i > 0 and isinstance(getattr(model, taps[i - 1], None), nn.Linear):
-        i -= 1
-    return tuple(taps[i:])
-
-
-def extractor_tap(model: nn.Module, head: str = "last") -> str:
-    """The tap feeding the head: the representation FedSHIBU compares (with ``"dense"``, the last conv output)."""
-    taps = model.layer_taps
-    return taps[taps.index(head_layers(model, head)[0]) - 1]
 
 
 class FedBABU(Strategy):
