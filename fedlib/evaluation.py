@@ -25,8 +25,7 @@ from fedlib.schedule import NonFiniteLossError, num_batches
 
 __all__ = ["EVAL_BATCH", "scores", "no_personal_tests", "PersonalEvaluation"]
 
-# Test-set evaluation batch per device type (the CPU's: the fastest measured,
-# benchmarks/RESULTS.md).
+# Test-set evaluation batch per device type (the CPU's: fastest measured, benchmarks/RESULTS.md).
 EVAL_BATCH = {"cpu": 512, "cuda": 2048}
 
 
