@@ -15,8 +15,8 @@ class SimpleCNN(FedModel):
     conv5x5(16)-ReLU-pool2 → conv5x5(32)-ReLU-pool2 → fc1 120 → fc2 84 → [l1 84→84 ReLU → l2
     84→out_dim] → classifier. With ``projection`` (default, as FedCKA and MOON) the classifier
     ``l3`` sits on the projection output ``l2`` (no ReLU after l2, as MOON); without it this is
-    MOON's plain SimpleCNN with classifier ``fc3``. Flatten size is 32·5·5 = 800 on 32×32 and 32·4·4
-    = 512 on 28×28.
+    MOON's plain SimpleCNN with classifier ``fc3``. Flatten size is 32·5·5 = 800 on 32×32 and
+    32·4·4 = 512 on 28×28.
 
     ``intr_heads=True`` adds FedIntR-style side projection heads (Linear→ReLU→Linear, 256-d) on the
     flattened outputs of conv1, conv2, fc1 and fc2 (taps ``"proj:<layer>"``), so FedIntR runs in

@@ -57,12 +57,6 @@ def _stack_grads(grads: list[tuple[Tensor | None, ...]], width: int) -> tuple[Te
             torch.stack(db) if db[0] is not None else None)
 
 
-def _save_conv(ctx: Any, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows, *extra:
-               Tensor) -> None:
-    ctx.save_for_backward(x, w, *extra)
-    ctx.conv, ctx.has_bias, ctx.rows = conv, b is not None, rows
-
-
 def _save_conv(ctx: Any, x: Tensor, w: Tensor, b: Tensor | None, conv: tuple, rows: Rows,
                *extra: Tensor) -> None:
     ctx.save_for_backward(x, w, *extra)
@@ -80,18 +74,12 @@ class _StackedConv(torch.autograd.Function):
     stacked outputs, then (with ``k``) each client's argmax indices (saved for the backward)."""
 
     @staticmethod
-    def forward(
-            x: Tensor,
-            w: Tensor,
-            b: Tensor | None,
-            conv: tuple,
-            rows: Rows,  # type: ignore[override]
-            k: int | None) -> tuple[Tensor, ...]:
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple,  # type: ignore[override]
+                rows: Rows, k: int | None) -> tuple[Tensor, ...]:
         if k is None:
-            return (stack_rows([
-                F.conv2d(_client(x, i, rows), w[i], None if b is None else b[i], *conv)
-                for i in range(len(x))
-            ], x.shape[1]), )
+            ys = [F.conv2d(_client(x, i, rows), w[i], None if b is None else b[i], *conv)
+                  for i in range(len(x))]
+            return (stack_rows(ys, x.shape[1]),)
         idx: list[Tensor] = []
         out = None
         for i in range(len(x)):
@@ -153,13 +141,8 @@ class _ClientConv(torch.autograd.Function):
     on the whole stack."""
 
     @staticmethod
-    def forward(
-            x: Tensor,
-            w: Tensor,
-            b: Tensor | None,
-            conv: tuple,
-            rows: Rows,  # type: ignore[override]
-            k: int | None) -> Tensor:
+    def forward(x: Tensor, w: Tensor, b: Tensor | None, conv: tuple,  # type: ignore[override]
+                rows: Rows, k: int | None) -> Tensor:
         y = F.conv2d(x, w, b, *conv)
         return y if k is None else F.relu(F.max_pool2d(y, k))
 

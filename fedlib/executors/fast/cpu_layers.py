@@ -35,16 +35,9 @@ class _StackedBatchNorm(torch.autograd.Function):
     backward)."""
 
     @staticmethod
-    def forward(
-            x: Tensor,
-            w: Tensor | None,
-            b: Tensor | None,
-            rm: Tensor | None,  # type: ignore[override]
-            rv: Tensor | None,
-            training: bool,
-            momentum: float,
-            eps: float,
-            rows: Rows) -> tuple[Tensor, ...]:
+    def forward(x: Tensor, w: Tensor | None, b: Tensor | None,  # type: ignore[override]
+                rm: Tensor | None, rv: Tensor | None, training: bool, momentum: float, eps: float,
+                rows: Rows) -> tuple[Tensor, ...]:
         outs, means, invstds = [], [], []
         for i in range(len(x)):
             o, m, s = torch.native_batch_norm(_client(x, i, rows), _at(w, i), _at(b, i), _at(rm, i),
@@ -72,16 +65,13 @@ class _StackedBatchNorm(torch.autograd.Function):
         rm, rv = rest[2 * n:] if not ctx.training else (None, None)
         need = [ctx.needs_input_grad[0], w is not None and ctx.needs_input_grad[1],
                 ctx.has_bias and ctx.needs_input_grad[2]]
-        grads = [
-            torch.ops.aten.native_batch_norm_backward(_client(grad, i, rows), _client(x, i, rows),
-                                                      _at(w, i), _at(rm, i), _at(rv, i), means[i],
-                                                      invstds[i], ctx.training, ctx.eps, need)
-            for i in range(n)
-        ]
+        grads = [torch.ops.aten.native_batch_norm_backward(
+            _client(grad, i, rows), _client(x, i, rows), _at(w, i), _at(rm, i), _at(rv, i),
+            means[i], invstds[i], ctx.training, ctx.eps, need) for i in range(n)]
         dx, dw, db = zip(*grads)
         return (stack_rows(list(dx), x.shape[1]) if need[0] else None,
-                torch.stack(dw) if need[1] else None, torch.stack(db) if need[2] else None, None,
-                None, None, None, None, None)
+                torch.stack(dw) if need[1] else None, torch.stack(db) if need[2] else None,
+                None, None, None, None, None, None)
 
 
 class _ClientBatchNorm(torch.autograd.Function):
@@ -89,16 +79,9 @@ class _ClientBatchNorm(torch.autograd.Function):
     the whole stack."""
 
     @staticmethod
-    def forward(
-            x: Tensor,
-            w: Tensor | None,
-            b: Tensor | None,
-            rm: Tensor | None,  # type: ignore[override]
-            rv: Tensor | None,
-            training: bool,
-            momentum: float,
-            eps: float,
-            rows: Rows) -> Tensor:
+    def forward(x: Tensor, w: Tensor | None, b: Tensor | None,  # type: ignore[override]
+                rm: Tensor | None, rv: Tensor | None, training: bool, momentum: float, eps: float,
+                rows: Rows) -> Tensor:
         return F.batch_norm(x, rm, rv, w, b, training, momentum, eps)
 
     @staticmethod
@@ -138,7 +121,7 @@ class _ClientBatchNorm(torch.autograd.Function):
 class _PerClientBatchNorm2d(nn.BatchNorm2d):
     """A BatchNorm2d whose normalization goes through :class:`_ClientBatchNorm` (same parameters,
     buffers and names; ``nn.BatchNorm2d``'s own bookkeeping of ``num_batches_tracked`` and the
-    momentum). ``rows``: as for :class:`_PerClientConv2d`."""
+    momentum). ``rows``: as for :class:`~fedlib.executors.fast.cpu_conv._PerClientConv2d`."""
 
     rows: list
 
@@ -172,11 +155,11 @@ class _StackedLinear(torch.autograd.Function):
     or None."""
 
     @staticmethod
-    def forward(x: Tensor, w: Tensor, b: Tensor | None,
-                rows: Rows) -> Tensor:  # type: ignore[override]
-        return stack_rows([
-            F.linear(_own(_client(x, i, rows)), _own(w[i]), _own(_at(b, i))) for i in range(len(x))
-        ], x.shape[1])
+    def forward(x: Tensor, w: Tensor, b: Tensor | None,  # type: ignore[override]
+                rows: Rows) -> Tensor:
+        outs = [F.linear(_own(_client(x, i, rows)), _own(w[i]), _own(_at(b, i)))
+                for i in range(len(x))]
+        return stack_rows(outs, x.shape[1])
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
@@ -207,8 +190,8 @@ class _ClientLinear(torch.autograd.Function):
     on the stack."""
 
     @staticmethod
-    def forward(x: Tensor, w: Tensor, b: Tensor | None,
-                rows: Rows) -> Tensor:  # type: ignore[override]
+    def forward(x: Tensor, w: Tensor, b: Tensor | None,  # type: ignore[override]
+                rows: Rows) -> Tensor:
         return F.linear(x, w, b)
 
     @staticmethod
@@ -234,9 +217,9 @@ class _ClientLinear(torch.autograd.Function):
 
 class _PerClientLinear(nn.Linear):
     """A Linear whose 2-d inputs go through :class:`_ClientLinear` (same parameters, same names);
-    ``rows``: as for :class:`_PerClientConv2d`. Under autocast (``precision="bf16"``) it is the
-    plain Linear: autocast's casts of the operands, and of their gradients, are ops of the plain
-    layer."""
+    ``rows``: as for :class:`~fedlib.executors.fast.cpu_conv._PerClientConv2d`. Under autocast
+    (``precision="bf16"``) it is the plain Linear: autocast's casts of the operands, and of their
+    gradients, are ops of the plain layer."""
 
     rows: list
 
