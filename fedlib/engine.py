@@ -46,8 +46,8 @@ from fedlib.schedule import (NonFiniteLossError, epoch_plan, num_batches, rng_ke
 from fedlib.strategies import Strategy, build_strategy
 
 __all__ = ["Engine", "EVAL_BATCH", "NonFiniteLossError", "load_data", "build_partition",
-           "used_parameters", "clone_params", "rng_key", "sample_clients", "round_lr", "num_batches",
-           "epoch_plan"]
+           "used_parameters", "clone_params", "rng_key", "sample_clients", "round_lr",
+           "num_batches", "epoch_plan"]
 
 
 def used_parameters(model: torch.nn.Module, taps: tuple[str, ...], x: Tensor) -> set[str]:
