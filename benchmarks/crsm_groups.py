@@ -101,7 +101,7 @@ def readings(eng: Engine, rnd: int, bodies: list[dict[str, Tensor]]) -> dict[str
     tap = (eng.strategy._tap,)
     own = [eng.features(c, rnd, b, tap, N)[0] for c, b in enumerate(bodies)]
     shared = [eng.features(c, rnd, b, tap, N, shared=True)[0] for c, b in enumerate(bodies)]
-    thr = eng.strategy.rbf_threshold
+    thr = eng.strategy.options.rbf_threshold
     return {"own": crsm(own, "linear"), "own_rbf": crsm(own, "rbf", thr), "shared": crsm(shared, "linear"),
             "shared_rbf": crsm(shared, "rbf", thr), "own_features": feature_crsm(own), "own_chance": chance_crsm(own)}
 

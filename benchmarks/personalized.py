@@ -91,7 +91,7 @@ def main() -> None:
     for _ in range(a.reps):
         results = timed("local training", lambda: eng.train(ctxs, starts))
         uploads = [r.params for r in results]
-        feats = timed("representations", lambda: [c.features(p, (strat._tap,), strat.n)[0]
+        feats = timed("representations", lambda: [c.features(p, (strat._tap,), strat.options.n)[0]
                                                   for c, p in zip(ctxs, uploads)])
         timed("CRSM + mixing", lambda: mix(uploads, row_weights(crsm(feats, "linear")), list(uploads[0])))
         everyone = list(range(eng.n_clients))

@@ -19,26 +19,18 @@ import dataclasses
 import functools
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-import torch
-
-from fedlib import augment, data, models, optim, partition, strategies
-from fedlib.data import canonical_name
+from fedlib import strategies
 from fedlib.errors import OneLineError
 from fedlib.options import closest
-from fedlib.validation import config_option_problems
-
-SCALES = ("smoke", "quick", "paper")
-EXECUTORS = ("auto", "sequential", "vectorized")
-PRECISIONS = ("fp32", "bf16")
-DEVICE_TYPES = ("cpu", "cuda", "mps")
+from fedlib.validation import (SCALES, _RULES, config_option_problems, device_problem,
+                               field_problem)
 
 # Fields that describe where/how a run executes, not what it computes.
-EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "scale", "chunk_size", "compile",
-                              "cuda_graph"})
+EXECUTION_FIELDS = frozenset({"device", "executor", "checkpoint_every", "label", "scale",
+                              "chunk_size", "compile", "cuda_graph"})
 
 
 class ConfigError(OneLineError, ValueError, TypeError):
@@ -121,9 +113,8 @@ class Config:
     # torch.compile the vectorized executor's loss (opt-in; for GPUs, slower on this CPU)
     compile: bool = False
     # vectorized executor on CUDA: fixed-shape steps replayed from one captured CUDA graph (the same
-    # training up to float rounding: fedlib/executors/fast/static.py, benchmarks/RESULTS.md). None
-    # (auto): whenever they apply on CUDA; True: also say why when they do not; False: never (the
-    # eager vectorized steps)
+    # training up to float rounding: fedlib/executors/fast/static.py). None (auto): whenever they
+    # apply on CUDA; True: also say why when they do not; False: never (the eager vectorized steps)
     cuda_graph: bool | None = None
     label: str = ""
     # the preset's scale ("smoke", "quick", "paper"); "" for a config no preset made
@@ -134,7 +125,8 @@ class Config:
         # the string "10"
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", None) == 0:
+            scalar = hasattr(v, "item") and getattr(v, "ndim", None) == 0
+            if type(v).__module__ == "numpy" and scalar:
                 object.__setattr__(self, f.name, v.item())
 
     @classmethod
@@ -255,104 +247,10 @@ def reject_unknown(d: dict[str, Any], where: str) -> None:
 
 
 # names other libraries use for a field, for the "did you mean" hint
-_SYNONYMS = {"learning_rate": "lr", "num_rounds": "rounds", "epochs": "local_epochs", "clients": "num_clients",
-             "n_clients": "num_clients", "strategy_kwargs": "strategy_kw", "model_kwargs": "model_kw",
-             "optimizer_kwargs": "optimizer_kw", "partition_kwargs": "partition_kw", "wd": "weight_decay"}
-
-
-# --------------------------------------------------------------------------------------------- validation
-# Each rule returns None (fine) or what is wrong and how to fix it; ConfigError prefixes
-# "field=value: ".
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_real(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _int_rule(lo: int, example: int, *, optional: bool = False, hi: int | None = None,  # noqa: ANN202
-              hi_text: str = ""):
-    def rule(v: Any) -> str | None:
-        if v is None and optional:
-            return None
-        if not _is_int(v):
-            kind = "a bool" if isinstance(v, bool) else f"a {type(v).__name__}"
-            return (f"must be a whole number (int) >= {lo}{' or None' if optional else ''}, not "
-                    f"{kind}; write e.g. {example}")
-        if v < lo or (hi is not None and v >= hi):
-            return f"must be >= {lo}" + (f" and < {hi_text or hi}" if hi is not None else "") + f"; e.g. {example}"
-        return None
-    return rule
-
-
-def _real_rule(lo: float, hi: float, lo_open: bool, hi_open: bool, example: float):  # noqa: ANN202
-    rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
-
-    def rule(v: Any) -> str | None:
-        if not _is_real(v):
-            return f"must be a number in {rng}, not {'a bool' if isinstance(v, bool) else type(v).__name__}"
-        if not math.isfinite(v) and not (v == hi == math.inf and not hi_open):
-            return f"must be a finite number in {rng}; e.g. {example}"
-        if v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
-            return f"must be in {rng}; e.g. {example}"
-        return None
-    return rule
-
-
-def _choice_rule(choices: Any, plural: str, *, optional: bool = False, normalize: Any = None):  # noqa: ANN202
-    def rule(v: Any) -> str | None:
-        if v is None and optional:
-            return None
-        opts = choices() if callable(choices) else choices
-        key = normalize(v) if (normalize and isinstance(v, str)) else v
-        if not isinstance(v, str) or key not in opts:
-            return f"not one of the valid {plural}: {', '.join(map(repr, opts))}{' (or None)' if optional else ''}"
-        return None
-    return rule
-
-
-def _type_rule(tp: type, what: str):  # noqa: ANN202
-    def rule(v: Any) -> str | None:
-        return None if isinstance(v, tp) else f"must be {what}"
-    return rule
-
-
-def _kw_rule(v: Any) -> str | None:
-    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
-        return "must be a dict with str keys, e.g. {} or {'beta': 0.5}"
-    return None
-
-
-def _milestones_rule(v: Any) -> str | None:
-    if not isinstance(v, (tuple, list)) or not all(_is_real(m) and 0 < m <= 1 for m in v):
-        return "must be a tuple of fractions of `rounds` in (0, 1], e.g. (0.5, 0.75)"
-    return None
-
-
-def _device_rule(v: Any) -> str | None:
-    try:
-        ok = isinstance(v, str) and torch.device(v).type in DEVICE_TYPES
-    except (RuntimeError, ValueError):
-        ok = False
-    return None if ok else f"must be a device string: {', '.join(DEVICE_TYPES)}, or e.g. 'cuda:0'"
-
-
-def _registry(module: Any, name: str) -> Callable[[], tuple[str, ...]]:
-    """The names in ``module.<name>`` when a rule is checked (a registry may grow after import)."""
-    return lambda: tuple(getattr(module, name))
-
-
-def _dataset_key(v: str) -> str:
-    return canonical_name(v)
-
-
-def _lr_step_rule(v: Any) -> str | None:
-    if v is None or (isinstance(v, (tuple, list)) and len(v) == 2 and _is_int(v[0]) and v[0] >= 1
-                     and _is_real(v[1]) and 0 < v[1] <= 1):
-        return None
-    return "must be None or (step_size >= 1 epochs, 0 < gamma <= 1), e.g. (25, 0.5)"
+_SYNONYMS = {"learning_rate": "lr", "num_rounds": "rounds", "epochs": "local_epochs",
+             "clients": "num_clients", "n_clients": "num_clients", "strategy_kwargs": "strategy_kw",
+             "model_kwargs": "model_kw", "optimizer_kwargs": "optimizer_kw",
+             "partition_kwargs": "partition_kw", "wd": "weight_decay"}
 
 
 # Fields added after records were first stored: left out of the identity while at these defaults, so
@@ -361,68 +259,8 @@ _LATER_FIELDS: dict[str, Any] = {"optimizer_kw": {}, "lr_step": None, "persisten
 # Options added after records were first stored (field -> option -> its default): left out of that
 # field in the identity while at their defaults, so giving an option its default value keeps the key
 # of the config without it.
-_LATER_OPTIONS: dict[str, dict[str, Any]] = {"strategy_kw": {"body_mean": "weighted", "lr_rounding": "ceil"}}
-
-
-_RULES: dict[str, Any] = {
-    "dataset": _choice_rule(_registry(data, "DATASETS"), "datasets", normalize=_dataset_key),
-    "model": _choice_rule(_registry(models, "MODELS"), "models"),
-    "model_kw": _kw_rule,
-    "strategy": _choice_rule(_registry(strategies, "STRATEGIES"), "strategies"),
-    "strategy_kw": _kw_rule,
-    "partition": _choice_rule(_registry(partition, "SCHEMES"), "partition schemes"),
-    "partition_kw": _kw_rule,
-    "num_clients": _int_rule(1, 10),
-    "sample_fraction": _real_rule(0, 1, True, False, 0.1),
-    "rounds": _int_rule(1, 100),
-    "local_epochs": _int_rule(1, 10),
-    "batch_size": _int_rule(1, 64),
-    "optimizer": _choice_rule(_registry(optim, "OPTIMIZERS"), "optimizers"),
-    "lr": _real_rule(0, math.inf, False, True, 0.01),
-    "momentum": _real_rule(0, 1, False, True, 0.9),
-    "weight_decay": _real_rule(0, math.inf, False, True, 1e-5),
-    "lr_milestones": _milestones_rule,
-    "lr_gamma": _real_rule(0, math.inf, True, True, 0.1),
-    "augment": _choice_rule(_registry(augment, "AUGMENTATIONS"), "augmentations", optional=True),
-    "drop_last": _type_rule(bool, "True or False"),
-    "n_train": _int_rule(1, 1200, optional=True),
-    "n_test": _int_rule(1, 400, optional=True),  # 0 test samples would make every accuracy NaN
-    "eval_every": _int_rule(1, 1),
-    "personal_eval": _type_rule(bool, "True or False"),
-    "seed": _int_rule(0, 0, hi=2**63, hi_text="2**63"),
-    "precision": _choice_rule(PRECISIONS, "precisions"),
-    "device": _device_rule,
-    "executor": _choice_rule(EXECUTORS, "executors"),
-    "chunk_size": _int_rule(1, 8, optional=True),  # clients per vectorized chunk
-    "checkpoint_every": _int_rule(0, 10, optional=True),
-    "compile": _type_rule(bool, "True or False"),
-    "cuda_graph": lambda v: None if v is None or isinstance(v, bool) else "None (auto), True or "
-                                                                          "False",
-    "label": _type_rule(str, "a string"),
-    "scale": _choice_rule(("",) + SCALES, "scales ('': no preset)"),
-    "optimizer_kw": _kw_rule,
-    "lr_step": _lr_step_rule,
-    "persistent_optimizer": _type_rule(bool, "True or False"),
-}
-
-
-def field_problem(name: str, value: Any) -> str | None:
-    """What is wrong with ``value`` as Config field ``name`` and how to fix it; None if it is
-    valid."""
-    return _RULES[name](value)
-
-
-def device_problem(device: str) -> str | None:
-    """Why a valid device string cannot run on this machine (e.g. CUDA absent); None if it can."""
-    kind = torch.device(device).type
-    if kind == "cuda" and not torch.cuda.is_available():
-        return "CUDA is not available on this machine; use device='cpu'"
-    if kind == "cuda" and torch.device(device).index is not None and torch.device(device).index >= \
-            torch.cuda.device_count():
-        return f"this machine has {torch.cuda.device_count()} CUDA device(s); use e.g. device='cuda:0'"
-    if kind == "mps" and not torch.backends.mps.is_available():
-        return "MPS is not available on this machine; use device='cpu'"
-    return None
+_LATER_OPTIONS: dict[str, dict[str, Any]] = {
+    "strategy_kw": {"body_mean": "weighted", "lr_rounding": "ceil"}}
 
 
 def _problems(cfg: Config) -> list[tuple[str, str]]:

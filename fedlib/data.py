@@ -53,8 +53,10 @@ from torch import Tensor
 
 # Re-exported: augmentation (fedlib.augment) and the file readers' errors (fedlib.loaders) are part
 # of this API.
-from fedlib.augment import AUGMENTATIONS, CUTOUT, DEFAULT_AUGMENT, apply_augment, augment_batch, augment_params
-from fedlib.loaders import CIFAR_FILES, LOADERS, CorruptDataError, DatasetNotFoundError, Raw, find_fmnist
+from fedlib.augment import (AUGMENTATIONS, CUTOUT, DEFAULT_AUGMENT, apply_augment, augment_batch,
+                            augment_params)
+from fedlib.loaders import (CIFAR_FILES, LOADERS, CorruptDataError, DatasetNotFoundError, Raw,
+                            find_fmnist)
 
 __all__ = [
     "DATASETS",
@@ -80,11 +82,12 @@ _ALIASES = {"fashion-mnist": "fmnist", "fashionmnist": "fmnist", "fashion_mnist"
             "cifar-10": "cifar10", "cifar-100": "cifar100", "tiny-imagenet": "tinyimagenet",
             "tiny_imagenet": "tinyimagenet", "tiny-imagenet-200": "tinyimagenet"}
 
-# Per-channel (mean, std) of Normalize() under normalize="paper", applied to pixels scaled to [0,
-# 1].
-#   fmnist, svhn:  FedIntR's code uses transforms.Normalize((0.5,), (0.5,)) for every dataset it trains
-#                  (FedIntR §IV-A / reference notes); values land in [-1, 1].
-#   cifar10:       MOON's / NIID-Bench's CIFAR-10 statistics, also used by FedCKA (which builds on MOON's code).
+# Per-channel (mean, std) of Normalize() under normalize="paper", applied to pixels scaled to
+# [0, 1].
+#   fmnist, svhn:  FedIntR's code uses transforms.Normalize((0.5,), (0.5,)) for every dataset it
+#                  trains (FedIntR §IV-A / reference notes); values land in [-1, 1].
+#   cifar10:       MOON's / NIID-Bench's CIFAR-10 statistics, also used by FedCKA (which builds on
+#                  MOON's code).
 #   cifar100:      the standard CIFAR-100 training-set statistics (MOON's CIFAR-100 transform).
 #   tinyimagenet:  the ImageNet statistics (MOON / torchvision convention for Tiny ImageNet).
 #   synthetic:     generated already standardized; no normalization.
@@ -98,7 +101,7 @@ NORMALIZATION: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
 }
 NORMALIZE_MODES = ("paper", "none")
 
-# ------------------------------------------------------------------------------------------------ FedDataset
+# --------------------------------------------------------------------------------------- FedDataset
 
 @dataclass
 class FedDataset:
@@ -187,7 +190,7 @@ def _stratified_subset(labels: np.ndarray, n: int | None, seed: int) -> np.ndarr
     return np.sort(perm[keep])
 
 
-# --------------------------------------------------------------------------------------------- loading
+# ------------------------------------------------------------------------------------------ loading
 
 _CACHE: dict[tuple, FedDataset] = {}
 
@@ -237,7 +240,9 @@ def dataset_missing(name: str) -> str | None:
         ok = (root / "tiny-imagenet-200" / "wnids.txt").is_file()
     else:
         return f"unknown dataset {name!r}"
-    return None if ok else f"{name} not found under {root} (README, Data: where to put it; FEDLIB_DATA)"
+    if ok:
+        return None
+    return f"{name} not found under {root} (README, Data: where to put it; FEDLIB_DATA)"
 
 
 def load_dataset(name: str, root: str | Path | None = None, device: str | torch.device = "cpu", *,
@@ -304,7 +309,7 @@ def _to_dataset(name: str, raw: Raw, normalize: str) -> FedDataset:
                       classes=raw.classes, norm=None if mean is None else (tuple(mean), tuple(std)))
 
 
-# ------------------------------------------------------------------------------------------- synthetic
+# ---------------------------------------------------------------------------------------- synthetic
 
 
 def synthetic(n_train: int = 50_000, n_test: int = 10_000,

@@ -254,7 +254,8 @@ class OptimizerSpec:
         Nesterov momentum needs a momentum and no dampening), or None."""
         if self.extra.get("nesterov") and self.name in ("sgd", "rmsgd"):
             if self.momentum <= 0:
-                return f"nesterov=True needs momentum > 0 (momentum is {self.momentum}); set it, e.g. 0.9"
+                return (f"nesterov=True needs momentum > 0 (momentum is {self.momentum}); set it, "
+                        "e.g. 0.9")
             if self.extra.get("dampening", 0) != 0:
                 return f"nesterov=True needs dampening=0 (dampening is {self.extra['dampening']})"
         return None
@@ -271,7 +272,8 @@ class OptimizerSpec:
     def functional(self) -> tuple[bool, str]:
         """(True, "") if :meth:`step` implements this optimizer; else (False, why)."""
         if self.name not in FUNCTIONAL:
-            return False, f"optimizer {self.name!r} has no functional implementation (only SGD and Adam)"
+            return False, (f"optimizer {self.name!r} has no functional implementation (only SGD "
+                           "and Adam)")
         return True, ""
 
     def init_state(self, params: list[Tensor]) -> dict[str, list[Tensor | None]]:

@@ -50,7 +50,8 @@ class Interval:
     def __str__(self) -> str:
         if self.hi == math.inf:
             return f"{'>' if self.lo_open else '>='} {self.lo}"
-        return f"in {'(' if self.lo_open else '['}{self.lo}, {self.hi}{')' if self.hi_open else ']'}"
+        left, right = "(" if self.lo_open else "[", ")" if self.hi_open else "]"
+        return f"in {left}{self.lo}, {self.hi}{right}"
 
 
 def at_least(lo: float) -> Interval:

@@ -260,16 +260,16 @@ def test_non_finite_uploads_are_caught_before_aggregation(tiny_data, monkeypatch
 
 
 def test_evaluation_batch_comes_from_the_device_table_and_does_not_change_the_result(tiny_data, monkeypatch):
-    import fedlib.engine as engine_mod
+    import fedlib.evaluation as evaluation_mod
 
     eng = Engine(small(), data=tiny_data, progress=False)
     x, y = tiny_data.x_test, tiny_data.y_test
     full = eng.evaluate(eng.global_params, x, y, batch_size=len(y))
     widths = []
-    call = engine_mod.functional_call
-    monkeypatch.setattr(engine_mod, "functional_call",
+    call = evaluation_mod.functional_call
+    monkeypatch.setattr(evaluation_mod, "functional_call",
                         lambda m, p, a, *r: widths.append(len(a[0])) or call(m, p, a, *r))
-    monkeypatch.setitem(engine_mod.EVAL_BATCH, "cpu", 48)
+    monkeypatch.setitem(evaluation_mod.EVAL_BATCH, "cpu", 48)
     acc, loss = eng.evaluate(eng.global_params, x, y)
     assert widths == [48, 48, 48, 16]  # 160 test samples
     assert acc == full[0] and loss == pytest.approx(full[1], rel=1e-6)
@@ -310,7 +310,7 @@ def test_evaluated_and_reference_models_keep_the_models_memory_format(tiny_data,
     """Averaged weights come back contiguous while the CPU model is channels_last, and a conv's output takes its
     weight's format: the global model (what evaluation and MOON's reference taps run), a strategy's mixed
     per-client models and a resumed checkpoint's weights are put back in the model's strides, values unchanged."""
-    import fedlib.engine as engine_mod
+    import fedlib.evaluation as evaluation_mod
     from fedlib.executors.fast.layout import in_layout
 
     eng = Engine(small(strategy="moon", strategy_kw={"mu": 1.0}, num_clients=2, rounds=2), data=tiny_data,
@@ -319,8 +319,8 @@ def test_evaluated_and_reference_models_keep_the_models_memory_format(tiny_data,
     assert convs and all(v.is_contiguous(memory_format=torch.channels_last) for k, v in eng.model.state_dict().items()
                          if k in convs)
     seen = []
-    call = engine_mod.functional_call
-    monkeypatch.setattr(engine_mod, "functional_call",
+    call = evaluation_mod.functional_call
+    monkeypatch.setattr(evaluation_mod, "functional_call",
                         lambda m, p, *a: seen.append({k: p[k].stride() for k in convs}) or call(m, p, *a))
     eng.run()
     assert all(eng.global_params[k].stride() == s for k, s in convs.items())

@@ -12,8 +12,8 @@ from fedlib.config import Config
 from fedlib.crsm import crsm_stats
 from fedlib.engine import Engine
 from fedlib.models import build_model
+from fedlib.models.base import extractor_tap, head_layers
 from fedlib.strategies import build_strategy
-from fedlib.strategies.fedbabu import extractor_tap, head_layers
 
 
 def cfg(**kw) -> Config:

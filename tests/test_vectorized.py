@@ -462,13 +462,13 @@ def test_padded_mode_skips_padding_rows_on_cpu(tiny_data, monkeypatch):
     import fedlib.executors.fast.cpu_conv as V
 
     seen = []
-    orig = V._StackedConvBlock.forward
+    orig = V._StackedConv.forward
 
     def spy(x, w, b, conv, rows, k):
         seen.append(rows)
         return orig(x, w, b, conv, rows, k)
 
-    monkeypatch.setattr(V._StackedConvBlock, "forward", staticmethod(spy))
+    monkeypatch.setattr(V._StackedConv, "forward", staticmethod(spy))
     c = cfg(rounds=1, local_epochs=1)
     seq, vec = both(c, tiny_data)
     assert vec.executor.mode == "padded"

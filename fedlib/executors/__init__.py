@@ -2,13 +2,13 @@
 and a list of :class:`~fedlib.local.ClientJob` and returns one :class:`~fedlib.local.ClientResult`
 per job; none knows the engine or any strategy.
 
-=============  =======================================================================================
-sequential     one client after another on one reused model and ``torch.optim`` optimizer (the
-reference) vectorized     the clients' parameters stacked and trained together under
-``torch.func.vmap``
-               (:mod:`.vectorized`; chunks of clients, stacked, in :mod:`.chunk`; fixed-shape steps and
-               CUDA graphs in :mod:`.static`; per-client CPU layers in :mod:`.cpu_conv`)
-=============  =======================================================================================
+==========  ========================================================================================
+sequential  one client after another on one reused model and ``torch.optim`` optimizer (the
+            reference)
+vectorized  the clients' parameters stacked and trained together under ``torch.func.vmap``
+            (:mod:`.vectorized`; chunks of clients, stacked, in :mod:`.chunk`; fixed-shape steps and
+            CUDA graphs in :mod:`.static`; per-client CPU layers in :mod:`.cpu_conv`)
+==========  ========================================================================================
 """
 
 from __future__ import annotations

@@ -32,9 +32,8 @@ from fedlib.params import Params
 
 __all__ = ["RefTaps", "build_ref_taps"]
 
-# samples per reference forward pass while the tables are built, by device type: on the CPU a pass
-# in chunks of 512 is up to 1.6x faster than in 1,024 (a smaller working set;
-# benchmarks/ref_chunk.py)
+# samples per reference forward pass while the tables are built, by device type (the CPU's: a
+# smaller working set is faster, benchmarks/RESULTS.md)
 _CHUNK = {"cpu": 512, "cuda": 1024}
 
 

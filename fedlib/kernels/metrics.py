@@ -12,9 +12,9 @@ from fedlib.kernels._base import _as_2d  # noqa: F401
 from fedlib.kernels.cka import debiased_cka, linear_cka, rbf_cka  # noqa: F401
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # FedCKA Table 3 alternatives and the registry
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def _same_shape(x: Tensor, y: Tensor, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
     x = _as_2d(x, dtype, "x")
     y = _as_2d(y, x.dtype, "y")
@@ -59,12 +59,14 @@ SIMILARITIES: dict[str, Callable[..., Tensor]] = {
     "debiased_cka": debiased_cka,
     "normalized_cosine": _normalized_cosine,
 }
-"""Name -> ``f(x, y, **kw) -> 0-d tensor``.  ``"cka"``/``"kernel_cka"``/``"frobenius"``/``"cosine"`` are
-FedCKA Table 3's four metrics in the paper's forms.  The paper does not state kernel CKA's threshold;
-``rbf_cka`` defaults to t = 1.0 (Kornblith et al.'s demo uses 0.5): pass ``threshold=`` to choose."""
+"""Name -> ``f(x, y, **kw) -> 0-d tensor``. ``"cka"``/``"kernel_cka"``/``"frobenius"``/``"cosine"``
+are FedCKA Table 3's four metrics in the paper's forms. The paper does not state kernel CKA's
+threshold; ``rbf_cka`` defaults to t = 1.0 (Kornblith et al.'s demo uses 0.5): pass ``threshold=``
+to choose."""
 
 DISTANCE_METRICS = frozenset({"frobenius"})
-"""Registry names whose value *decreases* with similarity (callers may negate them in a contrastive loss)."""
+"""Registry names whose value *decreases* with similarity (callers may negate them in a contrastive
+loss)."""
 
 
 def get_similarity(name: str) -> Callable[..., Tensor]:

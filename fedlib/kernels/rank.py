@@ -12,9 +12,9 @@ from torch import Tensor
 from fedlib.kernels._base import _check_finite, _svdvals  # noqa: F401
 from fedlib.kernels.evbmf import evbmf  # noqa: F401
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # spectral learning metrics
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 def _spectrum(s_or_matrix: Tensor | np.ndarray, name: str = "input") -> Tensor:
     """1-D float64 singular values: given directly (1-D) or of a 2-D matrix."""
@@ -87,9 +87,9 @@ def condition_number(s_or_a: Tensor | np.ndarray, *, rtol: float | None = None) 
     return top / nz.min()
 
 
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # RMSGD-style layer metrics
-# ----------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 def unfold_conv(weight: Tensor, mode: str = "input") -> Tensor:
     """Unfold a conv weight (O, I, kh, kw) as in RMSGD: ``"input"`` -> (I, O*kh*kw), ``"output"`` ->
     (O, I*kh*kw)."""

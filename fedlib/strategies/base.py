@@ -11,26 +11,36 @@ one place): ``needs.taps``, ``needs.references``, ``needs.tensors``, ``needs.glo
 Options (``Config.strategy_kw``, typed): each strategy declares ``Options``, a nested frozen
 dataclass (:class:`StrategyOptions`) whose fields are its options with their types, defaults and
 valid ranges, checked once, where they are built (a Config builds them once per run:
-``Config.strategy_options()``). The strategy reads them as ``self.options``; ``strategy.mu`` reads
-``strategy.options.mu`` too.
+``Config.strategy_options()``). The strategy reads them as ``self.options`` (``self.options.mu``),
+fixed from then on: the dataclass is frozen.
 
 Hooks, in the order the engine calls them each round::
 
-    setup(model, cfg)                      once: resolve taps / frozen parameters from the model (may set needs)
-    trainable(name)                        whether a parameter trains during federated training
-    client_start(ctx, global_params)       the parameters a sampled client starts from (default: the global ones)
-    references(ctx, global_params)         {name: Params} of the frozen models in needs.references, per client
-    client_tensors(ctx, global_params)     {name: Tensor} for needs.tensors, per client (e.g. SCAFFOLD's c, c_i)
-    penalty(ctx, batch)                    a term added to the cross-entropy of every local batch (LocalBatch)
-    correction(ctx, tensors)               Params added to every local update: p ← p − lr · correction
-    client_end(ctx, start, params)         what the client uploads; saves the strategy's per-client state
-    aggregate(rnd, global_params,          (params, metrics): the server update (default: the sample-size-weighted
-              uploads, weights, ctxs)      mean, McMahan et al. 2017) of the uploads, which hold only the tensors
-                                           local training changes (the engine keeps the rest), and what it did, a
-                                           JSON-able dict merged into the round's history entry (e.g. FedER's
-                                           per-layer ranks and weights; default {}); may keep one model per client
-    finetune()                             a FineTune for personalized evaluation, or None
-    eval_params(cid, global_params, state) the parameters client ``cid`` starts its personalized evaluation from
+    setup(model, cfg)
+        once: resolve taps / frozen parameters from the model (may set needs)
+    trainable(name)
+        whether a parameter trains during federated training
+    client_start(ctx, global_params)
+        the parameters a sampled client starts from (default: the global ones)
+    references(ctx, global_params)
+        {name: Params} of the frozen models in needs.references, per client
+    client_tensors(ctx, global_params)
+        {name: Tensor} for needs.tensors, per client (e.g. SCAFFOLD's c, c_i)
+    penalty(ctx, batch)
+        a term added to the cross-entropy of every local batch (LocalBatch)
+    correction(ctx, tensors)
+        Params added to every local update: p ← p − lr · correction
+    client_end(ctx, start, params)
+        what the client uploads; saves the strategy's per-client state
+    aggregate(rnd, global_params, uploads, weights, ctxs)
+        (params, metrics): the server update (default: the sample-size-weighted mean, McMahan et al.
+        2017) of the uploads, which hold only the tensors local training changes (the engine keeps
+        the rest), and what it did, a JSON-able dict merged into the round's history entry (e.g.
+        FedER's per-layer ranks and weights; default {}); may keep one model per client
+    finetune()
+        a FineTune for personalized evaluation, or None
+    eval_params(cid, global_params, state)
+        the parameters client ``cid`` starts its personalized evaluation from
 
 Per-client state lives in ``ctx.state`` (a dict the engine keeps and checkpoints: tensors, Params,
 numbers); server state in ``state_dict`` / ``load_state_dict``.
@@ -148,23 +158,6 @@ class Strategy:
             self.options = args[0]
         else:
             self.options = self.Options.build(*args, **kw)
-
-    def __getattr__(self, name: str) -> Any:
-        """An option's value read as an attribute (``strategy.mu`` is ``strategy.options.mu``)."""
-        options = self.__dict__.get("options")
-        if options is not None and name in options.table():
-            return getattr(options, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        """Options are fixed when the strategy is built: setting one is an error, never a value
-        that nothing reads."""
-        options = self.__dict__.get("options")
-        if options is not None and name in options.table():
-            raise AttributeError(f"{name!r} is an option of strategy {self.name!r}, fixed when it "
-                                 f"is built; build the strategy with {name}=... instead "
-                                 f"(Config.strategy_kw).")
-        object.__setattr__(self, name, value)
 
     def setup(self, model: torch.nn.Module, cfg: Any) -> None:
         """Called once with the model the engine trains."""

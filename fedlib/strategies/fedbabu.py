@@ -1,47 +1,43 @@
-"""FedBABU (Oh et al. 2022): train and aggregate the body only; fine-tune the head per client to evaluate.
+"""FedBABU (Oh et al. 2022): train and aggregate the body only; fine-tune the head per client to
+evaluate.
 
-The head stays at its shared random initialization during federated training (lr 0: it is not trained); the body
-is averaged (``body_mean``) and broadcast. ``head`` says which layers form it: ``"last"`` (default), the final
-linear layer (``FedModel.head``; FedBABU's Fig. 1: "the head (i.e., the last linear classifier)"); ``"dense"``,
-every dense layer following the extractor (FedSHIBU §3.3: "All dense layers following the extractor form the
-classifier"; with the FedIntR CNN fc1, fc2 and fc3). Both papers' networks (ResNet-18, 4convNet) end in one dense
-layer, where the two coincide; with more, a comparison with FedSHIBU uses its head set.
+The head stays at its shared random initialization during federated training (it is not trained);
+the body is averaged (``body_mean``) and broadcast. ``head`` says which layers form it
+(:func:`fedlib.models.base.head_layers`): ``"last"`` (default), the final linear layer (FedBABU's
+Fig. 1: "the head (i.e., the last linear classifier)"); ``"dense"``, every dense layer following the
+extractor (FedSHIBU §3.3: "All dense layers following the extractor form the classifier"; with the
+FedIntR CNN fc1, fc2 and fc3). Both papers' networks (ResNet-18, 4convNet) end in one dense layer,
+where the two coincide; with more, a comparison with FedSHIBU uses its head set.
 
-Personalized evaluation: client i starts from its evaluation model θ_i (head θ_cls^0, the random one) and runs
-``ft_epochs`` epochs of SGD (``ft_lr``, ``ft_momentum``, batch ``ft_batch_size``, no weight decay, a fresh
-optimizer) on ``min CE(θ; D_i^train)`` over the parameters ``ft_part`` names, then is tested on its test split; the
-engine reports the unweighted mean ± std over clients after and before fine-tuning (``personal_acc_*``,
-``personal_noft_acc_*``). What is fine-tuned (``ft_part``): ``"head"`` (default) as both papers say — FedBABU's
-abstract, "the head is fine-tuned for personalization during the evaluation process"; FedSHIBU §3.2, "The
-classifiers ... are fine-tuned to enhance the personalization performance of the client models". FedBABU's code
-(its analysis notebook) fine-tunes the whole model at the same lr instead: ``ft_part="full"``. Its settings are the
-defaults: 5 epochs, lr 1e-3, momentum 0.9, batch 50, no weight decay.
+Personalized evaluation (:mod:`fedlib.evaluation`): client i starts from its evaluation model θ_i
+(head θ_cls^0, the random one), runs ``ft_epochs`` epochs of SGD (``ft_lr``, ``ft_momentum``, batch
+``ft_batch_size``, no weight decay, a fresh optimizer) on ``min CE(θ; D_i^train)`` over the
+parameters ``ft_part`` names, then is tested on its test split. ``ft_part``: ``"head"`` (default),
+as both papers say (FedBABU's abstract: "the head is fine-tuned for personalization during the
+evaluation process"; FedSHIBU §3.2: "The classifiers ... are fine-tuned to enhance the
+personalization performance of the client models"); ``"full"``, the whole model at the same lr, as
+FedBABU's code (its analysis notebook) does. The defaults are FedBABU's settings: 5 epochs, lr 1e-3,
+momentum 0.9, batch 50. With ``ft_part="head"`` the head trains on its input features computed once
+per client (``FineTune.features``).
 
-``ft_backtrack`` (default 3; 0 keeps ``ft_lr`` whatever happens, as the papers and FedBABU's code do) is the
-ladder ft_lr, ft_lr/10, ..., and ``ft_select`` how a client's model is kept from it, judged by the client's loss on
-its own training split (eval mode, the whole split; :mod:`fedlib.finetune`): ``"first"`` (default), the first lr
-that does not raise that loss; ``"best"``, the lowest loss over the whole ladder (the un-fine-tuned model included).
-The lr each client kept is ``personal_ft_lr``. lr 1e-3 suits the papers' networks, whose convolutions are
-batch-normalized; a body without normalization (the quick preset's CNN) inflates its features to fit the frozen
-random head (‖h‖ ≈ 1200-2300 per sample), which puts lr 1e-3 past the edge of stability of the head's loss (largest
-Hessian eigenvalue 1.5e4-2.3e4; SGD with momentum 0.9 needs lr < 3.8/λ ≈ 2e-4). There, lr 1e-3 still lowers the
-loss from its random-head start (3.3 → 0.4-0.7) while it leaves some two-class clients at 50 %: "first" keeps it,
-and a round's personalized accuracy swings by 10-20 points with it. Measured on a FedBABU body (quick, s = 2, seed
-4, rounds 8-14; an independent fine-tuning in plain PyTorch on cached features): mean accuracy 81-92 % at 1e-3,
-95-98 % at the lr of lowest training loss, which is 1e-4 or 1e-5 for most clients. Notebook 08 uses ``"best"``.
-With ``ft_part="head"`` the head trains on its input features computed once per client (``FineTune.features``).
-Training: lr 0.1 decayed ×0.1 at 1/2 and 3/4 of the rounds (``Config.lr_milestones``), momentum 0.9, batch 50 — the
-``fedshibu`` preset.
+``ft_backtrack`` (default 3; 0 keeps ``ft_lr`` whatever happens, as the papers and FedBABU's code
+do) and ``ft_select`` are the ladder ft_lr, ft_lr/10, ... and the rule that keeps a client's model
+from it (:mod:`fedlib.finetune`); the lr each client kept is ``personal_ft_lr``. On a body without
+normalization (the quick preset's CNN) lr 1e-3 is past the edge of stability of the head's loss:
+``"first"`` keeps it and a round's accuracy swings, ``"best"`` holds it (benchmarks/RESULTS.md);
+notebook 08 uses ``"best"``.
 
-Body average of the m uploads θ_i (FedSHIBU §3.1, FedBABU's aggregation; FedSHIBU's reported global body too):
+Body average of the m uploads θ_i (FedSHIBU §3.1, FedBABU's aggregation; FedSHIBU's reported global
+body too)::
 
-    θ_G,ext = Σ_i |D_i| / Σ_j |D_j| · θ_i,ext       (``body_mean="weighted"``, the paper: FedAvg's weights)
-    θ_G,ext = (1/m) Σ_i θ_i,ext                      (``body_mean="plain"``: FedBABU's code, unbalanced runs included)
+    θ_G,ext = Σ_i |D_i| / Σ_j |D_j| · θ_i,ext   (``body_mean="weighted"``, the paper's)
+    θ_G,ext = (1/m) Σ_i θ_i,ext                  (``body_mean="plain"``: FedBABU's code)
 
-Equal, bitwise, when the clients are equally large (shards; tested). Milestones (``lr_rounding``): milestone m
-decays the lr from 0-based round ⌈m·R⌉ (``"ceil"``, the paper's "at 1/2 and 3/4 of the rounds": once that fraction
-of the R rounds has passed) or ⌊m·R⌋ (``"floor"``: FedBABU's code, ⌊R/2⌋ and ⌊3R/4⌋); they differ exactly when m·R
-is not a whole number (:func:`fedlib.schedule.round_lr`; tested).
+Equal, bitwise, when the clients are equally large (shards; tested). ``lr_rounding``: milestone m
+decays the lr from 0-based round ⌈m·R⌉ (``"ceil"``, the paper's "at 1/2 and 3/4 of the rounds") or
+⌊m·R⌋ (``"floor"``: FedBABU's code, ⌊R/2⌋ and ⌊3R/4⌋); they differ exactly when m·R is not a whole
+number (:func:`fedlib.schedule.round_lr`; tested). Training: lr 0.1 decayed ×0.1 at 1/2 and 3/4 of
+the rounds (``Config.lr_milestones``), momentum 0.9, batch 50 (the ``fedshibu`` preset).
 """
 
 from __future__ import annotations
@@ -50,36 +46,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from fedlib.models.base import HEADS, extractor_tap, head_layers
 from fedlib.options import at_least, between, option
 from fedlib.strategies.base import (LR_ROUNDINGS, SELECTS, ClientContext, FineTune, Params,
                                     Strategy, StrategyOptions, weighted_average)
 
 FT_PARTS = ("head", "full")
-HEADS = ("last", "dense")
 BODY_MEANS = ("weighted", "plain")
-
-
-def head_layers(model: nn.Module, head: str = "last") -> tuple[str, ...]:
-    """The main-path layers (``model.layer_taps``) forming the head: ``"last"``, the final linear layer
-    (``model.head``); ``"dense"``, the trailing run of ``nn.Linear`` layers. The tap before them is the extractor's
-    output (:func:`extractor_tap`)."""
-    if head not in HEADS:
-        raise ValueError(f"Unknown head {head!r}; valid: {HEADS}.")
-    taps = model.layer_taps
-    if head == "last":
-        return (model.head,) if model.head else ()
-    i = len(taps)
-    while i > 0 and isinstance(getattr(model, taps[i - 1], None), nn.Linear):
-        i -= 1
-    return tuple(taps[i:])
-
-
-def extractor_tap(model: nn.Module, head: str = "last") -> str:
-    """The tap feeding the head: the representation FedSHIBU compares (with ``"dense"``, the last conv output)."""
-    taps = model.layer_taps
-    return taps[taps.index(head_layers(model, head)[0]) - 1]
 
 
 class FedBABU(Strategy):
@@ -129,7 +104,7 @@ class FedBABU(Strategy):
         return not self.is_head(name)
 
     def body_average(self, uploads: list[Params], weights: Tensor) -> Params:
-        """The uploads' mean: by sample-size ``weights`` or, with ``body_mean="plain"``, 1/m each."""
+        """The uploads' mean: by sample-size ``weights``, or 1/m each (``body_mean="plain"``)."""
         plain = torch.full_like(weights, 1 / len(uploads))
         return weighted_average(uploads, plain if self.options.body_mean == "plain" else weights)
 

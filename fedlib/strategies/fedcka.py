@@ -65,7 +65,7 @@ references.
   similarity (closer to the global model = larger); ``frobenius_literal`` — ``+‖a₁ − a₂‖²_F`` put in
   place of CKA as printed, which rewards moving *away* from the global model. The sum over a batch's
   whole activation maps reaches thousands, and in FedCKA's setup at α = 5 it diverges in the first
-  round with a previous model (every seed, and an independent loop alike: benchmarks/RESULTS.md).
+  round with a previous model (benchmarks/RESULTS.md).
   ``frobenius_mean`` — ``−‖a₁ − a₂‖²_F / (n·d)``, the mean over the entries (what ``F.mse_loss``
   computes): not the paper's, a named option that trains;
 * ``cosine`` — the cosine of the flattened batch activations, ``cos θ`` of ``vec a₁, vec a₂``;

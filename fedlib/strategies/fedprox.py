@@ -2,9 +2,9 @@
 
 Local objective (Li et al. 2020, Eq. 2), over the trainable parameters:
 
-    ℓ_CE + (μ/2) ‖w − w_g‖²                         (``squared=True``, the paper)
-    ℓ_CE + (μ/2) Σ_t ‖w_t − w_g,t‖                  (``squared=False``: what FedIntR's reference code computes,
-                                                     per-tensor unsquared norms, a bug kept as an option)
+    ℓ_CE + (μ/2) ‖w − w_g‖²            (``squared=True``, the paper)
+    ℓ_CE + (μ/2) Σ_t ‖w_t − w_g,t‖     (``squared=False``: what FedIntR's reference code computes,
+                                        per-tensor unsquared norms, a bug kept as an option)
 
 The unsquared norm is taken with ``torch.linalg.vector_norm``, whose gradient at a zero vector is 0
 (at the first local step w = w_g: a hand-written sqrt of a sum of squares would give 0·∞ = NaN).

@@ -60,9 +60,10 @@ from typing import Any
 from torch import Tensor
 
 from fedlib.crsm import CONTROLS, SIMS, control_crsm, crsm, crsm_stats, group_crsm, mix, row_weights
+from fedlib.models.base import HEADS, extractor_tap
 from fedlib.options import above, at_least, option
 from fedlib.strategies.base import ClientContext, Params, StrategyOptions
-from fedlib.strategies.fedbabu import HEADS, FedBABU, extractor_tap
+from fedlib.strategies.fedbabu import FedBABU
 
 SAMPLES = ("own", "shared")
 

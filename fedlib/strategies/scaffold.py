@@ -5,11 +5,13 @@ Per trainable parameter, a server control variate c and one c_i per client, both
 (the paper; NIID-Bench's random initialization destabilizes partial participation and is not
 offered):
 
-    local step      y ← y − η (g_i(y) + c − c_i)           (Algorithm 1, line 10: the optimizer's step, then
-                                                            ``correction`` = c − c_i, applied outside momentum
-                                                            as NIID-Bench does)
-    client update   c_i⁺ = c_i − c + (x − y_i) / (K η)      (option II; K the client's local steps this round)
-    server update   c ← c + (1/N) Σ_{i ∈ S} (c_i⁺ − c_i)     (N all clients: partial participation)
+    local step      y ← y − η (g_i(y) + c − c_i)
+                    (Algorithm 1, line 10: the optimizer's step, then ``correction`` = c − c_i,
+                    applied outside momentum as NIID-Bench does)
+    client update   c_i⁺ = c_i − c + (x − y_i) / (K η)
+                    (option II; K the client's local steps this round)
+    server update   c ← c + (1/N) Σ_{i ∈ S} (c_i⁺ − c_i)
+                    (N all clients: partial participation)
 
 The model is aggregated as in FedAvg (sample-size weights; the paper's global step size η_g = 1 with
 equal client sizes), so a first round with zero control variates is exactly FedAvg's. c and c_i are

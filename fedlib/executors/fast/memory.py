@@ -10,7 +10,7 @@ def keep_freed_memory() -> bool:
     """Ask glibc to keep freed memory for reuse instead of returning it to the OS
     (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``). A chunk's activations are
     10x one client's (100+ MB per tensor); by default glibc serves such blocks with fresh ``mmap``
-    pages on every step and the page faults cost the vectorized executor 1.3-1.6x on a 2-core CPU
+    pages on every step, and the page faults slow the vectorized executor down
     (``benchmarks/RESULTS.md``). Process-wide; set ``FEDLIB_CPU_MALLOC=0`` to leave the allocator
     alone. Returns whether it applied (glibc only)."""
     global _MALLOC_TUNED

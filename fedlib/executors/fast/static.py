@@ -114,7 +114,8 @@ class StaticSteps:
     def __init__(self, spec: ChunkSpec, loss_fn: Callable[[bool], Callable], current: dict[str,
                                                                                            Any], *,
                  mode: str, compile: bool, want: bool | None, require_cuda: bool = True) -> None:
-        self.spec, self.loss_fn, self.current, self.mode, self.compile = spec, loss_fn, current, mode, compile
+        self.spec, self.loss_fn, self.current = spec, loss_fn, current
+        self.mode, self.compile = mode, compile
         self.enabled, notice = use_static(want, spec.device if require_cuda else "cuda",
                                           self.unsupported(require_cuda))
         if notice:

@@ -9,43 +9,47 @@ so ∂(Σ_j L_j)/∂θ_i = ∂L_i/∂θ_i). The optimizer is the task's :class:`
 run as pure functional steps over the stacked tensors.
 
 Same batches as the sequential executor
-    Every client-epoch's order and augmentation draws come from :func:`fedlib.schedule.epoch_plan` (CPU, keyed by
-    ``(seed, round, client, epoch)``), cut into :func:`fedlib.schedule.num_batches` batches of ``batch_size``.
-    Client ``i`` takes ``K_i = epochs · nb_i`` steps; at global step ``t`` it is active iff ``t < K_i`` and uses
-    epoch ``t // nb_i``, batch ``t % nb_i``. Clients are sorted by ``K_i`` (descending) inside a chunk, so the
-    active clients are always a prefix and are addressed by views (no gathers). An inactive client gets no update
-    at all (no weight decay, no momentum change). Since every client starts at step 0, an active client at global
-    step ``t`` has taken exactly ``t`` steps: the per-client step count (SGD's first-step buffer, Adam's bias
+    Every client-epoch's order and augmentation draws come from :func:`fedlib.schedule.epoch_plan`
+    (CPU, keyed by ``(seed, round, client, epoch)``), cut into :func:`fedlib.schedule.num_batches`
+    batches of ``batch_size``. Client ``i`` takes ``K_i = epochs · nb_i`` steps; at global step
+    ``t`` it is active iff ``t < K_i`` and uses epoch ``t // nb_i``, batch ``t % nb_i``. Clients are
+    sorted by ``K_i`` (descending) inside a chunk, so the active clients are always a prefix and are
+    addressed by views (no gathers). An inactive client gets no update at all (no weight decay, no
+    momentum change). Since every client starts at step 0, an active client at global step ``t`` has
+    taken exactly ``t`` steps: the per-client step count (SGD's first-step buffer, Adam's bias
     correction) is ``t + 1`` for every active client.
 
 Two batching modes (chosen per task, see :attr:`VectorizedExecutor.mode`)
-    * ``"padded"`` (models without buffers, steps without taps/references): each client's batch is padded to
-      ``batch_size`` with a mask (as fedjax does for uneven clients); the loss is Σ mask·CE / Σ mask, whose
-      gradient equals the mean over the real samples. One vmapped call per step.
-    * ``"exact"`` (models with buffers, e.g. BatchNorm; ``Needs.unpadded``): no padding. At each step the active
-      clients are grouped by their real batch size and each group runs as one vmapped call. BatchNorm batch
-      statistics therefore never see padding, and per-sample penalties average over the real samples only.
-      Running statistics are per client (stacked buffers, updated in place through ``functional_call``).
+    * ``"padded"`` (models without buffers, steps without taps/references): each client's batch is
+      padded to ``batch_size`` with a mask (as fedjax does for uneven clients); the loss is
+      Σ mask·CE / Σ mask, whose gradient equals the mean over the real samples. One vmapped call per
+      step.
+    * ``"exact"`` (models with buffers, e.g. BatchNorm; ``Needs.unpadded``): no padding. At each
+      step the active clients are grouped by their real batch size and each group runs as one
+      vmapped call. BatchNorm batch statistics therefore never see padding, and per-sample penalties
+      average over the real samples only. Running statistics are per client (stacked buffers,
+      updated in place through ``functional_call``).
 
 Declared inputs, generically
-    Reference models (``Needs.references``) and per-client tensors (``Needs.tensors``) arrive with each job. One
-    that is the same object for every client of a chunk is *shared* (a reference model is then evaluated once on
-    the chunk's batches folded together, in eval mode); otherwise it is stacked over clients and vmapped.
-    ``task.correction`` is evaluated once per client and chunk and added to every update.
+    Reference models (``Needs.references``) and per-client tensors (``Needs.tensors``) arrive with
+    each job. One that is the same object for every client of a chunk is *shared* (a reference model
+    is then evaluated once on the chunk's batches folded together, in eval mode); otherwise it is
+    stacked over clients and vmapped. ``task.correction`` is evaluated once per client and chunk and
+    added to every update.
 
 Supported
-    Optimizers with a functional step (SGD, Adam), optimizer state reset per client per round; vectorizable steps;
-    models without dropout. Anything else: :meth:`VectorizedExecutor.can_run` says no and why, and the engine
-    falls back to the sequential executor with a one-line notice.
+    Optimizers with a functional step (SGD, Adam), optimizer state reset per client per round;
+    vectorizable steps; models without dropout. Anything else: :meth:`VectorizedExecutor.can_run`
+    says no and why, and the engine falls back to the sequential executor with a one-line notice.
 
 Chunks
-    ``chunk_size`` clients at a time (``None``: all). On CUDA with ``chunk_size=None`` the chunk is capped by a
-    memory estimate (one probe step's peak memory per client against the free memory). A chunk's batches and
-    stacked state are built by :mod:`fedlib.executors.fast.chunk`.
+    ``chunk_size`` clients at a time (``None``: all). On CUDA with ``chunk_size=None`` the chunk is
+    capped by a memory estimate (one probe step's peak memory per client against the free memory). A
+    chunk's batches and stacked state are built by :mod:`fedlib.executors.fast.chunk`.
 
 Static steps and CUDA graphs (on CUDA by default; ``Config.cuda_graph``):
-:mod:`fedlib.executors.fast.static`. CPU convolutions: :mod:`fedlib.executors.fast.cpu_conv`. On a
-2-core CPU the two executors run at parity (``benchmarks/RESULTS.md``).
+:mod:`fedlib.executors.fast.static`. CPU convolutions: :mod:`fedlib.executors.fast.cpu_conv`. On the
+CPU ``executor="auto"`` picks the sequential executor (:meth:`VectorizedExecutor.prefer`).
 
 Opt-in options: ``precision="bf16"`` (forward under autocast; task field), ``compile=True``
 (torch.compile of the vmapped loss; one graph per (active clients, batch width) shape),
@@ -114,7 +118,8 @@ class VectorizedExecutor:
         and the sequential one, with its smaller memory footprint, is kept.
         ``executor="vectorized"`` still runs it on the CPU."""
         if torch.device(device).type == "cpu":
-            return False, "on the CPU the sequential executor is as fast and uses less memory (benchmarks/RESULTS.md)"
+            return False, ("on the CPU the sequential executor is as fast and uses less memory "
+                           "(benchmarks/RESULTS.md)")
         return True, ""
 
     def __init__(self, task: LocalTask, device: torch.device | str, *,
@@ -128,16 +133,18 @@ class VectorizedExecutor:
         # The functional forward runs on the task's model (its own parameters are never read) or, on
         # the CPU, on a copy whose convolutions, BatchNorm and Linear layers run per client
         # (fedlib.executors.fast.cpu_conv).
-        per_client = self.device.type == "cpu" and os.environ.get("FEDLIB_VEC_CPU_CONV",
-                                                                  "per_client") != "grouped"
+        grouped = os.environ.get("FEDLIB_VEC_CPU_CONV", "per_client") == "grouped"
+        per_client = self.device.type == "cpu" and not grouped
         if per_client and os.environ.get("FEDLIB_CPU_MALLOC", "1") != "0":
             keep_freed_memory()
         # padded mode, CPU: the real batch sizes of the group being trained
         self._rows: list = [None]
         self.model = per_client_convs(task.model, self._rows) if per_client else task.model
         self.ref_model = task.ref_model  # shared reference models: clients folded into one batch
-        self.ref_model_stacked = per_client_convs(task.ref_model, [None]) if per_client and task.needs.references \
-            else task.ref_model
+        if per_client and task.needs.references:
+            self.ref_model_stacked = per_client_convs(task.ref_model, [None])
+        else:
+            self.ref_model_stacked = task.ref_model
         # what the chunk helpers (fedlib.executors.fast.chunk) read, explicitly; slices are stacked
         # in the model's memory formats (its state_dict)
         trainable = set(task.trainable)
@@ -170,7 +177,7 @@ class VectorizedExecutor:
     def capture(self) -> bool:
         return self.steps.capture
 
-    # ----------------------------------------------------------------------------------------------- public
+    # --------------------------------------------------------------------------------------- public
     def __call__(self, task: LocalTask, jobs: list[ClientJob]) -> list[ClientResult]:
         if not jobs:
             return []
@@ -184,7 +191,7 @@ class VectorizedExecutor:
         return results
 
 
-    # --------------------------------------------------------------------------------------------- training
+    # ------------------------------------------------------------------------------------- training
     def _train_chunk(self, jobs: list[ClientJob]) -> list[ClientResult]:
         ch = prepare_chunk(self.spec, jobs)
         N = len(ch.steps)
