@@ -9,11 +9,10 @@ Everything keyed by notebook is read from here: the plans the campaign trains (:
 datasets it plans at paper scale (:data:`PAPER_DATASETS`), the order it trains them in
 (:func:`priority`), and each notebook's claims (:func:`judge`). Adding a paper is filling in
 :class:`Paper` in ``fedlib/companion/papers/<paper>/`` (its preset in ``preset.py``) and adding it
-to :data:`PAPERS` (docs/adding-a-paper.md works one
-through).
+to :data:`PAPERS` (docs/adding-a-paper.md works one through).
 
-    python -m fedlib.companion.papers                                  # the papers, their notebooks and presets
-    python -m fedlib.companion.papers claims 05 --scale quick          # notebook 05's verdicts from the stored records
+    python -m fedlib.companion.papers                            # the papers, notebooks and presets
+    python -m fedlib.companion.papers claims 05 --scale quick    # notebook 05's stored verdicts
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ PAPER_T1_DATASET = "fmnist"  # the column notebook 01's table and fidelity claim
 PAPER_FIG5 = {"Centralized": 70.0, "FedAvg": 64.37}
 
 
-# ------------------------------------------------------------------------------------------- partitions (00)
+# ------------------------------------------------------------------------------ partitions (00)
 
 def label_entropy(counts: np.ndarray) -> np.ndarray:
     """Per client, the entropy of its label distribution divided by log(classes): 1 uniform, 0 a
@@ -170,7 +170,7 @@ def partition_checks(labels: np.ndarray, test_labels: np.ndarray, parts: Mapping
     ]
 
 
-# -------------------------------------------------------------------------------------------- baselines (01)
+# ------------------------------------------------------------------------------- baselines (01)
 
 def _status(r: Any) -> str:
     return PENDING if isinstance(r, Pending) else DIVERGED if isinstance(r, Diverged) else "done"

@@ -5,7 +5,8 @@ and figures.
 
     table = layer_table(sims); print(layer_orders(table))
     done = stored(sims)  # the seeds whose clients' models are stored
-    to_global_figure(done[s], setup); between_figure(done, setup); client_matrices_figure(done[s], setup)
+    to_global_figure(done[s], setup); between_figure(done, setup)
+    client_matrices_figure(done[s], setup)
     describe_to_global(done[s], s); describe_between(sims); describe_matrices(done[s], s)
 
 Neither version prints CKA values (the figures are the result), so there is no paper column: the
@@ -288,7 +289,8 @@ def resnet50_left_out(sims50: Sims, left_out: Mapping[str, str], scale: str) -> 
     """Why the ResNet-50 panel is not drawn (not run at this scale, with the plan's reason, or
     pending), or None."""
     if not sims50:
-        return f"not run at scale={scale}: {left_out.get(R50_PART, next(iter(left_out.values()), ''))}"
+        why = left_out.get(R50_PART, next(iter(left_out.values()), ""))
+        return f"not run at scale={scale}: {why}"
     if any(isinstance(v, Pending) for v in sims50.values()):
         return "pending (a run or its clients' models are not in the store)"
     return None
