@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedlib.companion.papers", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd")
-    c = sub.add_parser("claims", help="a notebook's verdicts from the stored records (trains "
-                                      "nothing)")
+    c = sub.add_parser("claims",
+                       help="a notebook's verdicts from the stored records (trains nothing)")
     c.add_argument("notebook", help=f"a name or number: {', '.join(n[:2] for n in NOTEBOOKS)}")
     c.add_argument("--scale", choices=SCALES, default="quick")
     c.add_argument("--dataset", default="fmnist")

@@ -123,8 +123,8 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str,
     if ds == "cifar100" and not {"FedIntR", "FedCKA"} & set(t1.left_out):
         out.append(
             judge(
-                decide(f"FedCKA beats FedIntR on {data}, each at {at}", f"{T1_SOURCE}, "
-                       f"{_C100}", A["FedIntR"], A["FedCKA"], kind="less",
+                decide(f"FedCKA beats FedIntR on {data}, each at {at}", f"{T1_SOURCE}, {_C100}",
+                       A["FedIntR"], A["FedCKA"], kind="less",
                        names=("FedIntR", "FedCKA"), chance=ch,
                        off=t1.off("FedIntR") + t1.off("FedCKA"),
                        paper=f"{P['FedIntR'] - P['FedCKA']:+.2f}",
@@ -132,8 +132,8 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str,
     unrun = [d for d in ("svhn", "cifar10") if d != ds]
     if unrun:
         names = " and ".join(map(dataset_name, unrun))
-        out.append(not_testable(f"FedIntR beats every baseline on {names}", f"{T1_SOURCE}, "
-                                                                            f"{_SUPERIOR}",
+        out.append(not_testable(f"FedIntR beats every baseline on {names}",
+                                f"{T1_SOURCE}, {_SUPERIOR}",
                                 _not_run(unrun, data, scale), "; ".join(map(_paper_best, unrun))))
     if ds != "cifar100":
         c100 = FEDINTR_T1["cifar100"]
@@ -164,8 +164,8 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str,
     for m in FEDINTR_METHODS if P else ():  # the fidelity target: the paper's setup only
         text = f"{m} at {at} within the policy margin (±1 point) of FedIntR Table I ({data})"
         if not scale_of(scale).exact:  # a fidelity target of this project: a control
-            out.append(replace(not_testable(text, "FedIntR Table I", f"scale={scale} is not the "
-                                                                     "paper's setup"),
+            out.append(replace(not_testable(text, "FedIntR Table I",
+                                            f"scale={scale} is not the paper's setup"),
                                control=True))
             continue
         fid = decide(text, "FedIntR Table I", {s: v - P[m] for s, v in A[m].items()}, kind="within",
@@ -310,8 +310,8 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
             f"{text} ({other} the best of the others)", src, a, o, names=(lead, other), chance=ch,
             off=oa + oo, paper=f"{lead} − {other}: {p[lead][0] - p[other][0]:+.2f}",
             paper_d=p[lead][0] - p[other][0],
-            finding="" if cifar100 else "FedIntR superior at every β (§IV-C; β = 0.5: Table "
-            "I's rows)")
+            finding="" if cifar100
+            else "FedIntR superior at every β (§IV-C; β = 0.5: Table I's rows)")
         out.append(judge(v.noted(note), "table3"))
     has_prox = "FedProx" in set(t3.runs3["method"]) and {5.0, 0.1} <= betas
     if not has_prox or t1.dataset == "cifar100":

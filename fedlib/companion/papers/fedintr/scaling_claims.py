@@ -165,9 +165,8 @@ def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
                     "checked at its own last round")
             out.append(
                 _compare_sides(
-                    f"E = 1 gives {m} a lower accuracy than E = {default_e} in "
-                    f"the same {rd} rounds "
-                    f"(the paper's setup: the same rounds for every E)", src, e1,
+                    f"E = 1 gives {m} a lower accuracy than E = {default_e} in the same {rd} "
+                    "rounds (the paper's setup: the same rounds for every E)", src, e1,
                     d[d["E"] == default_e], (f"E=1 at round {rd}", f"E={default_e}"), "less",
                     finding=BEST_E_FINDING).noted(rule))
     # the E that only "best at the default E" compares with

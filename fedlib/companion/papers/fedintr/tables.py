@@ -138,9 +138,9 @@ def table1_setup(runs: Plan, dataset: str, scale: str, last: int) -> str:
     statistic)."""
     c = next(iter(runs["table1"].values()))
     return (f"{dataset_name(dataset)}, scale={scale}: {c.model}, {c.num_clients} clients, "
-            f"β={c.partition_kw['beta']}, {c.rounds} rounds x {c.local_epochs} local epochs, batch "
-            f"{c.batch_size}, n_train={c.n_train}, n_test={c.n_test}; statistic: median of the "
-            f"last {last} round(s)")
+            f"β={c.partition_kw['beta']}, {c.rounds} rounds x {c.local_epochs} local epochs, "
+            f"batch {c.batch_size}, n_train={c.n_train}, n_test={c.n_test}; statistic: median of "
+            f"the last {last} round(s)")
 
 
 def round_ticks(ax: plt.Axes, rounds: int) -> None:

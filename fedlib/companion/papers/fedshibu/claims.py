@@ -235,10 +235,9 @@ def _gap_verdict(frame: pd.DataFrame, paper: Mapping[int, Sequence[float]], colu
     g_lo, g_hi = _gap(frame, lo), _gap(frame, hi)
     v = _judge(
         claim, src, both, None, ("gap difference", ""),
-        a_vals={k: v - g_hi[k]
-                for k, v in g_lo.items() if k in g_hi},
-        paper=f"{dataset_name(column)}: {gaps[0]:+.2f} at s = {lo}, {gaps[1]:+.2f} at s = "
-        f"{hi}", paper_d=gaps[0] - gaps[1])
+        a_vals={k: v - g_hi[k] for k, v in g_lo.items() if k in g_hi},
+        paper=f"{dataset_name(column)}: {gaps[0]:+.2f} at s = {lo}, {gaps[1]:+.2f} at s = {hi}",
+        paper_d=gaps[0] - gaps[1])
     return _precondition(v, both, LINEAR, babu)
 
 
