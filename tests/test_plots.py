@@ -115,14 +115,14 @@ def test_the_rendering_commit_is_the_last_one_that_changed_code_so_committing_ou
     assert code_commit(tmp_path) == git("rev-parse", "HEAD")[:12]
 
 
-def test_accuracy_curves_keep_overlapping_methods_visible_and_the_reference_line_off_the_frame():
+def test_mean_curves_keep_overlapping_methods_visible_and_the_reference_line_off_the_frame():
     import pandas as pd
 
-    from fedlib.companion.plots import accuracy_curves
+    from fedlib.companion.plots import mean_curves
 
     fig, ax = plt.subplots()
     same = pd.Series([0.5, 0.8, 0.85], index=[1, 2, 3])
-    accuracy_curves(ax, [("FedAvg (n=3)", same), ("FedProx (n=3)", same)], hline=88.9, hline_label="paper")
+    mean_curves(ax, {"FedAvg (n=3)": {0: same}, "FedProx (n=3)": {0: same}}, hline=88.9, hline_label="paper")
     a, b = ax.get_lines()[:2]
     assert (a.get_color(), a.get_linestyle()) != (b.get_color(), b.get_linestyle())
     assert ax.get_ylim()[1] > 88.9 + 1

@@ -1,22 +1,14 @@
-"""Figures and paper-vs-ours tables that always say what produced them.
+"""Figures and paper-vs-ours panels: the figure kinds every artifact draws with.
 
-Every figure saved with :func:`save_figure` carries a provenance footer and is written as PNG and PDF to
-``figures/<scale>/``, with a JSON sidecar holding the same provenance. The sidecar also records what the figure
-draws (its texts, axes and series: :func:`fedlib.companion.figcheck.figure_facts`), which the figure check reads. The footer
-of a figure that shows runs comes
-from their records (``provenance_line(..., runs=records)``): the commits, devices and seeds that trained them, and,
-separately, the commit that rendered it. Files are written deterministically (no dates in their metadata) and only
-when their bytes change, so rendering the same records again leaves them untouched.
+Curves over rounds, values by group or along a sweep, similarity heatmaps, and the papers' numbers
+in a panel of their own. Error bars and bands are always the 95 % t interval over seeds (none for
+one seed), and every function returns the note that says so, for the figure's title. A figure is
+saved, with its provenance stamp, by :func:`fedlib.companion.figfiles.save_figure`.
 """
 
 from __future__ import annotations
 
-import io
 import re
-import textwrap
-import json
-import os
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -25,90 +17,15 @@ import pandas as pd
 import seaborn as sns
 from scipy import stats
 
-from fedlib.atomic import atomic_write_bytes, atomic_write_text
-from fedlib.companion.figcheck import MIN_FONT, figure_facts, note_series
-from fedlib.companion.provenance import REPO, code_commit, device_name, runs_provenance, short_commit
-from fedlib.companion.scales import scale_of
+from fedlib.companion.figcheck import note_series
+from fedlib.companion.figfiles import (FIGURES, Provenance, provenance_line,  # noqa: F401
+                                      save_figure)
 from fedlib.companion.style import method_style
 from fedlib.companion.verdicts import CONFIDENCE
 
-# figures/ beside the package, or $FEDLIB_FIGURES (as $FEDLIB_RESULTS for the results)
-FIGURES = Path(os.environ.get("FEDLIB_FIGURES", REPO / "figures"))
 
-# no creation dates or versions in the files: the same figure gives the same bytes
-_METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}
-
-
-class Provenance(str):
-    """A footer line that also carries its fields (``.fields``), which :func:`save_figure` writes to the sidecar."""
-
-    fields: dict[str, Any]
-
-    def __new__(cls, text: str, fields: dict[str, Any]) -> "Provenance":
-        obj = super().__new__(cls, text)
-        obj.fields = fields
-        return obj
-
-
-def provenance_line(scale: str, dataset: str, device: str, seeds: Sequence[int] | int, *, runs: Any = None,
-                    **extra: Any) -> Provenance:
-    """One line naming how a figure was produced; the paper's setup is only ever called 'paper' scale.
-
-    ``runs`` (the Records behind the figure, or nested dicts / lists of them, pending and diverged placeholders
-    included, or a :class:`~fedlib.companion.report.Report` whose ``runs`` were registered) gives the seeds, commits and
-    devices of the runs that made it; the rendering commit is stated after them. Without ``runs`` (a figure
-    computed while rendering, e.g. the partitions) the line gives ``seeds``, and the commit and ``device`` of the
-    rendering."""
-    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
-    fields: dict[str, Any] = {"scale": scale, "dataset": dataset, "rendered_commit": code_commit()}
-    parts = [f"scale={scale}", f"dataset={dataset}"]
-    if runs is None:
-        # the rendering machine without its thread count: rendering the same records on it gives the same stamp
-        fields.update(seeds=seeds, device=re.sub(r", \d+ threads?\)$", ")", device_name(device)))
-        parts += [f"seeds={','.join(map(str, seeds))}"] * bool(seeds) + [
-            f"rendered at commit={fields['rendered_commit']} on device={fields['device']}"]
-    else:
-        prov = dict(runs.provenance) if hasattr(runs, "table_provenance") else runs_provenance(runs)
-        fields["runs"] = {k: prov.get(k) for k in ("runs", "pending", "diverged", "seeds", "rounds", "commits",
-                                                   "devices")}
-        n, pend, div = prov.get("runs", 0), prov.get("pending", 0), prov.get("diverged", 0)
-        count = f"runs={n}" + (f" ({pend} pending)" if pend else "") + (f" ({div} diverged)" if div else "")
-        parts += [count, f"seeds={','.join(map(str, prov.get('seeds') or [])) or 'none yet'}",
-                  f"trained at commit={','.join(short_commit(str(c)) for c in prov.get('commits') or []) or '—'}",
-                  f"on device={'; '.join(map(str, prov.get('devices') or [])) or '—'}",
-                  f"rendered at commit={short_commit(fields['rendered_commit'])}"]
-    parts += [f"{k}={v}" for k, v in extra.items()]
-    fields.update(extra={k: str(v) for k, v in extra.items()})
-    note = scale_of(scale).stamp
-    return Provenance("fedlib · " + " · ".join(parts) + note, fields)
-
-
-def save_figure(fig: plt.Figure, name: str, provenance: str, scale: str, directory: Path | None = None) -> list[Path]:
-    """Stamp ``provenance`` under the figure and write ``figures/<scale>/<name>.{png,pdf,json}``; a file whose
-    bytes would not change is left as it is.
-
-    Each scale has its own folder, so a smoke or quick run never overwrites a paper-scale figure
-    (``figures/smoke/`` is not committed)."""
-    directory = Path(directory or FIGURES) / scale
-    directory.mkdir(parents=True, exist_ok=True)
-    # below the axes, wrapped to the figure's width; bbox_inches="tight" grows the saved canvas to include it
-    stamp = "\n".join(textwrap.wrap(str(provenance), width=max(60, int(fig.get_figwidth() * 72 / 4.5)),
-                                     break_on_hyphens=False))
-    fig.text(0.5, -0.01, stamp, ha="center", va="top", fontsize=MIN_FONT, color="0.35")
-    out = []
-    for ext in ("png", "pdf"):
-        buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=150 if ext == "png" else None, bbox_inches="tight",
-                    metadata=_METADATA[ext])
-        out.append(atomic_write_bytes(directory / f"{name}.{ext}", buf.getvalue()))
-    # what the figure draws (texts, axes, series), for the figure check (fedlib.companion.figcheck)
-    side = {"figure": name, "provenance": str(provenance), **getattr(provenance, "fields", {}),
-            **figure_facts(fig)}
-    atomic_write_text(directory / f"{name}.json", json.dumps(side, indent=1, default=str))
-    return out
-
-
-def class_heatmap(ax: plt.Axes, counts: np.ndarray, title: str = "", annotate: bool = False) -> None:
+def class_heatmap(ax: plt.Axes, counts: np.ndarray, title: str = "",
+                  annotate: bool = False) -> None:
     """Client × class sample counts (FedCKA Fig. 4, FedIntR Fig. 3): x = client, y = class."""
     im = ax.imshow(counts.T, aspect="auto", cmap="Blues", origin="lower")
     ax.set_xlabel("client")
@@ -125,33 +42,10 @@ def class_heatmap(ax: plt.Axes, counts: np.ndarray, title: str = "", annotate: b
     plt.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
 
 
-def accuracy_curves(ax: plt.Axes, curves: Iterable[tuple[str, pd.Series]], hline: float | None = None,
-                    hline_label: str = "") -> None:
-    """Test accuracy per round for several runs, optionally with a reference line (e.g. an upper bound). Each method
-    keeps its colour and line style (:func:`fedlib.companion.style.method_style`), so overlapping curves stay visible, and the
-    y-axis leaves room above the highest curve or line."""
-    top = hline if hline is not None else 0.0
-    for label, s in curves:
-        n = len(s)
-        ax.plot(s.index, 100 * s.values, ms=4, markevery=max(1, n // 10), label=label, **method_style(label))
-        top = max(top, float(np.nanmax(100 * s.values)) if n else 0.0)
-    if hline is not None:
-        ax.axhline(hline, ls=(0, (2, 2)), color="0.3", lw=1, label=hline_label)
-    if top > 0:
-        ax.set_ylim(top=min(100.0, top + 0.08 * max(top - ax.get_ylim()[0], 10.0)))
-    ax.set_xlabel("round")
-    ax.set_ylabel("test accuracy (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-
-
-# ---- the figure kinds every artifact draws with: curves over rounds, values by group or along a sweep, similarity
-# heatmaps, and the papers' numbers in a panel of their own. Error bars and bands are always the 95 % t interval
-# over seeds (none for one seed), and every function returns the note that says so, for the figure's title.
-
 def t_interval(values: Iterable[float]) -> tuple[float, float, int]:
-    """(mean, half-width of the 95 % t interval of the mean, n) of the finite ``values``; the half-width is NaN for
-    fewer than two values (one seed has no interval) and the mean NaN for none."""
+    """(mean, half-width of the 95 % t interval of the mean, n) of the finite ``values``; the
+    half-width is NaN for fewer than two values (one seed has no interval) and the mean NaN for
+    none."""
     v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
     if len(v) == 0:
         return float("nan"), float("nan"), 0
@@ -161,26 +55,29 @@ def t_interval(values: Iterable[float]) -> tuple[float, float, int]:
     return float(v.mean()), float(half), len(v)
 
 
-def seeds_note(seeds: Iterable[int], what: str = "bars", counts: Iterable[int] = (), per: str = "point") -> str:
-    """``"5 seeds (0-4); bars: 95 % t interval"``, or ``"1 seed (0), no interval"``: what a figure's title says
-    about its seeds and error bars. ``counts``: the number of seeds behind each drawn point (or bar, or curve:
-    ``per``); where they differ, the note says so (``"5 seeds (0-4), 2 to 5 per point; ..."``), so a title never
-    reads as if every point had all the seeds."""
+def seeds_note(seeds: Iterable[int], what: str = "bars", counts: Iterable[int] = (),
+               per: str = "point") -> str:
+    """``"5 seeds (0-4); bars: 95 % t interval"``, or ``"1 seed (0), no interval"``: what a figure's
+    title says about its seeds and error bars. ``counts``: the number of seeds behind each drawn
+    point (or bar, or curve: ``per``); where they differ, the note says so (``"5 seeds (0-4), 2 to 5
+    per point; ..."``), so a title never reads as if every point had all the seeds."""
     s = sorted(set(int(x) for x in seeds))
     if not s:
         return "no runs yet"
-    names = f"{s[0]}-{s[-1]}" if len(s) > 2 and s == list(range(s[0], s[-1] + 1)) else ",".join(map(str, s))
+    run = len(s) > 2 and s == list(range(s[0], s[-1] + 1))
+    names = f"{s[0]}-{s[-1]}" if run else ",".join(map(str, s))
     if len(s) == 1:
         return f"1 seed ({names}), no interval"
     n = sorted(set(int(c) for c in counts if c > 0))
-    uneven = f", {n[0]} to {n[-1]} per {per}" if len(n) > 1 else f", {n[0]} per {per}" if n and n[0] < len(s) else ""
+    uneven = (f", {n[0]} to {n[-1]} per {per}" if len(n) > 1
+              else f", {n[0]} per {per}" if n and n[0] < len(s) else "")
     return f"{len(s)} seeds ({names}){uneven}; {what}: 95 % t interval of the mean"
 
 
 def log_t_interval(values: Iterable[float]) -> tuple[float, float, float, int]:
-    """(geometric mean, lower, upper, n) of the positive finite ``values``: the 95 % t interval of the mean of their
-    logarithms, taken back (asymmetric, never below zero: the interval a log axis can carry); the bounds are NaN for
-    fewer than two values."""
+    """(geometric mean, lower, upper, n) of the positive finite ``values``: the 95 % t interval of
+    the mean of their logarithms, taken back (asymmetric, never below zero: the interval a log axis
+    can carry); the bounds are NaN for fewer than two values."""
     v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
     m, half, n = t_interval(np.log(v))
     if n == 0:
@@ -189,7 +86,8 @@ def log_t_interval(values: Iterable[float]) -> tuple[float, float, float, int]:
 
 
 def _mean_interval(values: Iterable[float], log: bool) -> tuple[float, float, float, int]:
-    """(centre, lower, upper, n): the mean and its t interval, or on a log scale :func:`log_t_interval`."""
+    """(centre, lower, upper, n): the mean and its t interval, or on a log scale
+    :func:`log_t_interval`."""
     if log:
         return log_t_interval(values)
     m, half, n = t_interval(values)
@@ -202,8 +100,8 @@ def _planned(planned: int | Mapping[str, int] | None, label: str, n: int) -> int
 
 
 def _with_n(label: str, n: int, planned: int, ns: Sequence[int] = ()) -> str:
-    """``"FedAvg (n=5)"``, ``"FedER (n=1)"``, ``"MOON (n=4 of 5 planned)"``, ``"X (n=3–5)"``: a legend entry that
-    gives its seeds; a label that already gives them is kept."""
+    """``"FedAvg (n=5)"``, ``"FedER (n=1)"``, ``"MOON (n=4 of 5 planned)"``, ``"X (n=3–5)"``: a
+    legend entry that gives its seeds; a label that already gives them is kept."""
     if re.search(r"\bn\s*=", label):
         return label
     lo, hi = (min(ns), max(ns)) if ns else (n, n)
@@ -213,12 +111,16 @@ def _with_n(label: str, n: int, planned: int, ns: Sequence[int] = ()) -> str:
 
 def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, percent: bool = True,
                 ylabel: str = "test accuracy (%)", xlabel: str = "round", logy: bool = False,
-                planned: int | Mapping[str, int] | None = None) -> str:
-    """For each label, its seeds' curves (``{label: {seed: Series indexed by round}}``) as their mean with a shaded
-    95 % t band (seaborn's line plot of the tidy frame, with the t interval as its error bar); on a log axis (``logy``) the geometric mean with the t band of the logs. Each legend entry gives its
-    seeds (``planned``: the seeds planned per label, or for all; fewer say "n=k of m planned"). One seed: its curve
-    alone, dashed, no band. Rounds where a seed was not evaluated are left out of that round's mean. Returns the
-    seeds note for the title (:func:`seeds_note`)."""
+                planned: int | Mapping[str, int] | None = None, hline: float | None = None,
+                hline_label: str = "") -> str:
+    """For each label, its seeds' curves (``{label: {seed: Series indexed by round}}``) as their
+    mean with a shaded 95 % t band (seaborn's line plot of the tidy frame, with the t interval as
+    its error bar); on a log axis (``logy``) the geometric mean with the t band of the logs. Each
+    legend entry gives its seeds (``planned``: the seeds planned per label, or for all; fewer say
+    "n=k of m planned"). One seed: its curve alone, dashed, no band. Rounds where a seed was not
+    evaluated are left out of that round's mean. Returns the seeds note for the title
+    (:func:`seeds_note`). ``hline``: a reference line (e.g. an upper bound, labelled
+    ``hline_label``) with room left above it and above the highest curve."""
     seeds: set[int] = set()
     counts: list[int] = []
     observed: list[float] = []
@@ -228,7 +130,7 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
         seeds |= set(by_seed)
         n = len(by_seed)
         counts.append(n)
-        frame = pd.concat({s: c for s, c in by_seed.items()}, axis=1).sort_index() * (100 if percent else 1)
+        frame = pd.concat(dict(by_seed), axis=1).sort_index() * (100 if percent else 1)
         observed += [v for v in frame.to_numpy().ravel() if np.isfinite(v) and v > 0]
         style = method_style(label)
         if n == 1 and style.get("ls") in ("-", "solid"):
@@ -236,39 +138,50 @@ def mean_curves(ax: plt.Axes, runs: Mapping[str, Mapping[int, pd.Series]], *, pe
         p = _planned(planned, label, n)
         shown = _with_n(label, n, p)
         tidy = frame.rename_axis("round").reset_index().melt("round", var_name="seed").dropna()
-        sns.lineplot(tidy, x="round", y="value", ax=ax, label=shown, markevery=max(1, len(frame) // 10), ms=4,
+        sns.lineplot(tidy, x="round", y="value", ax=ax, label=shown,
+                     markevery=max(1, len(frame) // 10), ms=4,
                      estimator=lambda v: _mean_interval(v, logy)[0], err_kws=dict(alpha=0.18, lw=0),
                      errorbar=(lambda v: _mean_interval(v, logy)[1:3]) if n > 1 else None,
                      color=style["color"], linestyle=style["ls"], marker=style.get("marker"))
-        note_series(ax, shown, n=n, planned=p, interval=("log-t" if logy else "t") if n > 1 else None,
-                    marked=n < p, legend=True, curve=True, dashed=style.get("ls") not in ("-", "solid"))
+        note_series(ax, shown, n=n, planned=p,
+                    interval=("log-t" if logy else "t") if n > 1 else None, marked=n < p,
+                    legend=True, curve=True, dashed=style.get("ls") not in ("-", "solid"))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:
         ax.set_yscale("log")
     ax.grid(alpha=0.3)
+    if hline is not None:
+        ax.axhline(hline, ls=(0, (2, 2)), color="0.3", lw=1, label=hline_label)
     if seeds:
         ax.legend(fontsize=8)
     lo, hi = ax.get_ylim()
-    if percent and seeds:  # a 95 % t band of few seeds can reach past 0-100 %: the axis stays on accuracies
+    # a 95 % t band of few seeds can reach past 0-100 %: the axis stays on accuracies
+    if percent and seeds:
         ax.set_ylim(max(lo, 0.0), min(hi, 100.0))
     elif logy and observed:
         ax.set_ylim(max(lo, min(observed) / 2), min(hi, max(observed) * 2))
-    return seeds_note(seeds, "band" + " (of the logs, about the geometric mean)" * logy, counts, "curve")
+    if hline is not None:
+        top, lo = max([hline, *observed]), ax.get_ylim()[0]
+        ax.set_ylim(top=min(100.0 if percent else np.inf, top + 0.08 * max(top - lo, 10.0)))
+    return seeds_note(seeds, "band" + " (of the logs, about the geometric mean)" * logy, counts,
+                      "curve")
 
 
 def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mapping[int, float]]], *,
                  ylabel: str = "final test accuracy (%)",
                  off: Mapping[str, Mapping[str, Iterable[int]]] | None = None,
                  diverged: Mapping[str, Mapping[str, int]] | None = None) -> str:
-    """Values by group and method (``{group: {method: {seed: value}}}``), one panel per group in a row of ``fig`` (a
-    figure or subfigure): each method's seeds' mean as a point in its colour with its 95 % t interval (seaborn's point
-    plot of the tidy frame), and each seed as a dot beside it. Each panel's y-axis spans its own values (the differences the claims are about are a point or
-    two; bars from zero would hide them), so levels compare within a panel, not across. A group with no value yet
-    gets no panel: the returned note names it ("not run yet: ...") after the seeds note. ``off`` (``{group:
-    {method: seeds}}``): seeds off their plateau, drawn as red rings (the note says so). ``diverged`` (``{group:
-    {method: count}}``): seeds that diverged; such a method gets no mean (as its table cell), its finished seeds grey
-    dots, and its tick label says "× k of n diverged" (off the data axis, where a mark would read as a value)."""
+    """Values by group and method (``{group: {method: {seed: value}}}``), one panel per group in a
+    row of ``fig`` (a figure or subfigure): each method's seeds' mean as a point in its colour with
+    its 95 % t interval (seaborn's point plot of the tidy frame), and each seed as a dot beside it.
+    Each panel's y-axis spans its own values (the differences the claims are about are a point or
+    two; bars from zero would hide them), so levels compare within a panel, not across. A group with
+    no value yet gets no panel: the returned note names it ("not run yet: ...") after the seeds
+    note. ``off`` (``{group: {method: seeds}}``): seeds off their plateau, drawn as red rings (the
+    note says so). ``diverged`` (``{group: {method: count}}``): seeds that diverged; such a method
+    gets no mean (as its table cell), its finished seeds grey dots, and its tick label says "× k of
+    n diverged" (off the data axis, where a mark would read as a value)."""
     div = {g: {k: n for k, n in d.items() if n} for g, d in (diverged or {}).items()}
     drawn = {g: m for g, m in groups.items() if any(len(v) for v in m.values()) or div.get(g)}
     axes = fig.subplots(1, max(1, len(drawn)), squeeze=False)[0]
@@ -283,7 +196,8 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
             vals = m[method]
             seeds |= set(vals)
             if nd := dg.get(method, 0):
-                ax.plot([x + 0.2] * len(vals), list(vals.values()), ls="none", marker=".", color="grey", ms=5)
+                ax.plot([x + 0.2] * len(vals), list(vals.values()), ls="none", marker=".",
+                        color="grey", ms=5)
                 ticks.append(f"{method}: × {nd} of {nd + len(vals)} diverged")
                 note_series(ax, method, n=len(vals), planned=nd + len(vals), marked=True, xs=[x])
                 crossed = True
@@ -297,13 +211,20 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
             bad = [v for sd, v in vals.items() if sd in off_seeds]
             if bad:
                 ringed = True
-                ax.plot([x + 0.2] * len(bad), bad, ls="none", marker="o", mfc="none", mec="tab:red", ms=6, mew=1.2)
-            note_series(ax, method, n=n, interval="t" if n > 1 else None, xs=[x], off=len(bad), ringed=True)
-        if tidy:  # the means and their 95 % t intervals: seaborn's point plot of the tidy frame, at each method's slot
-            sns.pointplot(pd.concat(tidy), x="method", y="value", hue="method", order=methods, ax=ax, legend=False,
-                          palette={m: method_style(m)["color"] for m in methods}, estimator="mean",
-                          errorbar=lambda v: (lambda m, h, n: (m - h, m + h))(*t_interval(v)), capsize=0.15,
-                          linestyle="none", marker="o", markersize=7, err_kws=dict(linewidth=1.5))
+                ax.plot([x + 0.2] * len(bad), bad, ls="none", marker="o", mfc="none", mec="tab:red",
+                        ms=6, mew=1.2)
+            note_series(ax, method, n=n, interval="t" if n > 1 else None, xs=[x], off=len(bad),
+                        ringed=True)
+        # the means and their 95 % t intervals: seaborn's point plot of the tidy frame, at each
+        # method's slot
+        if tidy:
+            sns.pointplot(pd.concat(tidy), x="method", y="value", hue="method", order=methods,
+                          ax=ax, legend=False,
+                          palette={m: method_style(m)["color"] for m in methods},
+                          estimator="mean",
+                          errorbar=lambda v: (lambda m, h, n: (m - h, m + h))(*t_interval(v)),
+                          capsize=0.15, linestyle="none", marker="o", markersize=7,
+                          err_kws=dict(linewidth=1.5))
         ax.set_xlabel("")
         ax.set_ylabel("")
         ax.set_xticks(range(len(methods)), ticks, rotation=30, ha="right", fontsize=8)
@@ -312,11 +233,13 @@ def group_panels(fig: plt.Figure | Any, groups: Mapping[str, Mapping[str, Mappin
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel(ylabel)
     missing = [g for g in groups if g not in drawn]
-    return seeds_note(seeds, "bars", counts, "point") + (f"; not run yet: {', '.join(missing)}" if missing else "") \
+    return seeds_note(seeds, "bars", counts, "point") \
+        + (f"; not run yet: {', '.join(missing)}" if missing else "") \
         + (f"; {DIVERGED_NOTE}" if crossed else "") + ("\n" + OFF_SEEDS_NOTE if ringed else "")
 
 
-OFF_NOTE = "ringed: runs still rising over their last 20 % of rounds (off their plateau: their claims not testable)"
+OFF_NOTE = ("ringed: runs still rising over their last 20 % of rounds "
+            "(off their plateau: their claims not testable)")
 DIVERGED_NOTE = "× k of n diverged: no mean drawn (its finished seeds in grey)"
 OFF_SEEDS_NOTE = "red rings: seeds still rising over their last 20 % of rounds (off their plateau)"
 
@@ -328,17 +251,21 @@ def _rounds_of(rounds: Any) -> list[int]:
 
 
 def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]], *, xlabel: str,
-          ylabel: str = "final test accuracy (%)", off: Mapping[str, Mapping[float, int]] | None = None,
-          rounds: Mapping[str, Mapping[float, Any]] | None = None, planned: int | Mapping[str, int] | None = None,
-          logy: bool = False, label_rounds: bool = True) -> str:
-    """Values along a swept setting (``{method: {x: {seed: value}}}``): the seeds' mean with 95 % t error bars (with
-    ``logy``, on a log axis, the geometric mean and the t interval of the logs). A method with fewer than three
-    settings run is drawn as dots without a connecting line (two points are not a trend); x ticks are the settings
-    that were run; each legend entry gives its seeds. ``off`` (``{method: {x: count}}``): how many of a point's runs
-    are off their plateau; such a point is ringed and labelled "k of n still rising" (outwards of the other methods:
-    the last method's to the right), and the note says so. ``rounds`` (``{method: {x: rounds}}``): the rounds of a
-    point's runs; where they differ, each point off the most common count is hollow and labelled with its rounds,
-    and the note names the common one (``label_rounds=False``: the caller states them, e.g. in the x tick labels)."""
+          ylabel: str = "final test accuracy (%)",
+          off: Mapping[str, Mapping[float, int]] | None = None,
+          rounds: Mapping[str, Mapping[float, Any]] | None = None,
+          planned: int | Mapping[str, int] | None = None, logy: bool = False,
+          label_rounds: bool = True) -> str:
+    """Values along a swept setting (``{method: {x: {seed: value}}}``): the seeds' mean with 95 % t
+    error bars (with ``logy``, on a log axis, the geometric mean and the t interval of the logs). A
+    method with fewer than three settings run is drawn as dots without a connecting line (two points
+    are not a trend); x ticks are the settings that were run; each legend entry gives its seeds.
+    ``off`` (``{method: {x: count}}``): how many of a point's runs are off their plateau; such a
+    point is ringed and labelled "k of n still rising" (outwards of the other methods: the last
+    method's to the right), and the note says so. ``rounds`` (``{method: {x: rounds}}``): the rounds
+    of a point's runs; where they differ, each point off the most common count is hollow and
+    labelled with its rounds, and the note names the common one (``label_rounds=False``: the caller
+    states them, e.g. in the x tick labels)."""
     seeds: set[int] = set()
     xs: set[float] = set()
     drawn: list[int] = []
@@ -346,9 +273,11 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
     rmap = {m: {x: _rounds_of(r) for x, r in by.items()} for m, by in (rounds or {}).items()}
     every = [tuple(r) for by in rmap.values() for r in by.values() if r]
     common = max(set(every), key=every.count) if len(set(every)) > 1 else None
-    lowest = min((float(x) for by in points.values() for x, v in by.items() if v), default=0.0) * 1.15
+    lowest = min((float(x) for by in points.values() for x, v in by.items() if v),
+                 default=0.0) * 1.15
     for i, (method, by_x) in enumerate(points.items()):
-        stats_ = {x: st for x, v in sorted(by_x.items()) if (st := _mean_interval(v.values(), logy))[3] > 0}
+        stats_ = {x: st for x, v in sorted(by_x.items())
+                  if (st := _mean_interval(v.values(), logy))[3] > 0}
         for v in by_x.values():
             seeds |= set(v)
         if not stats_:
@@ -365,23 +294,28 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
         p = _planned(planned, method, max(ns))
         label = _with_n(method, min(ns), p, ns)
         ax.errorbar(x, y, yerr=np.nan_to_num(err), capsize=3, label=label,
-                    **{k: v for k, v in style.items() if k != "marker"}, marker=style.get("marker") or "o")
+                    **{k: v for k, v in style.items() if k != "marker"},
+                    marker=style.get("marker") or "o")
         last = i == len(points) - 1 or len(points) == 1
         n_off = 0
         for xv, (mean, _, _, n) in stats_.items():
             if k := (off or {}).get(method, {}).get(xv, 0):
                 ringed, n_off = True, n_off + k
                 ax.plot(xv, mean, marker="o", ms=14, mfc="none", mec="0.3", ls="none")
-                right = last or xv <= lowest  # the leftmost setting's label goes right, inside the axes
-                ax.annotate(f"{k} of {n} still rising", (xv, mean), xytext=(10 if right else -10, -3),
-                            textcoords="offset points", fontsize=8, color="0.3", ha="left" if right else "right")
+                # the leftmost setting's label goes right, inside the axes
+                right = last or xv <= lowest
+                ax.annotate(f"{k} of {n} still rising", (xv, mean),
+                            xytext=(10 if right else -10, -3), textcoords="offset points",
+                            fontsize=8, color="0.3", ha="left" if right else "right")
             r = rmap.get(method, {}).get(xv, [])
             if label_rounds and common is not None and r and tuple(r) != common:
                 ax.plot(xv, mean, ls="none", marker=style.get("marker") or "o", ms=7, mfc="white",
                         mec=style["color"], zorder=3)  # hollow: not the common rounds
                 ax.annotate(", ".join(f"{v} rounds" for v in r), (xv, mean), xytext=(0, 9),
-                            textcoords="offset points", fontsize=8, ha="center", color=style["color"])
-        note_series(ax, label, n=min(ns), planned=p, interval=("log-t" if logy else "t") if max(ns) > 1 else None,
+                            textcoords="offset points", fontsize=8, ha="center",
+                            color=style["color"])
+        note_series(ax, label, n=min(ns), planned=p,
+                    interval=("log-t" if logy else "t") if max(ns) > 1 else None,
                     marked=min(ns) < p, legend=True, xs=x, off=n_off, ringed=True,
                     rounds=[v for xv in x for v in rmap.get(method, {}).get(xv, [])])
     ax.set_xticks(sorted(xs))
@@ -400,12 +334,13 @@ def sweep(ax: plt.Axes, points: Mapping[str, Mapping[float, Mapping[int, float]]
 
 
 def offdiag_range(matrices: Iterable[np.ndarray]) -> tuple[float, float]:
-    """(min, max) of the finite off-diagonal cells of the square ``matrices`` (every cell of others): the colour
-    range of heatmaps that share a colourbar."""
+    """(min, max) of the finite off-diagonal cells of the square ``matrices`` (every cell of
+    others): the colour range of heatmaps that share a colourbar."""
     vals = []
     for m in matrices:
         m = np.asarray(m, dtype=float)
-        keep = ~np.eye(*m.shape, dtype=bool) if m.ndim == 2 and m.shape[0] == m.shape[1] else np.ones(m.shape, bool)
+        square = m.ndim == 2 and m.shape[0] == m.shape[1]
+        keep = ~np.eye(*m.shape, dtype=bool) if square else np.ones(m.shape, bool)
         vals.append(m[keep & np.isfinite(m)])
     v = np.concatenate(vals) if vals else np.array([])
     if not len(v):
@@ -414,12 +349,14 @@ def offdiag_range(matrices: Iterable[np.ndarray]) -> tuple[float, float]:
     return (lo, hi) if hi > lo else (lo - 0.005, hi + 0.005)
 
 
-def similarity_heatmap(ax: plt.Axes, matrix: np.ndarray, labels: Sequence[str] | None = None, title: str = "",
-                       annotate: bool = True, vrange: tuple[float, float] | None = None, digits: int = 2) -> Any:
-    """A CKA (or other similarity) matrix as a seaborn heatmap: a square matrix's diagonal (a client with itself)
-    blank, the colours spanning ``vrange`` (default: this matrix's own off-diagonal range, :func:`offdiag_range`;
-    the colourbar should say so), each cell's value written at 8 pt where there is room (at most 10 × 10 cells),
-    none otherwise. Returns the mappable for a colourbar."""
+def similarity_heatmap(ax: plt.Axes, matrix: np.ndarray, labels: Sequence[str] | None = None,
+                       title: str = "", annotate: bool = True,
+                       vrange: tuple[float, float] | None = None, digits: int = 2) -> Any:
+    """A CKA (or other similarity) matrix as a seaborn heatmap: a square matrix's diagonal (a client
+    with itself) blank, the colours spanning ``vrange`` (default: this matrix's own off-diagonal
+    range, :func:`offdiag_range`; the colourbar should say so), each cell's value written at 8 pt
+    where there is room (at most 10 × 10 cells), none otherwise. Returns the mappable for a
+    colourbar."""
     m = np.asarray(matrix, dtype=float).copy()
     if m.ndim == 2 and m.shape[0] == m.shape[1]:
         np.fill_diagonal(m, np.nan)
@@ -437,14 +374,17 @@ def similarity_heatmap(ax: plt.Axes, matrix: np.ndarray, labels: Sequence[str] |
     return ax.collections[0]
 
 
-def paper_panel(ax: plt.Axes, rows: Sequence[Sequence[Any]], columns: Sequence[str], title: str) -> None:
-    """The papers' numbers as a small table in a panel of their own (``title`` names the paper's dataset, model and
-    scale): never drawn on our axes, where a value from another setup would read as comparable."""
+def paper_panel(ax: plt.Axes, rows: Sequence[Sequence[Any]], columns: Sequence[str],
+                title: str) -> None:
+    """The papers' numbers as a small table in a panel of their own (``title`` names the paper's
+    dataset, model and scale): never drawn on our axes, where a value from another setup would read
+    as comparable."""
     ax.axis("off")
-    table = ax.table(cellText=[[str(c) for c in r] for r in rows], colLabels=list(columns), loc="upper center",
-                     cellLoc="center")
+    table = ax.table(cellText=[[str(c) for c in r] for r in rows], colLabels=list(columns),
+                     loc="upper center", cellLoc="center")
     table.auto_set_font_size(False)
     table.set_fontsize(8)
-    table.auto_set_column_width(list(range(len(columns))))  # each column as wide as its longest text
+    # each column as wide as its longest text
+    table.auto_set_column_width(list(range(len(columns))))
     table.scale(1.0, 1.25)
     ax.set_title(title, fontsize=9)

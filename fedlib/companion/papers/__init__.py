@@ -9,11 +9,10 @@ Everything keyed by notebook is read from here: the plans the campaign trains (:
 datasets it plans at paper scale (:data:`PAPER_DATASETS`), the order it trains them in
 (:func:`priority`), and each notebook's claims (:func:`judge`). Adding a paper is filling in
 :class:`Paper` in ``fedlib/companion/papers/<paper>/`` (its preset in ``preset.py``) and adding it
-to :data:`PAPERS` (docs/adding-a-paper.md works one
-through).
+to :data:`PAPERS` (docs/adding-a-paper.md works one through).
 
-    python -m fedlib.companion.papers                                  # the papers, their notebooks and presets
-    python -m fedlib.companion.papers claims 05 --scale quick          # notebook 05's verdicts from the stored records
+    python -m fedlib.companion.papers                            # the papers, notebooks and presets
+    python -m fedlib.companion.papers claims 05 --scale quick    # notebook 05's stored verdicts
 """
 
 from __future__ import annotations
@@ -102,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedlib.companion.papers", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd")
-    c = sub.add_parser("claims", help="a notebook's verdicts from the stored records (trains "
-                                      "nothing)")
+    c = sub.add_parser("claims",
+                       help="a notebook's verdicts from the stored records (trains nothing)")
     c.add_argument("notebook", help=f"a name or number: {', '.join(n[:2] for n in NOTEBOOKS)}")
     c.add_argument("--scale", choices=SCALES, default="quick")
     c.add_argument("--dataset", default="fmnist")

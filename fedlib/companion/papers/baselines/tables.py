@@ -52,7 +52,7 @@ PAPER_T1_DATASET = "fmnist"  # the column notebook 01's table and fidelity claim
 PAPER_FIG5 = {"Centralized": 70.0, "FedAvg": 64.37}
 
 
-# ------------------------------------------------------------------------------------------- partitions (00)
+# ------------------------------------------------------------------------------ partitions (00)
 
 def label_entropy(counts: np.ndarray) -> np.ndarray:
     """Per client, the entropy of its label distribution divided by log(classes): 1 uniform, 0 a
@@ -113,8 +113,8 @@ def partition_figure(parts: Mapping[Any, Partition], dataset: str, kind: str = "
         ax.set_visible(False)
     drawn = "" if seed is None else f"\none draw, partition seed {seed}"
     if shared:
-        fig.colorbar(im, ax=axes, fraction=0.03, pad=0.02, label="training samples per client and "
-                                                                 "class")
+        fig.colorbar(im, ax=axes, fraction=0.03, pad=0.02,
+                     label="training samples per client and class")
         fig.suptitle("FedCKA Fig. 4 / FedIntR Fig. 3: client × class counts, Dirichlet over "
                      f"{p.counts.shape[0]} clients — {dataset_name(dataset)} (the papers show "
                      f"CIFAR-10){drawn}", fontsize=11)
@@ -146,9 +146,8 @@ def partition_checks(labels: np.ndarray, test_labels: np.ndarray, parts: Mapping
     return [
         Check(
             "FedCKA §Experimental Setup / FedIntR §IV-C: a lower Dirichlet α (β) gives more "
-            "heterogeneous clients", all(x > y for x, y in zip(ent, ent[1:])), "mean normalized "
-            "label entropy "
-            f"{np.round(ent, 3)}"),
+            "heterogeneous clients", all(x > y for x, y in zip(ent, ent[1:])),
+            f"mean normalized label entropy {np.round(ent, 3)}"),
         Check("MOON/NIID-Bench convention: every client holds at least 10 samples",
               all(p.sizes.min() >= 10 for p in parts.values())),
         Check(
@@ -170,7 +169,7 @@ def partition_checks(labels: np.ndarray, test_labels: np.ndarray, parts: Mapping
     ]
 
 
-# -------------------------------------------------------------------------------------------- baselines (01)
+# ------------------------------------------------------------------------------- baselines (01)
 
 def _status(r: Any) -> str:
     return PENDING if isinstance(r, Pending) else DIVERGED if isinstance(r, Diverged) else "done"
@@ -253,8 +252,8 @@ def _setup(records: Runs, methods: Sequence[str]) -> str:
                                                for c in cfgs} - {None})))  # noqa: E731
     n = sorted({c.n_train for c in cfgs if getattr(c, "n_train", None)})
     return (f"ours: {vals('rounds')} rounds × {vals('local_epochs')} local epochs"
-            + (f", {'/'.join(f'{x:,}' for x in n)} training images" if n else ", the full training "
-                                                                              "set"))
+            + (f", {'/'.join(f'{x:,}' for x in n)} training images" if n
+               else ", the full training set"))
 
 
 def _not_done(per_run: pd.DataFrame, methods: Sequence[str]) -> list[str]:
@@ -299,11 +298,11 @@ def baseline_curves_figure(records: Runs, per_run: pd.DataFrame, dataset: str,
     paper = axes[-1]
     paper.axis("off")
     t1 = BASELINE_T1.get(dataset, {})
-    tables = ([(f"FedIntR Table I: {dataset_name(dataset)}, 10 clients,\nβ = 0.5, 100 rounds × 10 "
-                "epochs", [[m, f"{v:.2f}"] for m, v in t1.items()])] if t1 else []) + [
-                    ("FedCKA Fig. 5 (arXiv): CIFAR-10, α = 5", [[m, f"{v:.2f}"]
-                                                                for m, v in PAPER_FIG5.items()])
-                ]
+    tables = ([(f"FedIntR Table I: {dataset_name(dataset)}, 10 clients,\n"
+                "β = 0.5, 100 rounds × 10 epochs", [[m, f"{v:.2f}"] for m, v in t1.items()])]
+              if t1 else [])
+    tables += [("FedCKA Fig. 5 (arXiv): CIFAR-10, α = 5",
+                [[m, f"{v:.2f}"] for m, v in PAPER_FIG5.items()])]
     for k, (title, rows) in enumerate(tables):
         paper_panel(paper.inset_axes((0, 1 - (k + 1) / len(tables), 1, 1 / len(tables) - 0.08)),
                     rows, ["method", "paper: test acc. (%)"], title)
@@ -371,8 +370,8 @@ def _reported(method: str, per_run: pd.DataFrame, scale: str, dataset: str, per_
     claim = f"{REPORTED[method]} reaches FedIntR Table I's {number} on {dataset_name(dataset)}"
     source = "FedIntR Table I"
     if ref is None:
-        return not_testable(claim, source, f"FedIntR Table I has no {REPORTED[method]} number for "
-                                           f"{dataset}")
+        return not_testable(claim, source,
+                            f"FedIntR Table I has no {REPORTED[method]} number for {dataset}")
     if not scale_of(scale).exact:
         return replace(
             not_testable(

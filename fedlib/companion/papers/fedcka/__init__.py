@@ -10,9 +10,10 @@ import pandas as pd
 
 from fedlib.companion.budget import Scope
 from fedlib.companion.papers.fedcka.claims import (ablation_verdicts, cost_verdicts, fig5_verdicts,
-                                                   premise_verdicts, similarity_verdicts,
-                                                   table2_verdicts, table3_verdicts,
-                                                   variance_verdicts)
+                                                   table2_verdicts, table3_verdicts)
+from fedlib.companion.papers.fedcka.similarity_claims import (premise_verdicts,
+                                                              similarity_verdicts,
+                                                              variance_verdicts)
 from fedlib.companion.papers.fedcka.accuracy import Table2, epoch_rounds, epochs_at, seed_curves
 from fedlib.companion.papers.fedcka.ablations import metrics_frame
 from fedlib.companion.papers.fedcka.layers import N_EVAL, R50_TAPS

@@ -1,8 +1,8 @@
 """FedCKA's ablations (notebook 04): the M-layer ablation with the centralized bound (arXiv Fig. 5 /
-Appl. Sci. Fig. 6 left), the between-client similarity variance per layer (Appl. Sci. Fig. 6 right)
-and its mean level beside the similarity to the global model, FedAvg beside FedCKA
-(:func:`similarity_levels`), Table 3 (the similarity inside ℓ_cka) and Table 4 (training cost per
-round) — each a tidy table and a figure with the papers' numbers.
+Appl. Sci. Fig. 6 left), Table 3 (the similarity inside ℓ_cka) and Table 4 (training cost per
+round) — each a tidy table and a figure with the papers' numbers. The between-client similarity
+per layer (its variance and mean level) is in
+:mod:`~fedlib.companion.papers.fedcka.client_similarity`.
 
 The papers' accuracies are CIFAR-10 after 100 rounds and their durations a Titan V's; ours are the
 dataset, scale and device the caller names (Tables 3–4's timings: synthetic data of the papers'
@@ -18,28 +18,24 @@ import numpy as np
 import pandas as pd
 
 from fedlib.companion.papers.fedcka.claims import FEDCKA_T3, FEDCKA_T4
+from fedlib.companion.papers.fedcka.client_similarity import (  # noqa: F401
+    REGULARIZED, describe_levels, describe_variance, layer_variance, similarity_levels)
 from fedlib.companion.grid import (DIVERGED, Diverged, Runs, fmt_interval, is_off, runs_frame,
                                    seed_summary, summary_cell)
 from fedlib.companion.plots import paper_panel, sweep, t_interval
 from fedlib.companion.verdicts import PENDING
 from fedlib.companion.report import compare
 from fedlib.companion.results import Pending, Record
-from fedlib.companion.similarity import LayerSimilarity
 from fedlib.companion.style import dataset_name, method_style
 from fedlib.companion.timing import repeat_times
 
-__all__ = ["PAPER_M", "M_RANGE", "REGULARIZED", "m_points", "m_layers", "describe_m_layers", "layer_variance",
-           "describe_variance", "similarity_levels", "describe_levels", "metrics_frame", "table3", "describe_table3",
-           "ratio_bars", "table4", "describe_table4"]
+__all__ = ["PAPER_M", "M_RANGE", "m_points", "m_layers", "describe_m_layers", "metrics_frame",
+           "table3", "describe_table3", "ratio_bars", "table4", "describe_table4"]
 
 # arXiv Fig. 5 / Appl. Sci. Fig. 6 (left), CIFAR-10: only these are printed (text); the other M are
 # a figure
 PAPER_M = {"FedCKA, M = 2": 67.86, "FedAvg": 64.37, "centralized": 70.0}
 M_RANGE = range(1, 8)  # the papers sweep the first M = 1..7 layers of the simple CNN
-# Appl. Sci. Fig. 6: "the third layer [has] the highest variance of non-similarity" (0-based)
-PAPER_TOP_LAYER = 2
-# the simple CNN's layers ℓ_cka regularizes at M = 2 ("the first two layers")
-REGULARIZED = ("conv1", "conv2")
 
 
 def _score(r: pd.Series) -> float:
@@ -61,9 +57,10 @@ def _accs(runs: Runs) -> dict[str, dict[int, float]]:
 def m_points(m_runs: Runs) -> dict[float, dict[int, float]]:
     """``{M: {seed: final accuracy (%)}}`` of the stored M-layer runs (an M with none stored left
     out)."""
-    df = runs_frame(m_runs) if m_runs else pd.DataFrame(columns=["M", "seed", "acc", "pending", "diverged"])
+    cols = ["M", "seed", "acc", "pending", "diverged"]
+    df = runs_frame(m_runs) if m_runs else pd.DataFrame(columns=cols)
     out: dict[float, dict[int, float]] = {}
-    for m, s, a, p, d in df[["M", "seed", "acc", "pending", "diverged"]].itertuples(index=False):
+    for m, s, a, p, d in df[cols].itertuples(index=False):
         if not p and not d:
             out.setdefault(float(m), {})[int(s)] = float(a)
     return dict(sorted(out.items()))
@@ -79,7 +76,8 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     mf = runs_frame(m_runs)
     mdf = seed_summary(mf, ["M"])
     bdf = seed_summary(runs_frame(bound_runs), ["method"]).set_index("method")
-    rows = {f"FedCKA, M = {int(r['M'])}": r for _, r in mdf.iterrows()} | {n: bdf.loc[n] for n in bdf.index}
+    rows = ({f"FedCKA, M = {int(r['M'])}": r for _, r in mdf.iterrows()}
+            | {n: bdf.loc[n] for n in bdf.index})
     table = pd.DataFrame({"final test accuracy (%)": [summary_cell(r) for r in rows.values()]},
                          index=pd.Index(list(rows), name="run"))
     ours = {k: _score(r) for k, r in rows.items() if k in PAPER_M}
@@ -90,14 +88,15 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     ax = fig.add_subplot(gs[0])
     points = m_points(m_runs)
     label = f"FedCKA (μ={mu:g})"
-    off = {float(m): int(n) for m, n in mf[is_off(mf)].groupby("M").size().items()} if points else {}
-    note, _, ringed = sweep(ax, {label: points} if points else {}, xlabel="M: layers regularized, "
-                                                                          "from the input",
+    rising_m = mf[is_off(mf)].groupby("M").size().items()
+    off = {float(m): int(n) for m, n in rising_m} if points else {}
+    note, _, ringed = sweep(ax, {label: points} if points else {},
+                            xlabel="M: layers regularized, from the input",
                             off={label: off}).partition("\n")
     bounds = _accs(bound_runs)
     bf = runs_frame(bound_runs) if bound_runs else pd.DataFrame(columns=["method", "off"])
-    for name, label in (("FedAvg", "FedAvg (M = 0)"), ("centralized", "centralized (same rounds × "
-                                                                      "epochs)")):
+    for name, label in (("FedAvg", "FedAvg (M = 0)"),
+                        ("centralized", "centralized (same rounds × epochs)")):
         mean, half, n = t_interval(bounds.get(name, {}).values())
         if n:
             st = method_style("Centralized" if name == "centralized" else name)
@@ -112,15 +111,19 @@ def m_layers(m_runs: Runs, bound_runs: Runs, dataset: str, mu: float
     ax.set_ylabel("final test accuracy (%)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="lower right")
-    rounds = sorted({int(r) for f in (mf, bf) if "rounds" in f for r in f.loc[~f["pending"], "rounds"]})
+    rounds = sorted({int(r) for f in (mf, bf) if "rounds" in f
+                     for r in f.loc[~f["pending"], "rounds"]})
     ax.set_title(f"ours — {dataset_name(dataset)}, α = 5" + "".join(f", {r} rounds" for r in rounds)
-                 + (" every run" if len(rounds) == 1 else "") + f"\n{note}; lines: means, bands: "
-                                                                "95 % t interval"
-                 + (f"\nnot run yet: M = {_ranges(missing)}" if missing else "") + (f"\n{ringed}" if ringed else ""),
+                 + (" every run" if len(rounds) == 1 else "")
+                 + f"\n{note}; lines: means, bands: 95 % t interval"
+                 + (f"\nnot run yet: M = {_ranges(missing)}" if missing else "")
+                 + (f"\n{ringed}" if ringed else ""),
                  fontsize=9)
-    paper_panel(fig.add_subplot(gs[1]), [[k, f"{v:g}"] for k, v in PAPER_M.items()] + [["other M", "figure only"]],
+    paper_panel(fig.add_subplot(gs[1]),
+                [[k, f"{v:g}"] for k, v in PAPER_M.items()] + [["other M", "figure only"]],
                 ["run", "accuracy (%)"], "paper — CIFAR-10, 100 rounds\n(printed values only)")
-    fig.suptitle("FedCKA arXiv Fig. 5 / Appl. Sci. Fig. 6 (left): how many layers to regularize", fontsize=10)
+    fig.suptitle("FedCKA arXiv Fig. 5 / Appl. Sci. Fig. 6 (left): how many layers to regularize",
+                 fontsize=10)
     return table, versus, fig
 
 
@@ -145,148 +148,11 @@ def describe_m_layers(m_runs: Runs, bound_runs: Runs) -> str:
     parts += [f"{k} {fmt_interval(v)}" for k, v in bounds.items() if v]
     if not parts:
         return "The M-layer ablation is pending: no run stored yet."
-    return ("Final test accuracy (%), mean ± 95 % t interval over seeds — FedCKA " + "; ".join(parts) + "."
+    return ("Final test accuracy (%), mean ± 95 % t interval over seeds — FedCKA "
+            + "; ".join(parts) + "."
             + (f" Not run yet: M = {_ranges(missing)}." if missing else "")
-            + (" With fewer than three M stored the figure draws dots, not a trend." if len(points) < 3 else ""))
-
-
-def _seed_label(name: str, done: int, total: int) -> str:
-    return f"{name} (n={done} of {total} planned)" if done < total else f"{name} (n={done})"
-
-
-def layer_variance(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], dataset: str
-                   ) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """Per layer, the variance (and mean) over client pairs of the linear CKA between the clients'
-    final local models, averaged over the stored seeds; the figure draws the variance per layer (log
-    scale: the seeds' mean with the 95 % t interval over them), marks the layer the paper finds most
-    variable, and says in its title how much lower each run's mean similarity is (a lower similarity
-    spreads more over the pairs)."""
-    done = {k: [s for s in v.values() if not isinstance(s, Pending)] for k, v in sims.items()}
-    var = {k: pd.Series(np.mean([s.pair_var() for s in v], 0), v[0].taps) for k, v in done.items() if v}
-    mean = {k: pd.Series(np.mean([s.pair_mean() for s in v], 0), v[0].taps) for k, v in done.items() if v}
-    if not var:
-        return pd.DataFrame({"variance": [PENDING]}), None
-    table = pd.DataFrame({**{f"{k}: variance": v for k, v in var.items()},
-                          **{f"{k}: mean": v for k, v in mean.items()}}).rename_axis("layer")
-    fig, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
-    taps = list(next(iter(var.values())).index)
-    ax.axvspan(PAPER_TOP_LAYER - 0.3, PAPER_TOP_LAYER + 0.3, color="0.9", lw=0,
-               label=f"paper: highest variance (third layer, {taps[PAPER_TOP_LAYER]})")
-    note = sweep(ax, {_seed_label(k, len(v), len(sims[k])): {float(i): {s: float(x.pair_var()[i])
-                                                                        for s, x in sims[k].items()
-                                                                        if not isinstance(x, Pending)}
-                                                             for i in range(len(taps))}
-                      for k, v in done.items() if v},
-                 xlabel="layer (input → output)", ylabel="variance of CKA over client pairs", logy=True)
-    ax.set_xticks(range(len(taps)), taps)
-    n = len(done[next(iter(var))][0].clients)
-    levels = "; ".join(f"{k.split(' (')[0]}: mean CKA {m.min():.2f}–{m.max():.2f}" for k, m in mean.items())
-    ax.set_title(f"FedCKA Appl. Sci. Fig. 6 (right): variance over the {n * (n - 1) // 2} client "
-                 f"pairs of the between-client CKA, α = 5 — {dataset_name(dataset)}\n{note} (a "
-                 f"seed's point: its variance over pairs)\n{levels}: the less similar the pairs, "
-                 "the larger their spread", fontsize=9)
-    return table.apply(lambda c: c.map(lambda x: float(f"{x:.6g}"))), fig
-
-
-def describe_variance(table: pd.DataFrame) -> str:
-    """What the variance figure shows: each run's layer of highest variance against the paper's
-    third layer, and the ratio of FedCKA's variance to FedAvg's per layer with the mean CKA that
-    explains it; or that it is pending."""
-    runs = [c[: -len(": variance")] for c in table.columns if c.endswith(": variance")]
-    if not runs:
-        return "The between-client variance is pending: no run's clients' models are stored yet."
-    top = "; ".join(f"{r}: highest at {table[f'{r}: variance'].idxmax()} "
-                    f"({table[f'{r}: variance'].max():.2g})"
-                    for r in runs)
-    out = f"Variance of CKA over client pairs (mean over seeds) — {top}; the paper: the third layer " \
-          f"({table.index[PAPER_TOP_LAYER]})."
-    avg = next((r for r in runs if r.startswith("FedAvg")), None)
-    cka = next((r for r in runs if r.startswith("FedCKA")), None)
-    if avg and cka:
-        ratio = table[f"{cka}: variance"] / table[f"{avg}: variance"]
-        out += (f" FedCKA's variance is {ratio.min():.2g}× FedAvg's at {ratio.idxmin()} and "
-                f"{ratio.max():.2g}× at {ratio.idxmax()}, "
-                "because its clients are less alike: mean CKA between clients "
-                f"{table[f'{cka}: mean'].min():.2f}–{table[f'{cka}: mean'].max():.2f} against "
-                f"FedAvg's {table[f'{avg}: mean'].min():.2f}–{table[f'{avg}: mean'].max():.2f}.")
-    return out
-
-
-_LEVELS = (("between clients", "mean over client pairs"), ("client to global", "mean over clients"))
-
-
-def similarity_levels(sims: Mapping[str, Mapping[int, LayerSimilarity | Pending]], dataset: str,
-                      regularized: Sequence[str] = REGULARIZED) -> tuple[pd.DataFrame, plt.Figure | None]:
-    """Per layer, the mean linear CKA between the clients' final local models (over client pairs)
-    and from each client's final local model to the final global model (over clients), one line per
-    run label of ``sims`` (run label → seed → LayerSimilarity or Pending: FedAvg beside FedCKA);
-    ``regularized``: the layers ℓ_cka acts on, shaded. Each point is the seeds' mean with the 95 % t
-    interval over the stored seeds.
-
-    The table is tidy: one row per comparison, layer and run, with the mean over the seeds whose
-    similarity is stored, their standard deviation (ddof 1; NaN for one seed), the half-width of the
-    95 % t interval, and how many seeds are stored and pending. No stored seed at all: a "pending"
-    table and no figure."""
-    done = {k: {s: v for s, v in by.items() if not isinstance(v, Pending)} for k, by in sims.items()}
-    if not any(done.values()):
-        return pd.DataFrame({"CKA": [PENDING]}), None
-    per_seed = {name: {_LEVELS[0][0]: {s: v.pair_mean() for s, v in ss.items()},
-                       _LEVELS[1][0]: {s: v.to_global.mean(0) for s, v in ss.items()}}
-                for name, ss in done.items() if ss}
-    rows = []
-    for name, by in per_seed.items():
-        taps = next(iter(done[name].values())).taps
-        for comparison, values in by.items():
-            for i, layer in enumerate(taps):
-                col = np.array([v[i] for v in values.values()])
-                rows.append({"comparison": comparison, "layer": layer, "run": name, "mean CKA": float(col.mean()),
-                             "std over seeds": float(col.std(ddof=1)) if len(col) > 1 else np.nan,
-                             "95 % t (±)": t_interval(col)[1], "seeds": len(col),
-                             "pending seeds": len(sims[name]) - len(col),
-                             "regularized by ℓ_cka": layer in regularized})
-    table = pd.DataFrame(rows)
-    cols = ["mean CKA", "std over seeds", "95 % t (±)"]
-    table[cols] = table[cols].map(lambda x: float(f"{x:.6g}") if np.isfinite(x) else x)
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.3), layout="constrained", sharey=True)
-    notes = []
-    for ax, (comparison, over) in zip(axes, _LEVELS):
-        taps = list(dict.fromkeys(table.loc[table["comparison"] == comparison, "layer"]))
-        for j, t in enumerate(taps):
-            if t in regularized:
-                ax.axvspan(j - 0.35, j + 0.35, color="0.92", lw=0,
-                           label="regularized by ℓ_cka" if t == next(x for x in taps if x in regularized) else None)
-        notes.append(sweep(ax, {_seed_label(name, len(by[comparison]), len(sims[name])):
-                                {float(i): {s: float(v[i]) for s, v in by[comparison].items()}
-                                 for i in range(len(taps))} for name, by in per_seed.items()},
-                           xlabel="layer (input → output)", ylabel="linear CKA at the end of "
-                                                                   "training"))
-        ax.set_xticks(range(len(taps)), taps)
-        ax.set_title(f"{comparison} ({over})", fontsize=9)
-        ax.legend(fontsize=8, loc="lower right")
-    axes[1].set_ylabel("")
-    fig.suptitle("Mean layer similarity, FedAvg beside FedCKA, α = 5 — "
-                 f"{dataset_name(dataset)}\n{notes[0]} (a seed's point: its mean over pairs / "
-                 "clients)", fontsize=10)
-    return table, fig
-
-
-def describe_levels(table: pd.DataFrame, regularized: Sequence[str] = REGULARIZED) -> str:
-    """What the similarity-level figure shows: per run, the mean CKA of the regularized layers
-    between clients and to the global model (mean over seeds), and FedCKA − FedAvg there; or that it
-    is pending."""
-    if "run" not in table:
-        return "The similarity levels are pending: no run's clients' models are stored yet."
-    reg = table[table["regularized by ℓ_cka"]]
-    parts = []
-    for comparison, g in reg.groupby("comparison", sort=False):
-        by = {r: d.set_index("layer")["mean CKA"] for r, d in g.groupby("run", sort=False)}
-        parts.append(f"{comparison}: " + ", ".join(
-            f"{r} " + "/".join(f"{v[t]:.3f}" for t in regularized if t in v) for r, v in by.items()))
-    return (f"Mean linear CKA of the layers ℓ_cka regularizes ({' / '.join(regularized)}), mean "
-            "over the stored "
-            f"seeds — " + "; ".join(parts) + ". The paper's premise is that these stay as similar "
-                                             "as without "
-            f"ℓ_cka (FedAvg).")
+            + (" With fewer than three M stored the figure draws dots, not a trend."
+               if len(points) < 3 else ""))
 
 
 def metrics_frame(metric_runs: Runs) -> pd.DataFrame:
@@ -296,9 +162,8 @@ def metrics_frame(metric_runs: Runs) -> pd.DataFrame:
     return df.assign(metric=[rid.method for rid in metric_runs])
 
 
-T3_COLUMNS = ("paper acc (%)", "ours acc (%)", "paper s / round", "paper × FedAvg", "ours × FedAvg "
-                                                                                    "(runs)",
-              "ours × FedAvg (timed)")
+T3_COLUMNS = ("paper acc (%)", "ours acc (%)", "paper s / round", "paper × FedAvg",
+              "ours × FedAvg (runs)", "ours × FedAvg (timed)")
 
 
 def table3(metric_runs: Runs, timed: pd.DataFrame | None, timing_planned: bool) -> pd.DataFrame:
@@ -307,7 +172,8 @@ def table3(metric_runs: Runs, timed: pd.DataFrame | None, timing_planned: bool) 
     accuracy, and the duration per round as a ratio to FedAvg's — from the runs' own records (a cell
     says why there is no ratio: not run, pending, diverged) and from the interleaved timing
     (``timed``; None: pending)."""
-    t3 = seed_summary(metrics_frame(metric_runs), ["metric"]).set_index("metric") if metric_runs else pd.DataFrame()
+    t3 = (seed_summary(metrics_frame(metric_runs), ["metric"]).set_index("metric")
+          if metric_runs else pd.DataFrame())
     fedavg = t3.loc["None (FedAvg)"] if "None (FedAvg)" in t3.index else None
     base = fedavg["s / round"] if fedavg is not None and not fedavg["pending"] else np.nan
     rows = []
@@ -318,7 +184,8 @@ def table3(metric_runs: Runs, timed: pd.DataFrame | None, timing_planned: bool) 
         runs = ours if r is None or r["pending"] or r["diverged"] else \
             PENDING if not np.isfinite(base) else round(float(r["s / round"] / base), 2)
         timed_ = PENDING if timing_planned and timed is None else \
-            round(float(timed.loc[m, "× FedAvg"]), 2) if timed is not None and m in timed.index else "not timed"
+            round(float(timed.loc[m, "× FedAvg"]), 2) \
+            if timed is not None and m in timed.index else "not timed"
         ratio = "—" if m in extra else round(p_s / FEDCKA_T3["None (FedAvg)"][1], 2)
         rows.append([m, p_acc, ours, p_s, ratio, runs, timed_])
     return pd.DataFrame(rows, columns=["metric", *T3_COLUMNS]).set_index("metric")
@@ -344,8 +211,11 @@ def describe_table3(metric_runs: Runs) -> str:
             pend.append(m)
         elif v := accs.get(m):
             d = [v[k] - base[k] for k in v if k in base]
-            parts.append(f"{m} {fmt_interval(v)}" + (f" ({fmt_interval(d, '+')} against FedAvg)" if d and m != "None (FedAvg)" else ""))
-    out = ("Final test accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts) + ".") if parts else ""
+            against = d and m != "None (FedAvg)"
+            parts.append(f"{m} {fmt_interval(v)}"
+                         + (f" ({fmt_interval(d, '+')} against FedAvg)" if against else ""))
+    out = ("Final test accuracy (%), mean ± 95 % t interval over seeds — " + "; ".join(parts)
+           + ".") if parts else ""
     if broke:
         out += " Diverged (the claims on them are not testable): " + "; ".join(broke) + "."
     if any(b.startswith("Frobenius norm in") for b in broke):
@@ -368,7 +238,7 @@ def _ratios(costs: pd.DataFrame, methods: Sequence[str]) -> pd.DataFrame:
 def ratio_bars(ax: plt.Axes, ratios: pd.DataFrame) -> str:
     """Each method's time per round over FedAvg's (``ratios``: repeat × method) as a bar at the
     median of the interleaved repeats, a whisker from their minimum to their maximum (the spread
-    :func:`fedlib.companion.verdicts. decide_ratio` judges) and each repeat a dot, in the method's
+    :func:`fedlib.companion.verdicts.decide_ratio` judges) and each repeat a dot, in the method's
     colour. Timing repeats are not seeds, so this is not
     :func:`fedlib.companion.plots.group_panels`; returns the note for the title."""
     for i, m in enumerate(ratios.columns):
@@ -380,11 +250,12 @@ def ratio_bars(ax: plt.Axes, ratios: pd.DataFrame) -> str:
     ax.set_xticks(range(len(ratios.columns)), list(ratios.columns), fontsize=8)
     ax.axhline(1, color="0.4", lw=0.8)
     ax.grid(axis="y", alpha=0.3)
-    return f"bars: median of {len(ratios)} interleaved repeats, whiskers: their min–max, dots: each repeat"
+    return (f"bars: median of {len(ratios)} interleaved repeats, whiskers: their min–max, "
+            "dots: each repeat")
 
 
-def table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mapping[str, Any]], device: str
-           ) -> tuple[pd.DataFrame, plt.Figure | None]:
+def table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mapping[str, Any]],
+           device: str) -> tuple[pd.DataFrame, plt.Figure | None]:
     """Table 4 beside ours: seconds per round and the ratio to FedAvg per model and method (ours:
     synthetic data of the papers' shapes on ``device``); a figure when both models were timed: our
     ratios per model (:func:`ratio_bars`) and the paper's (Titan V; simple CNN on CIFAR-10,
@@ -399,7 +270,8 @@ def table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mappin
                     else round(c.loc[m, col], nd)
             rows.append({"model": model, "method": m, "paper s / round": p,
                          "paper × FedAvg": round(p / FEDCKA_T4[model]["FedAvg"], 2),
-                         "ours s / round": ours("s / round", 3), "ours × FedAvg": ours("× FedAvg", 2)})
+                         "ours s / round": ours("s / round", 3),
+                         "ours × FedAvg": ours("× FedAvg", 2)})
     table = pd.DataFrame(rows).set_index(["model", "method"])
     if any(costs.get(k) is None for _, k in models):
         return table, None
@@ -411,19 +283,22 @@ def table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mappin
         note = ratio_bars(ax, _ratios(costs[key], list(FEDCKA_T4[model])))
         ax.set_ylabel("time per round / FedAvg's" if j == 0 else "")
         ax.set_title(f"ours: {setups[key]['title']}\nsynthetic data, {device}", fontsize=8)
-    paper_panel(fig.add_subplot(gs[2]), [[m, f"{FEDCKA_T4['simple CNN'][m] / FEDCKA_T4['simple CNN']['FedAvg']:.2f}",
-                                          f"{FEDCKA_T4['ResNet-50'][m] / FEDCKA_T4['ResNet-50']['FedAvg']:.2f}"]
-                                         for m in FEDCKA_T4["simple CNN"]],
+    cnn, r50 = FEDCKA_T4["simple CNN"], FEDCKA_T4["ResNet-50"]
+    paper_panel(fig.add_subplot(gs[2]),
+                [[m, f"{cnn[m] / cnn['FedAvg']:.2f}", f"{r50[m] / r50['FedAvg']:.2f}"]
+                 for m in cnn],
                 ["method", "7 layers", "ResNet-50"],
-                "paper, Table 4 (Titan V, real data):\ntime per round / FedAvg's\n(7 layers: "
-                "CIFAR-10; ResNet-50: Tiny ImageNet)")
+                "paper, Table 4 (Titan V, real data):\ntime per round / FedAvg's\n"
+                "(7 layers: CIFAR-10; ResNet-50: Tiny ImageNet)")
     fig.suptitle("FedCKA Table 4: training cost per round relative to FedAvg — ours on synthetic "
                  "data of the papers' shapes (ResNet-50: "
-                 f"{setups['r50']['title'].split(', ')[-1]}, the paper: Tiny ImageNet)\n{note}", fontsize=9)
+                 f"{setups['r50']['title'].split(', ')[-1]}, the paper: Tiny ImageNet)\n{note}",
+                 fontsize=9)
     return table, fig
 
 
-def describe_table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[str, Mapping[str, Any]]) -> str:
+def describe_table4(costs: Mapping[str, pd.DataFrame | None],
+                    setups: Mapping[str, Mapping[str, Any]]) -> str:
     """What Table 4's figure shows: per model timed, each method's median ratio to FedAvg with the
     min–max over the repeats, beside the paper's ratio; or what is pending or not timed."""
     parts = []
@@ -440,4 +315,5 @@ def describe_table4(costs: Mapping[str, pd.DataFrame | None], setups: Mapping[st
             f"{m} {r[m].median():.2f} [{r[m].min():.2f}, {r[m].max():.2f}] (paper "
             f"{p[m] / p['FedAvg']:.2f})"
             for m in r.columns if m != "FedAvg"))
-    return "Time per round / FedAvg's, median [min, max] over the interleaved repeats — " + "; ".join(parts) + "."
+    return ("Time per round / FedAvg's, median [min, max] over the interleaved repeats — "
+            + "; ".join(parts) + ".")

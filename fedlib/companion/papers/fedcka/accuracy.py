@@ -4,7 +4,8 @@ a tidy table and a figure with the papers' numbers beside ours.
 
     t2 = Table2.from_records(records["table2"])
     t2.table(); t2.versus_paper()["arXiv"]; t2.figure(dataset, setup); describe_table2(t2)
-    rounds_figure(t2.curves(records["table2"]), dataset); describe_rounds(t2.curves(records["table2"]))
+    curves = t2.curves(records["table2"])
+    rounds_figure(curves, dataset); describe_rounds(curves)
 
 The papers' numbers are CIFAR-10 after 100 rounds; ours are the dataset and scale the caller names:
 the figures put the papers' numbers in a panel of their own, never on our axes.
@@ -289,7 +290,8 @@ def table2_setup(configs: Iterable[Config]) -> str:
         f"{r} rounds at α = {' and '.join(f'{a:g}' for a in sorted(al, reverse=True))}"
         for r, al in sorted(alphas.items(), key=lambda x: -max(x[1])))
     b = configs[0]
-    return f"{rounds}; {b.local_epochs} local epochs, {b.n_train or 'all'} images, batch {b.batch_size}"
+    return (f"{rounds}; {b.local_epochs} local epochs, {b.n_train or 'all'} images, "
+            f"batch {b.batch_size}")
 
 
 def describe_table2(t2: Table2) -> str:

@@ -5,7 +5,8 @@ and figures.
 
     table = layer_table(sims); print(layer_orders(table))
     done = stored(sims)  # the seeds whose clients' models are stored
-    to_global_figure(done[s], setup); between_figure(done, setup); client_matrices_figure(done[s], setup)
+    to_global_figure(done[s], setup); between_figure(done, setup)
+    client_matrices_figure(done[s], setup)
     describe_to_global(done[s], s); describe_between(sims); describe_matrices(done[s], s)
 
 Neither version prints CKA values (the figures are the result), so there is no paper column: the
@@ -80,8 +81,7 @@ def layer_orders(table: pd.DataFrame) -> str:
 def setup_text(cfg: Any, dataset: str, seed: int | None = None) -> str:
     """The run's setup for the figures' titles (with ``seed`` for a figure that shows one seed)."""
     return (f"{dataset_name(dataset)}, IID, {cfg.num_clients} clients, {cfg.rounds} rounds × "
-            f"{cfg.local_epochs} "
-            f"local epoch(s)" + ("" if seed is None else f", seed {seed}"))
+            f"{cfg.local_epochs} local epoch(s)" + ("" if seed is None else f", seed {seed}"))
 
 
 def describe_runs(records: Mapping[int, Any], sim: LayerSimilarity | None, dataset: str,
@@ -93,8 +93,8 @@ def describe_runs(records: Mapping[int, Any], sim: LayerSimilarity | None, datas
              f"({worker_seconds(r) / 60:.1f} min on "
              f"{r.provenance['device']})" for s, r in records.items() if isinstance(r, Record)]
     if sim is None:
-        return "\n".join(lines + ["pending: a run or its clients' models are not in the store "
-                                  "(train=False)"])
+        return "\n".join(
+            lines + ["pending: a run or its clients' models are not in the store (train=False)"])
     n_test = next((r.cfg.n_test for r in records.values() if isinstance(r, Record)), None)
     n = n_eval if n_test is None else min(n_eval, n_test)
     return "\n".join(lines + [f"linear CKA on {n} test images · {len(sim.clients)} clients · "
@@ -250,8 +250,8 @@ def client_matrices_figure(sim: LayerSimilarity, setup: str,
     ticks = list(map(str, sim.clients))
     lo, hi = offdiag_range(mats.values())  # one range for every panel: the layers compare by colour
     for ax, (t, m) in zip(axes.flat, mats.items()):
-        im = similarity_heatmap(ax, m, ticks, f"{t}: mean {np.nanmean(m):.3f}, min "
-                                              f"{np.nanmin(m):.3f}",
+        im = similarity_heatmap(ax, m, ticks,
+                                f"{t}: mean {np.nanmean(m):.3f}, min {np.nanmin(m):.3f}",
                                 annotate=False, vrange=(lo, hi))
         ax.set_xlabel("client", fontsize=8)
         ax.set_ylabel("client", fontsize=8)
@@ -288,7 +288,8 @@ def resnet50_left_out(sims50: Sims, left_out: Mapping[str, str], scale: str) -> 
     """Why the ResNet-50 panel is not drawn (not run at this scale, with the plan's reason, or
     pending), or None."""
     if not sims50:
-        return f"not run at scale={scale}: {left_out.get(R50_PART, next(iter(left_out.values()), ''))}"
+        why = left_out.get(R50_PART, next(iter(left_out.values()), ""))
+        return f"not run at scale={scale}: {why}"
     if any(isinstance(v, Pending) for v in sims50.values()):
         return "pending (a run or its clients' models are not in the store)"
     return None

@@ -242,8 +242,8 @@ def fedcka_ablations_plan(scale: str, dataset: str = "fmnist", device: str = "cp
         Part("centralized upper bound", {"bounds": {RunId("centralized", s): base.replace(
             strategy="centralized", strategy_kw={}, seed=s) for s in seeds}}),
         Part("M = 1", m_runs([m for m in ms if m == 1])),
-        Part("Table 3: Frobenius norm, vectorized cosine", metric(["Frobenius norm", "vectorized "
-                                                                                     "cosine"])),
+        Part("Table 3: Frobenius norm, vectorized cosine",
+             metric(["Frobenius norm", "vectorized cosine"])),
         Part("Table 3: kernel CKA", metric(["kernel CKA"])),
         Part("M = 4-7", m_runs([m for m in ms if m >= 4])),
         Part("Table 3: Frobenius norm per entry", metric(list(FEDCKA_VARIANT_METRICS))),

@@ -28,12 +28,8 @@ FEDCKA_PRESET = Preset(
                drop_last=True),
     scales={
         "paper": {},
-        # a 2-core CPU, budgeted by local SGD steps per client (benchmarks/quick_scale.py): a
-        # quarter of the training images (15,000) with batch 64, 5 local epochs (~117 steps per
-        # client in round 1: at lr 0.01 this CNN sits at chance for its first ~100), 20 rounds
-        # (~2,400 steps; the paper: ~3,900), 2,000 test images. FedAvg ends on its plateau at α = 5
-        # (benchmarks/RESULTS.md); notebooks 03 and 04 run more rounds by α, where 20 leave runs
-        # below their plateau (ALPHA_ROUNDS).
+        # a 2-core CPU, budgeted by local SGD steps per client (benchmarks/quick_scale.py): FedAvg
+        # ends on its plateau at α = 5; notebooks 03 and 04 take their rounds by α (ALPHA_ROUNDS).
         "quick": dict(rounds=20, local_epochs=5, n_train=15000, n_test=2000, batch_size=64),
         "smoke": dict(rounds=2, local_epochs=1, n_train=1200, n_test=400),
     },
@@ -44,34 +40,17 @@ FEDCKA_PRESET = Preset(
     },
 )
 
-# Rounds by α, so that every quick run ends on its plateau (benchmarks/RESULTS.md, "FedCKA's quick
-# rounds by α" and, for α = 0.1, "FedCKA's quick α = 0.1 column: 240 rounds"): the preset's 20 left
-# 3 of 16 runs at α = 5 rising 1.05-1.55 points over their last 20 % of rounds (fitted curves put
-# every rise below 0.7 at 25); FedAvg's curves at α = 1 and 0.5 rise 1.1-1.3 points over rounds
-# 16-20 and at most 0.45 over rounds 28-35. At α = 0.1, 120 rounds (from a seed-1 FedAvg curve) left
-# 6 of the column's 21 runs rising 1.01-2.92 points; the slowest FedAvg seed of those (seed 4),
-# trained to 240 rounds, passes the line rule at every R from 202 on, its 40-round means flat from
-# rounds 161-200 (84.9 %) to 201-240 (84.9 %); the column takes the measured 240, FedCKA's slowest
-# seed having risen twice as much at 120. Paper and smoke keep the preset's rounds at every α.
+# Rounds by α: every quick run ends on its plateau (benchmarks/RESULTS.md, "FedCKA's quick rounds by
+# α", "FedCKA's quick α = 0.1 column: 240 rounds"); paper and smoke keep the preset's rounds.
 ALPHA_ROUNDS: dict[str, dict[float, int]] = {
     "paper": {}, "quick": {5.0: 25, 1.0: 35, 0.5: 35, 0.1: 240}, "smoke": {}}
-# Table 2's quick rounds where they differ from ALPHA_ROUNDS: MOON (μ = 10), the one method only
-# Table 2 trains, ends off its plateau at α = 5 (2 of 5 seeds rising 1.02 and 1.30 points at 25
-# rounds) and α = 0.5 (1.28 and 1.36 at 35), and a column compares its methods at equal rounds.
-# MOON's slowest seed, measured to twice the rounds, passes the rule from round 30 (α = 5) and 40 (α
-# = 0.5) and is flat after it; 5 rounds more cover the seeds not measured (benchmarks/RESULTS.md,
-# "MOON's plateau in FedCKA's Table 2 at α = 5 and 0.5"). Notebook 04 and the local-epoch sweep keep
-# α = 5's 25 rounds (FedAvg and FedCKA only, on their plateau there).
+# Table 2's quick rounds where they differ from ALPHA_ROUNDS: MOON, which only Table 2 trains, ends
+# on its plateau, and a column compares its methods at equal rounds (benchmarks/RESULTS.md, "MOON's
+# plateau in FedCKA's Table 2 at α = 5 and 0.5").
 TABLE2_ROUNDS: dict[str, dict[float, int]] = {**ALPHA_ROUNDS,
                                               "quick": {**ALPHA_ROUNDS["quick"], 5.0: 35, 0.5: 45}}
-# The local-epoch sweep's rounds at quick below the preset's E (the E ≥ 5 runs keep α = 5's 25). One
-# and two local epochs are 23 and 46 local steps per client a round, and this CNN sits at chance for
-# about its first 100: in 25 rounds they cannot reach their plateau. Measured curves (seed 0):
-# FedAvg passes the rule from round 150 at E = 1 (rise 0.96; under 0.3 from 225) and from 75 at E =
-# 2 (0.59; 0.16 at 125), FedCKA (μ = 3) at E = 1 from 150 (0.57): each E runs twice the rounds where
-# it passes, 300 and 150, the same 300 local epochs (benchmarks/RESULTS.md, "FedCKA's local-epoch
-# sweep below E = 5"). The paper keeps the same rounds for every E: the verdicts also read these
-# runs at α = 5's 25 rounds.
+# The local-epoch sweep's quick rounds below the preset's E: each E ends on its plateau, the same
+# 300 local epochs (benchmarks/RESULTS.md, "FedCKA's local-epoch sweep below E = 5").
 EPOCH_ROUNDS: dict[str, dict[int, int]] = {"paper": {}, "quick": {1: 300, 2: 150}, "smoke": {}}
 # Notebook 02's ResNet-50 runs (Appl. Sci. Fig. 2's second panel): what a scale changes of the
 # simple CNN's setup besides the model; smoke trains one round on 40 images, to exercise the code.

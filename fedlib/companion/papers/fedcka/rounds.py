@@ -15,8 +15,8 @@ from matplotlib.ticker import MaxNLocator
 
 from fedlib.companion.papers.fedcka.claims import FIG5_ROUNDS
 from fedlib.companion.figcheck import note_series
-from fedlib.companion.grid import (Runs, fmt_interval, is_off, minus_fedavg, runs_frame, seed_summary,
-                                   summary_cell)
+from fedlib.companion.grid import (Runs, fmt_interval, is_off, minus_fedavg, runs_frame,
+                                   seed_summary, summary_cell)
 from fedlib.companion.common import FedCKARunId
 from fedlib.companion.plots import mean_curves, sweep, t_interval
 from fedlib.companion.results import Record
@@ -59,13 +59,10 @@ def rounds_figure(curves: Mapping[str, Mapping[int, pd.Series]], dataset: str,
              "rounds here)"
              if 0 < last != FIG5_ROUNDS else "")
     start = max(1, last // 2)
-    gaps = {
-        k: {s: c[c.index >= start]
-            for s, c in v.items()}
-        for k, v in minus_fedavg(curves).items()
-    }
-    mean_curves(diff, gaps, percent=False, xlabel="communication round", ylabel="minus FedAvg, "
-                                                                                "paired (points)")
+    gaps = {k: {s: c[c.index >= start] for s, c in v.items()}
+            for k, v in minus_fedavg(curves).items()}
+    mean_curves(diff, gaps, percent=False, xlabel="communication round",
+                ylabel="minus FedAvg, paired (points)")
     diff.axhline(0, color="0.4", lw=0.9)
     diff.xaxis.set_major_locator(MaxNLocator(integer=True))
     for band in diff.collections:

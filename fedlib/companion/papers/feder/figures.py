@@ -191,9 +191,8 @@ def describe_training_curves(df: pd.DataFrame) -> str:
             continue
         mean, half, n = t_interval(paired)
         diffs.append(f"{row} {mean:+.2f} points" + (f" ± {half:.2f}" if n > 1 else "")
-                     + f" ({n} seed{'s' * (n > 1)}{', no interval' if n == 1 else ''}; thesis, "
-                       "CIFAR-100: "
-                     f"{FEDER_T42[row][2] - FEDER_T42[row][1]:+.2f})")
+                     + f" ({n} seed{'s' * (n > 1)}{', no interval' if n == 1 else ''}; "
+                       f"thesis, CIFAR-100: {FEDER_T42[row][2] - FEDER_T42[row][1]:+.2f})")
     if diffs:
         text += (f" FedER − FedAvg, paired on the seeds both ran: {'; '.join(diffs)}; whether it "
                  "tests FedER at all depends on FedER's floored share (below).")
@@ -219,8 +218,8 @@ def floored_share_figure(records: Runs | Records, dataset: str, scale: str) -> p
     fig, ax = plt.subplots(figsize=(6.8, 3.8), layout="constrained")
     note = mean_curves(ax, runs, percent=False, ylabel="floored share of client-layers")
     ax.axhline(FLOORED_MAX, color="0.4", ls="--", lw=0.9,
-               label=f"{100 * FLOORED_MAX:.0f} %: above it the FedER-vs-FedAvg claims are not "
-                     "testable")
+               label=f"{100 * FLOORED_MAX:.0f} %: "
+                     "above it the FedER-vs-FedAvg claims are not testable")
     ax.set_ylim(-0.02, 1.02)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=8, loc="lower left")
@@ -243,8 +242,7 @@ def describe_floored(df: pd.DataFrame) -> str:
     above = done["floored"] > FLOORED_MAX
     verdict = (
         "above the bound in every run: FedER is FedAvg on most of its client-layers, so its "
-        "claims against "
-        "FedAvg are not testable here" if above.all() else
+        "claims against FedAvg are not testable here" if above.all() else
         "at most the bound in every run: the FedER-vs-FedAvg claims are judged" if not above.any()
         else f"above the bound in {int(above.sum())} of {len(done)} runs: those rows' "
         "FedER-vs-FedAvg claims are not testable")
@@ -358,6 +356,5 @@ def stable_rank_figure(records: Runs | Records, dataset: str, scale: str) -> plt
                 [["non-federated", f"{a[0]:.2f}"], ["FedAvg", f"{a[1]:.2f}"],
                  ["FedER (effective rank)", f"{a[2]:.2f}"], ["FedER (stable rank)", "not given"]],
                 ["Adam", "final test acc. (%)"],
-                _PAPER_TITLE.replace("Table 4.2", "Table 4.2 / "
-                                     "Fig. A.1"))
+                _PAPER_TITLE.replace("Table 4.2", "Table 4.2 / Fig. A.1"))
     return fig

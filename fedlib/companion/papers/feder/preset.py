@@ -27,16 +27,10 @@ FEDER_PRESET = Preset(
                persistent_optimizer=True),
     scales={
         "paper": {},
-        # a 2-core CPU, budgeted by local SGD steps per client: an eighth-width ResNet-18 (8-64
-        # channels; 6 or 4 are hardly faster per step on this CPU), 25,600 training images (6,400
-        # per client) with batch 64, 30 rounds x 1 epoch (the Adam rows: 40, FEDER_ROUNDS): 100
-        # steps per client a round, 3,000-4,000 in all (the thesis: ~24,500), 2,000 test images
-        # (StepLR's step shrinks with the epochs: feder_grid). FedAvg with AdamP is on its plateau
-        # from 30 rounds (rise over the last 20 %: 1.40 at 20 rounds, 0.45 at 30, 0.07 at 40;
-        # benchmarks/quick_scale/), 10-25 min a run on one thread. benchmarks/feder_floor.py (one
-        # client, seed 0): test accuracy 65.9 % after 100 steps, 83.9 % after 1,000; FedER's floored
-        # share 0.85 -> 0.65 by step 500, then flat: at this scale FedER is FedAvg on most
-        # client-layers.
+        # a 2-core CPU, budgeted by local SGD steps per client: an eighth-width ResNet-18, 100 steps
+        # per client a round, 30 rounds, where FedAvg with AdamP ends on its plateau (the Adam rows:
+        # FEDER_ROUNDS; StepLR's step shrinks with the epochs: feder_grid). At this scale FedER is
+        # FedAvg on most client-layers (benchmarks/RESULTS.md, "FedER's floored share at quick").
         "quick": dict(rounds=30, local_epochs=1, n_train=25600, n_test=2000, batch_size=64,
                       model_kw={"width": 8}),
         "smoke": dict(rounds=2, local_epochs=1, n_train=256, n_test=128, model_kw={"width": 4}),
@@ -61,10 +55,9 @@ FEDER_SETTINGS: dict[str, dict[str, Any]] = {
     "FedER": dict(strategy="feder"),
 }
 _FEDER_RMSGD_PAPER_LR = {"adam": 3e-4, "adamp": 0.01, "rmsgd": 0.03}
-# Rounds by optimizer row where a scale departs from its preset's. Quick: the preset's 30 leave
-# FedAvg off its plateau with Adam: seed 0's campaign run still rose 1.05 points over its last 20 %
-# at 30 rounds (seed 1: 0.55 at 30, 0.71 at 35, 0.66 at 40; benchmarks/RESULTS.md). Both Adam rows
-# take 40, so StepLR's effect compares runs of one length.
+# Rounds by optimizer row where a scale departs from its preset's: at quick both Adam rows take 40,
+# where FedAvg with Adam ends on its plateau, so StepLR's effect compares runs of one length
+# (benchmarks/RESULTS.md, "FedER's quick Adam rows: 40 rounds").
 FEDER_ROUNDS: dict[str, dict[str, int]] = {
     "paper": {}, "quick": {"Adam": 40, "Adam + StepLR": 40}, "smoke": {}}
 

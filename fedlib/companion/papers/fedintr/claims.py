@@ -1,7 +1,8 @@
 """Notebook 05's claims: FedIntR Table I per dataset as §IV-B reads it, Table II's μ sweep, Table
 III and §IV-C's β sentences, Table V, and the project's fidelity targets (controls).
 
-    labelled(claims(t1, records, scale, t3), cfg)   # cfg: a Table I run's Config, for what this scale changes
+    # cfg: a Table I run's Config, for what this scale changes
+    labelled(claims(t1, records, scale, t3), cfg)
 
 Each comparison is decided by :func:`fedlib.companion.verdicts.decide` at the margin policy, with
 the paper's effect (``paper_d``) for the size reading and the plateau of every run it reads. A
@@ -39,9 +40,12 @@ T1_SOURCE = "FedIntR Table I; §IV-B"
 _BEST_F = "'For the Fashion-MNIST dataset, both FedIntR and MOON achieve the best performance'"
 _SUPERIOR = ("'Our proposed FedIntR framework achieves superior performance in the SVHN and "
              "CIFAR-10 datasets compared to the baseline techniques'")
-_C100 = "'FedCKA outperforms FedIntR on the CIFAR-100 dataset, but FedIntR still maintains a comparable performance'"
-_ABSTRACT = "'FedIntR can achieve equivalent or higher performance compared to the state-of-the-art approaches'"
-T2_SOURCE = "FedIntR Table II; §IV-B: 'we also provide the performance of FedIntR from tuning μ in Table II'"
+_C100 = ("'FedCKA outperforms FedIntR on the CIFAR-100 dataset, but FedIntR still maintains a "
+         "comparable performance'")
+_ABSTRACT = ("'FedIntR can achieve equivalent or higher performance compared to the "
+             "state-of-the-art approaches'")
+T2_SOURCE = ("FedIntR Table II; §IV-B: 'we also provide the performance of FedIntR from tuning μ "
+             "in Table II'")
 T3_SOURCE = ("FedIntR Table III; §IV-B (ii): 'the superior performance of FedIntR can be observed "
              "more clearly with a higher degree of data heterogeneity' (Table III's own CIFAR-10 "
              "gains over FedAvg are not monotone in β: +1.97, +1.41, +2.70 at β = 5, 0.5, 0.1; "
@@ -72,8 +76,9 @@ def table1_reading(dataset: str, method: str) -> tuple[str, str, str]:
     (a tie is a "within" claim at the policy margin), else as the abstract does ("equivalent or
     higher": at least as good)."""
     if dataset == "fmnist":
-        return ("within", "FedIntR ties with MOON for the best accuracy", _BEST_F) if method == "MOON" else \
-            ("greater", f"FedIntR beats {method}", _BEST_F)
+        if method == "MOON":
+            return "within", "FedIntR ties with MOON for the best accuracy", _BEST_F
+        return "greater", f"FedIntR beats {method}", _BEST_F
     if dataset in ("svhn", "cifar10"):
         return "greater", f"FedIntR beats {method}", _SUPERIOR
     if dataset == "cifar100" and method == "FedCKA":
@@ -118,8 +123,8 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str,
     if ds == "cifar100" and not {"FedIntR", "FedCKA"} & set(t1.left_out):
         out.append(
             judge(
-                decide(f"FedCKA beats FedIntR on {data}, each at {at}", f"{T1_SOURCE}, "
-                       f"{_C100}", A["FedIntR"], A["FedCKA"], kind="less",
+                decide(f"FedCKA beats FedIntR on {data}, each at {at}", f"{T1_SOURCE}, {_C100}",
+                       A["FedIntR"], A["FedCKA"], kind="less",
                        names=("FedIntR", "FedCKA"), chance=ch,
                        off=t1.off("FedIntR") + t1.off("FedCKA"),
                        paper=f"{P['FedIntR'] - P['FedCKA']:+.2f}",
@@ -127,8 +132,8 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str,
     unrun = [d for d in ("svhn", "cifar10") if d != ds]
     if unrun:
         names = " and ".join(map(dataset_name, unrun))
-        out.append(not_testable(f"FedIntR beats every baseline on {names}", f"{T1_SOURCE}, "
-                                                                            f"{_SUPERIOR}",
+        out.append(not_testable(f"FedIntR beats every baseline on {names}",
+                                f"{T1_SOURCE}, {_SUPERIOR}",
                                 _not_run(unrun, data, scale), "; ".join(map(_paper_best, unrun))))
     if ds != "cifar100":
         c100 = FEDINTR_T1["cifar100"]
@@ -159,8 +164,8 @@ def claims(t1: Table1, records: Mapping[str, Runs], scale: str,
     for m in FEDINTR_METHODS if P else ():  # the fidelity target: the paper's setup only
         text = f"{m} at {at} within the policy margin (±1 point) of FedIntR Table I ({data})"
         if not scale_of(scale).exact:  # a fidelity target of this project: a control
-            out.append(replace(not_testable(text, "FedIntR Table I", f"scale={scale} is not the "
-                                                                     "paper's setup"),
+            out.append(replace(not_testable(text, "FedIntR Table I",
+                                            f"scale={scale} is not the paper's setup"),
                                control=True))
             continue
         fid = decide(text, "FedIntR Table I", {s: v - P[m] for s, v in A[m].items()}, kind="within",
@@ -243,10 +248,10 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
     out: list[Verdict] = []
     none = t1.left_out.get("table3", "Table III was not run")
     c10 = [(f"FedIntR beats every other method run at β = {b:g}", b, "FedIntR") for b in (5.0, 0.1)]
-    sup = f"{C10_SOURCE}: 'FedIntR exhibits superior performance over the baseline approaches in all data " \
-          f"heterogeneity settings'"
-    prox = f"{C10_SOURCE}: 'FedProx has comparable performance to FedIntR when β = 5 ..., but its performance " \
-           f"diminishes with a smaller β value'"
+    sup = (f"{C10_SOURCE}: 'FedIntR exhibits superior performance over the baseline approaches in "
+           "all data heterogeneity settings'")
+    prox = (f"{C10_SOURCE}: 'FedProx has comparable performance to FedIntR when β = 5 ..., but its "
+            "performance diminishes with a smaller β value'")
     c100 = [("FedAvg beats every other method run at β = 5 on CIFAR-100", 5.0, "FedAvg",
              f"{_C100_SOURCE}: 'vanilla FedAvg outperforms all other approaches when β = 5'"),
             ("FedIntR beats every other method run at β = 0.1 on CIFAR-100", 0.1, "FedIntR",
@@ -305,8 +310,8 @@ def _beta_claims(t1: Table1, t3: Table3 | None, judge: Callable[..., Verdict], s
             f"{text} ({other} the best of the others)", src, a, o, names=(lead, other), chance=ch,
             off=oa + oo, paper=f"{lead} − {other}: {p[lead][0] - p[other][0]:+.2f}",
             paper_d=p[lead][0] - p[other][0],
-            finding="" if cifar100 else "FedIntR superior at every β (§IV-C; β = 0.5: Table "
-            "I's rows)")
+            finding="" if cifar100
+            else "FedIntR superior at every β (§IV-C; β = 0.5: Table I's rows)")
         out.append(judge(v.noted(note), "table3"))
     has_prox = "FedProx" in set(t3.runs3["method"]) and {5.0, 0.1} <= betas
     if not has_prox or t1.dataset == "cifar100":

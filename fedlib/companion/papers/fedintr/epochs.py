@@ -48,18 +48,13 @@ def values_frame(runs: Runs, values: Mapping[str, Callable[[Record], float]]) ->
     for rid, r in runs.items():
         p, dv = isinstance(r, Pending), isinstance(r, Diverged)
         for what, f in values.items():
-            rows.append({
-                "name": str(rid), "method": rid.label, "N": rid.N, "E": rid.E, "seed": rid.seed,
-                "rounds": int((getattr(r, "config", None) or {}).get("rounds", 0) or
-                              0), "pending": p, "diverged": dv,
-                "off": off_plateau(r) if isinstance(r, Record) else None, "what": what,
-                "acc": np.nan if p or dv else f(r), "chance": chance(r.cfg.dataset)
-            })
-    return pd.DataFrame(
-        rows, columns=[
-            "name", "method", "N", "E", "seed", "rounds", "pending", "diverged", "off", "what",
-            "acc", "chance"
-        ])
+            rounds = int((getattr(r, "config", None) or {}).get("rounds", 0) or 0)
+            rows.append({"name": str(rid), "method": rid.label, "N": rid.N, "E": rid.E,
+                         "seed": rid.seed, "rounds": rounds, "pending": p, "diverged": dv,
+                         "off": off_plateau(r) if isinstance(r, Record) else None, "what": what,
+                         "acc": np.nan if p or dv else f(r), "chance": chance(r.cfg.dataset)})
+    return pd.DataFrame(rows, columns=["name", "method", "N", "E", "seed", "rounds", "pending",
+                                       "diverged", "off", "what", "acc", "chance"])
 
 
 def fig5_frame(runs: Runs, last: int, at: int | None = None) -> pd.DataFrame:
@@ -80,8 +75,8 @@ def fig5_equal(runs: Runs, last: int, rounds: Mapping[int, int],
     longer = {e for e, r in rounds.items() if r > rounds[default_e]}
     if not longer:
         return None
-    return fig5_frame({rid: r
-                       for rid, r in runs.items() if rid.E in longer}, last, at=rounds[default_e])
+    return fig5_frame({rid: r for rid, r in runs.items() if rid.E in longer}, last,
+                      at=rounds[default_e])
 
 
 def fig5_points(df: pd.DataFrame) -> dict[str, dict[float, dict[int, float]]]:
@@ -110,10 +105,12 @@ def _rounds(df: pd.DataFrame) -> dict[str, dict[float, list[int]]]:
             for m, d in df.groupby("method", sort=False)}
 
 
-def fig5_solid(
-    df: pd.DataFrame, equal: pd.DataFrame | None = None, equal_rounds: int | None = None
-) -> tuple[dict[str, dict[float, dict[int, float]]], dict[str, dict[float, list[int]]], dict[
-        str, dict[float, dict[int, float]]]]:
+Points = dict[str, dict[float, dict[int, float]]]
+
+
+def fig5_solid(df: pd.DataFrame, equal: pd.DataFrame | None = None,
+               equal_rounds: int | None = None
+               ) -> tuple[Points, dict[str, dict[float, list[int]]], Points]:
     """The comparison Fig. 5 draws: ``(points, rounds, longer)``. ``points`` (``{method: {E: {seed:
     accuracy}}}``) has every E at the same rounds where ``equal`` gives the longer runs at the
     default E's rounds (the paper runs every E for the same rounds); ``rounds`` the rounds of each
@@ -149,19 +146,12 @@ def fig5_figure(df: pd.DataFrame, dataset: str, scale: str, last: int,
     off = fig5_off(df)
     k = len(points)
     shift = {m: 2 ** (0.07 * (i - (k - 1) / 2)) for i, m in enumerate(points)}
-    note = sweep(
-        ax, {m: {e * shift[m]: v
-                 for e, v in p.items()}
-             for m, p in points.items()}, xlabel="local epochs E",
-        ylabel=f"median test accuracy, last {last} rounds (%)", off={
-            m: {
-                e * shift[m]: len(v)
-                for (mm, e), v in off.items() if mm == m and e not in longer.get(m, {})
-            }
-            for m in points
-        }, rounds={m: {e * shift[m]: r
-                       for e, r in p.items()}
-                   for m, p in rounds.items()})
+    note = sweep(ax, {m: {e * shift[m]: v for e, v in p.items()} for m, p in points.items()},
+                 xlabel="local epochs E", ylabel=f"median test accuracy, last {last} rounds (%)",
+                 off={m: {e * shift[m]: len(v) for (mm, e), v in off.items()
+                          if mm == m and e not in longer.get(m, {})}
+                      for m in points},
+                 rounds={m: {e * shift[m]: r for e, r in p.items()} for m, p in rounds.items()})
     for m, p in longer.items():
         for e, v in p.items():
             mean, half, n = t_interval(v.values())
@@ -218,13 +208,13 @@ def describe_fig5(df: pd.DataFrame, default_e: int, equal: pd.DataFrame | None =
     pend = sorted(e for e in set(df["E"]) if e not in es)
     tail = f" Pending: E = {', '.join(f'{e:g}' for e in pend)}." if pend else ""
     if not es:
-        return "Fig. 5's runs are pending: no figure yet." if not pend else f"Fig. 5's runs are pending.{tail}"
+        return ("Fig. 5's runs are pending: no figure yet." if not pend
+                else f"Fig. 5's runs are pending.{tail}")
     same = sorted({r for p in rounds.values() for v in p.values() for r in v})
     at = f" at {same[0]} rounds for every E" if len(same) == 1 else ""
-    parts = [
-        f"E = {e:g}: " + ", ".join(f"{m} {fmt_interval(p[e])}" for m, p in points.items() if e in p)
-        for e in es
-    ]
+    parts = [f"E = {e:g}: "
+             + ", ".join(f"{m} {fmt_interval(p[e])}" for m, p in points.items() if e in p)
+             for e in es]
     diffs = []
     for m, p in points.items():
         if 1.0 in p and float(default_e) in p and default_e != 1:
@@ -236,27 +226,23 @@ def describe_fig5(df: pd.DataFrame, default_e: int, equal: pd.DataFrame | None =
         if a and b:
             diffs.append(f"{intr} − FedAvg at E = {e:g}: "
                          f"{fmt_interval([a[s] - b[s] for s in a if s in b], '+')}")
-    out = f"Median accuracy (%){at}, mean ± 95 % t interval over seeds (the solid points) — " + "; ".join(
-        parts) + "."
+    out = (f"Median accuracy (%){at}, mean ± 95 % t interval over seeds (the solid points) — "
+           + "; ".join(parts) + ".")
     if diffs:
         out += " Paired over seeds (points): " + "; ".join(diffs) + "."
     hollow = []
     for m, p in longer.items():
         ref = points.get(m, {}).get(float(default_e), {})
-        hollow += [
-            f"{m} at E = {e:g}, {', '.join(map(str, _rounds(df)[m][e]))} rounds: "
-            f"{fmt_interval(v)} (− E = {default_e} "
-            f"at its rounds: {fmt_interval([v[s] - ref[s] for s in v if s in ref], '+')})"
-            for e, v in p.items()
-        ]
+        hollow += [f"{m} at E = {e:g}, {', '.join(map(str, _rounds(df)[m][e]))} rounds: "
+                   f"{fmt_interval(v)} (− E = {default_e} at its rounds: "
+                   f"{fmt_interval([v[s] - ref[s] for s in v if s in ref], '+')})"
+                   for e, v in p.items()]
     if hollow:
         out += (" Trained longer, to their plateau (hollow; more rounds than the other E, so not "
-                "the paper's "
-                "comparison): " + "; ".join(hollow) + ".")
+                "the paper's comparison): " + "; ".join(hollow) + ".")
     if off := fig5_off(df):
         out += (" Off their plateau (still rising over their last 20 % of rounds; the claims on "
-                "them are not "
-                "testable): " + "; ".join(f"{m} at E = {e:g}, seed{'s' * (len(v) > 1)} "
-                                          f"{', '.join(map(str, v))}"
-                                          for (m, e), v in off.items()) + ".")
+                "them are not testable): "
+                + "; ".join(f"{m} at E = {e:g}, seed{'s' * (len(v) > 1)} {', '.join(map(str, v))}"
+                            for (m, e), v in off.items()) + ".")
     return out + tail

@@ -57,8 +57,7 @@ def _paper_t1(ax: plt.Axes, dataset: str, what: str) -> None:
     paper = FEDINTR_T1[dataset]
     paper_panel(ax, [[m, "—" if mu is None else f"{mu:g}", f"{acc:.2f}"]
                      for m, (acc, mu) in paper.items()], ["method", "its μ", "acc. (%)"],
-                "paper, Table I "
-                f"({dataset_name(dataset)}):\n{what}")
+                f"paper, Table I ({dataset_name(dataset)}):\n{what}")
 
 
 def _not_drawn(t1: Table1, drawn: set[str]) -> str:
@@ -83,31 +82,29 @@ def mu_figure(t1: Table1, scale: str) -> plt.Figure:
     values = {"FedAvg (no μ)": fa} if (fa := _finite(t1.per_seed("FedAvg"))) else {}
     values |= {f"{m} (μ={mu:g})": v for m, p in points.items() for mu, v in p.items()}
     bad = t1.long[is_off(t1.long)]
-    off = {
-        f"{m} (μ={float(mu):g})" if m != "FedAvg" else "FedAvg (no μ)": list(g["seed"])
-        for (m,
-             mu), g in bad.assign(μ=bad["μ"].astype(float)).groupby(["method", "μ"], dropna=False)
-    }
-    rounds = sorted(set(t1.long.loc[t1.long["median (%)"].notna(),
-                                    "rounds"])) if "rounds" in t1.long else []
-    key = f"each method at its μ, {', '.join(f'{r} rounds' for r in rounds)}" if rounds else "each method at its μ"
-    note, _, ringed = group_panels(sub, {key: values}, ylabel="median test accuracy, last "
-                                                              f"{t1.last} rounds (%)",
+    by_mu = bad.assign(μ=bad["μ"].astype(float)).groupby(["method", "μ"], dropna=False)
+    off = {f"{m} (μ={float(mu):g})" if m != "FedAvg" else "FedAvg (no μ)": list(g["seed"])
+           for (m, mu), g in by_mu}
+    rounds = (sorted(set(t1.long.loc[t1.long["median (%)"].notna(), "rounds"]))
+              if "rounds" in t1.long else [])
+    key = (f"each method at its μ, {', '.join(f'{r} rounds' for r in rounds)}" if rounds
+           else "each method at its μ")
+    note, _, ringed = group_panels(sub, {key: values},
+                                   ylabel=f"median test accuracy, last {t1.last} rounds (%)",
                                    off={key: off}).partition("\n")
     intr_mus = len(points.get("FedIntR", {}))
-    sub.suptitle(
-        f"FedIntR Tables I–II: ours, each method at the μ the paper gives for {data} (one "
-        "μ each: no μ search at this scale) — "
-        f"scale={scale}\n{note}{_not_drawn(t1, set(points) | ({'FedAvg'} if fa else set()))}" +
-        (f"\n{ringed}" if ringed else ""), fontsize=9)
+    drawn = set(points) | ({"FedAvg"} if fa else set())
+    sub.suptitle(f"FedIntR Tables I–II: ours, each method at the μ the paper gives for {data} "
+                 f"(one μ each: no μ search at this scale) — scale={scale}\n{note}"
+                 f"{_not_drawn(t1, drawn)}" + (f"\n{ringed}" if ringed else ""), fontsize=9)
     if paper:
-        _paper_t1(fig.add_subplot(gs[0, 1]), t1.dataset, "each method at the μ of its search,\n100 "
-                                                         "rounds × 10 epochs")
-        paper_panel(
-            fig.add_subplot(gs[1, 1]), [[f"{mu:g}", f"{v[t1.dataset]:.2f}"]
-                                        for mu, v in FEDINTR_T2.items()], ["μ", "FedIntR (%)"],
-            f"paper, Table II ({data}): FedIntR by μ" +
-            ("\nours: not run at this scale (one μ)" if intr_mus < 2 else ""))
+        _paper_t1(fig.add_subplot(gs[0, 1]), t1.dataset,
+                  "each method at the μ of its search,\n100 rounds × 10 epochs")
+        paper_panel(fig.add_subplot(gs[1, 1]),
+                    [[f"{mu:g}", f"{v[t1.dataset]:.2f}"] for mu, v in FEDINTR_T2.items()],
+                    ["μ", "FedIntR (%)"],
+                    f"paper, Table II ({data}): FedIntR by μ"
+                    + ("\nours: not run at this scale (one μ)" if intr_mus < 2 else ""))
     return fig
 
 
@@ -124,9 +121,8 @@ def describe_mu(t1: Table1) -> str:
     span = stats_[hi][0] - stats_[lo][0]
     halves = [h for _, h, _ in stats_.values() if np.isfinite(h)]
     out = (f"Each method at {t1.mu_phrase} (median of the last {t1.last} rounds, mean ± 95 % t "
-           "interval): "
-           + ", ".join(f"{label[m]} {fmt_interval(v)}" for m, v in done.items()) + ". "
-           f"The means span {span:.2f} points ({label[lo]} to {label[hi]})")
+           "interval): " + ", ".join(f"{label[m]} {fmt_interval(v)}" for m, v in done.items())
+           + f". The means span {span:.2f} points ({label[lo]} to {label[hi]})")
     if halves:
         out += f", while the intervals' half-widths are {min(halves):.2f}–{max(halves):.2f} points"
         out += ": these seeds do not separate the methods." if span < min(halves) else "."
@@ -164,13 +160,10 @@ def curves_figure(curves: Curves, dataset: str, scale: str) -> plt.Figure:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="lower right")
     start = max(1, round(2 * rounds / 3))
-    gaps = {
-        k: {s: c[c.index >= start]
-            for s, c in v.items()}
-        for k, v in minus_fedavg(curves).items()
-    }
-    mean_curves(diff, gaps, percent=False, xlabel="communication round", ylabel="minus FedAvg, "
-                                                                                "paired (points)")
+    gaps = {k: {s: c[c.index >= start] for s, c in v.items()}
+            for k, v in minus_fedavg(curves).items()}
+    mean_curves(diff, gaps, percent=False, xlabel="communication round",
+                ylabel="minus FedAvg, paired (points)")
     diff.axhline(0, color="0.4", lw=0.9)
     for band in diff.collections:
         band.set_alpha(0.1)
@@ -216,8 +209,8 @@ def table3_figure(t3: Table3, scale: str) -> plt.Figure:
     ax = fig.add_subplot(gs[0])
     ax.axhline(0, color="0.5", lw=0.8)
     long = t3.long
-    rounds = {b: sorted(set(g.loc[g["median (%)"].notna(), "rounds"])) for b, g in long.groupby("β")} \
-        if "rounds" in long else {}
+    rounds = ({b: sorted(set(g.loc[g["median (%)"].notna(), "rounds"]))
+               for b, g in long.groupby("β")} if "rounds" in long else {})
     note = sweep(ax, {"FedIntR − FedAvg": gains}, xlabel="Dirichlet β (right: more heterogeneous)",
                  ylabel=f"FedIntR − FedAvg, each at {mu} (points)",
                  rounds={"FedIntR − FedAvg": {b: rounds.get(b, []) for b in gains}})
@@ -233,8 +226,8 @@ def table3_figure(t3: Table3, scale: str) -> plt.Figure:
     g10, g100 = t3.paper_gain("cifar10"), t3.paper_gain("cifar100")
     paper_panel(fig.add_subplot(gs[1]),
                 [[f"{b:g}", f"{g10[b]:+.2f}", f"{g100[b]:+.2f}"] for b in g10],
-                ["β", "CIFAR-10", "CIFAR-100"], "paper, Table III: FedIntR − FedAvg\n(points, 100 "
-                "rounds)")
+                ["β", "CIFAR-10", "CIFAR-100"],
+                "paper, Table III: FedIntR − FedAvg\n(points, 100 rounds)")
     return fig
 
 

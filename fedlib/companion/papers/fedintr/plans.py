@@ -243,8 +243,9 @@ def scaling_left_out(plan: Scope) -> dict[str, str]:
     (``"table4"``; ``"fig5 E > default"``: the E of Fig. 5 above the default E that are left out,
     one part each), each with the parts and why (the estimate)."""
     def key(part: str) -> str:
-        return "table4" if part.startswith(TABLE4_PART) else "fig5 E > default" if part.startswith(FIG5_LONG_PART) \
-            else "fig5"
+        if part.startswith(TABLE4_PART):
+            return "table4"
+        return "fig5 E > default" if part.startswith(FIG5_LONG_PART) else "fig5"
 
     out: dict[str, str] = {}
     for p, w in plan.left_out.items():

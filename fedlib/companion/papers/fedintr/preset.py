@@ -22,13 +22,9 @@ FEDINTR_PRESET = Preset(
                local_epochs=10, batch_size=512, lr=0.01, momentum=0.9, weight_decay=1e-5),
     scales={
         "paper": {},
-        # a 2-core CPU, budgeted by local SGD steps per client (benchmarks/quick_scale.py): a
-        # stratified 20 % of the training set (12,000 images, 1,200 per client on average) with
-        # batch 64, 6 local epochs (~113 steps per client in round 1, past the ~100-150 steps this
-        # CNN spends at chance at lr 0.01), 40 rounds (~4,700 steps; the paper: ~11,700), 5000 test
-        # images. At 30 rounds FedAvg's mean curve ended on its plateau but single runs of FedIntR
-        # and FedCKA still rose +1.02 points over their last 20 %; at 40 FedAvg's rise is -0.10
-        # (benchmarks/RESULTS.md, "The plateau of every committed quick record").
+        # a 2-core CPU, budgeted by local SGD steps per client (benchmarks/quick_scale.py): 40
+        # rounds, where FedAvg's curve ends on its plateau (benchmarks/RESULTS.md, "The plateau of
+        # every committed quick record").
         "quick": dict(rounds=40, local_epochs=6, n_train=12000, n_test=5000, batch_size=64),
         "smoke": dict(rounds=2, local_epochs=1, n_train=1200, n_test=400),
     },
@@ -61,16 +57,9 @@ TABLE3_METHODS: dict[str, tuple[str, ...] | None] = {"paper": None, "quick": ("F
                                                      "smoke": ("FedAvg", "FedIntR")}
 # Table V: uniform weights (Eq. 6) at every scale; α per sample beside them at paper scale.
 TABLE5_PER_SAMPLE = {"paper": True, "quick": False, "smoke": False}
-# Rounds by β where quick departs from the preset's (the paper keeps 100 rounds for every β; quick
-# runs each β to its plateau, and the verdicts check it). β = 0.1: 9 of the 10 runs at the preset's
-# 40 rounds rose 1.0-3.5 points over their last 20 %; FedAvg's slowest seed (1) passes the line rule
-# from round 100 and holds it to 160: 120 rounds for both methods (benchmarks/RESULTS.md, "FedIntR's
-# Table III at β = 0.1: 120 rounds").
+# Rounds by β where quick departs from the preset's: each β runs to its plateau, which the verdicts
+# check (benchmarks/RESULTS.md, "FedIntR's Table III at β = 0.1: 120 rounds").
 FEDINTR_TABLE3_ROUNDS: dict[str, dict[float, int]] = {"paper": {}, "quick": {0.1: 120}, "smoke": {}}
-# Rounds by E where quick departs from the preset's (the paper keeps 100 rounds for every E; quick
-# runs each E to its plateau, and the verdicts check it). E = 1: every run still climbed at 30
-# rounds and at 90 (rise 1.7-2.2 points over the last 20 %, 80-84 %); FedAvg's curves pass the line
-# rule from round 240 (seeds 0, 1) but seed 2 only from 360 (rise 1.21 at 300, 0.82 at 400, 0.69 at
-# 450), and FedIntR runs 1-2 points behind FedAvg: 450 rounds (benchmarks/RESULTS.md, "FedIntR's
-# Fig. 5 at E = 1").
+# Rounds by E where quick departs from the preset's: each E runs to its plateau, which the verdicts
+# check (benchmarks/RESULTS.md, "FedIntR's Fig. 5 at E = 1: 450 rounds").
 FEDINTR_FIG5_ROUNDS: dict[str, dict[int, int]] = {"paper": {}, "quick": {1: 450}, "smoke": {}}

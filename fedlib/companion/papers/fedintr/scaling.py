@@ -38,13 +38,19 @@ FIG5_SOURCE = "FedIntR §IV-E, Fig. 5 (CIFAR-10)"
 
 FEDINTR_T4 = {  # FedIntR Table IV, CIFAR-10: N → {method: accuracy at each reported T}
     50: {"FedAvg": (49.41, 57.79, 65.26, 64.62), "FedCKA (μ=1)": (45.28, 56.76, 64.90, 63.96),
-         "FedCKA (μ=10)": (44.45, 53.83, 58.69, 59.08), "FedProx (μ=0.01)": (46.17, 58.12, 65.44, 65.75),
+         "FedCKA (μ=10)": (44.45, 53.83, 58.69, 59.08),
+         "FedProx (μ=0.01)": (46.17, 58.12, 65.44, 65.75),
          "MOON (μ=1)": (48.25, 57.98, 64.24, 64.23), "MOON (μ=10)": (42.71, 55.83, 64.52, 65.18),
-         "FedIntR (μ=1)": (47.02, 58.01, 63.89, 63.75), "FedIntR (μ=10)": (46.63, 56.39, 65.48, 66.94)},
-    100: {"FedAvg": (37.98, 50.69, 61.00, 63.64, 64.90), "FedCKA (μ=1)": (36.81, 47.10, 60.43, 64.30, 64.41),
-          "FedCKA (μ=10)": (36.68, 46.85, 56.51, 59.91, 60.49), "FedProx (μ=0.01)": (37.79, 50.37, 61.08, 64.48, 64.75),
-          "MOON (μ=1)": (38.08, 47.98, 60.08, 63.66, 64.85), "MOON (μ=10)": (34.34, 46.81, 61.68, 63.97, 65.12),
-          "FedIntR (μ=1)": (35.87, 48.15, 60.59, 63.46, 64.26), "FedIntR (μ=10)": (32.13, 49.76, 61.31, 65.55, 66.57)},
+         "FedIntR (μ=1)": (47.02, 58.01, 63.89, 63.75),
+         "FedIntR (μ=10)": (46.63, 56.39, 65.48, 66.94)},
+    100: {"FedAvg": (37.98, 50.69, 61.00, 63.64, 64.90),
+          "FedCKA (μ=1)": (36.81, 47.10, 60.43, 64.30, 64.41),
+          "FedCKA (μ=10)": (36.68, 46.85, 56.51, 59.91, 60.49),
+          "FedProx (μ=0.01)": (37.79, 50.37, 61.08, 64.48, 64.75),
+          "MOON (μ=1)": (38.08, 47.98, 60.08, 63.66, 64.85),
+          "MOON (μ=10)": (34.34, 46.81, 61.68, 63.97, 65.12),
+          "FedIntR (μ=1)": (35.87, 48.15, 60.59, 63.46, 64.26),
+          "FedIntR (μ=10)": (32.13, 49.76, 61.31, 65.55, 66.57)},
 }
 FEDINTR_T4_AT = {50: (100, 200, 500, 800), 100: (100, 200, 500, 800, 1000)}
 INTR = "FedIntR (μ=10)"
@@ -125,12 +131,11 @@ def fig4_figure(cv: Mapping[str, Mapping[int, pd.Series]], n: int, dataset: str,
     ax.set_title(f"FedIntR Fig. 4: N = {n} clients, {round(0.2 * n)} per round — "
                  f"{dataset_name(dataset)}, scale={scale}\n{note}", fontsize=10)
     pn = n if n in FEDINTR_T4 else 100
-    paper_panel(
-        fig.add_subplot(gs[1]), [[m, *(f"{v:.2f}" for v in vs)]
-                                 for m, vs in FEDINTR_T4[pn].items()],
-        ["method", *(f"T = {T}" for T in FEDINTR_T4_AT[pn])],
-        f"paper, Table IV (CIFAR-10, N = {pn}): median test accuracy (%) of the 10 rounds "
-        "ending at T")
+    paper_panel(fig.add_subplot(gs[1]),
+                [[m, *(f"{v:.2f}" for v in vs)] for m, vs in FEDINTR_T4[pn].items()],
+                ["method", *(f"T = {T}" for T in FEDINTR_T4_AT[pn])],
+                f"paper, Table IV (CIFAR-10, N = {pn}): median test accuracy (%) of the 10 rounds "
+                "ending at T")
     return fig
 
 
@@ -153,11 +158,12 @@ def describe_fig4(cv: Mapping[str, Mapping[int, pd.Series]] | None, n: int | Non
         row = means.loc[r].sort_values(ascending=False)
         own = ", ".join(f"{m} {row[m]:.2f} %" for m in ("FedAvg", INTR)
                         if m in row and m != row.index[0])
-        return f"round {r}: {row.index[0]} leads with {row.iloc[0]:.2f} %" + (f" ({own})"
-                                                                              if own else "")
+        return (f"round {r}: {row.index[0]} leads with {row.iloc[0]:.2f} %"
+                + (f" ({own})" if own else ""))
 
     seeds = sorted({len(v) for v in cv.values() if v})
-    return f"Means over {seeds[0]}{'–' + str(seeds[-1]) if len(seeds) > 1 else ''} seed(s) — {at(early)}; {at(last)}."
+    span = f"{seeds[0]}{'–' + str(seeds[-1]) if len(seeds) > 1 else ''}"
+    return f"Means over {span} seed(s) — {at(early)}; {at(last)}."
 
 
 def setup_table(records: Mapping[str, Runs]) -> pd.DataFrame:

@@ -75,16 +75,19 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
     ``df``: :func:`values_frame` with ``what`` = ``"T=<round>"``; ``left_out``: why this scale does
     not run Table IV (every claim not testable)."""
     out = []
-    Ts = {n: FEDINTR_T4_AT[n] for n in FEDINTR_T4} if df is None or df.empty else \
-        {int(n): tuple(int(w[2:]) for w in dict.fromkeys(g["what"])) for n, g in df.groupby("N", sort=False)}
+    Ts = ({n: FEDINTR_T4_AT[n] for n in FEDINTR_T4} if df is None or df.empty
+          else {int(n): tuple(int(w[2:]) for w in dict.fromkeys(g["what"]))
+                for n, g in df.groupby("N", sort=False)})
     for n, ts in Ts.items():
         pn = n if n in FEDINTR_T4 else max(FEDINTR_T4)
         for i, T in enumerate(ts[:2]):
-            claim = f"FedAvg beats the majority of the other methods early in training (N = {n}, T = {T})"
-            src = f"{T4_SOURCE}: 'vanilla FedAvg outperforms the majority of other approaches in the early training " \
-                  f"rounds (i.e., T = 100 and T = 200)'"
+            claim = (f"FedAvg beats the majority of the other methods early in training "
+                     f"(N = {n}, T = {T})")
+            src = (f"{T4_SOURCE}: 'vanilla FedAvg outperforms the majority of other approaches in "
+                   "the early training rounds (i.e., T = 100 and T = 200)'")
             eff = _paper_t4(pn, i)[0]
-            paper = f"FedAvg − median of the others: {eff:+.2f} at N = {pn}, T = {FEDINTR_T4_AT[pn][i]}"
+            paper = (f"FedAvg − median of the others: {eff:+.2f} at N = {pn}, "
+                     f"T = {FEDINTR_T4_AT[pn][i]}")
             if left_out:
                 out.append(replace(not_testable(claim, src, left_out, paper), paper_d=eff))
                 continue
@@ -94,20 +97,18 @@ def table4_verdicts(df: pd.DataFrame | None, left_out: str | None = None) -> lis
                 continue
             wide = at.pivot(index="seed", columns="method", values="acc")
             others = [m for m in wide.columns if m != "FedAvg"]
-            d = {
-                int(s): float(wide.loc[s, "FedAvg"] - wide.loc[s, others].median())
-                for s in wide.index
-            }
-            out.append(
-                decide(claim, src, d, kind="greater", names=("FedAvg − median of the others", ""),
-                       chance=float(at["chance"].max()), runs=list(at["acc"]),
-                       diverged=list(at.loc[at["diverged"], "name"]), paper=paper, paper_d=eff,
-                       off=offs(at.drop_duplicates("name"))).noted(_at_t(T)))
+            d = {int(s): float(wide.loc[s, "FedAvg"] - wide.loc[s, others].median())
+                 for s in wide.index}
+            out.append(decide(claim, src, d, kind="greater",
+                              names=("FedAvg − median of the others", ""),
+                              chance=float(at["chance"].max()), runs=list(at["acc"]),
+                              diverged=list(at.loc[at["diverged"], "name"]), paper=paper,
+                              paper_d=eff, off=offs(at.drop_duplicates("name"))).noted(_at_t(T)))
         T = ts[-1]
         _, eff, second = _paper_t4(pn, len(FEDINTR_T4_AT[pn]) - 1)
         claim = f"FedIntR (μ = 10) beats every other method after enough rounds (N = {n}, T = {T})"
-        src = f"{T4_SOURCE}: 'with a sufficient number of training rounds, FedIntR with μ = 10 can significantly " \
-              f"outperform all other approaches'"
+        src = (f"{T4_SOURCE}: 'with a sufficient number of training rounds, FedIntR with μ = 10 "
+               "can significantly outperform all other approaches'")
         paper = (f"{eff:+.2f} over the second best, {second}, at N = {pn}, "
                  f"T = {FEDINTR_T4_AT[pn][-1]}")
         if left_out:
@@ -164,16 +165,16 @@ def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
                     "checked at its own last round")
             out.append(
                 _compare_sides(
-                    f"E = 1 gives {m} a lower accuracy than E = {default_e} in "
-                    f"the same {rd} rounds "
-                    f"(the paper's setup: the same rounds for every E)", src, e1,
+                    f"E = 1 gives {m} a lower accuracy than E = {default_e} in the same {rd} "
+                    "rounds (the paper's setup: the same rounds for every E)", src, e1,
                     d[d["E"] == default_e], (f"E=1 at round {rd}", f"E={default_e}"), "less",
                     finding=BEST_E_FINDING).noted(rule))
     # the E that only "best at the default E" compares with
     below = [e for e in Es if 1 < e < default_e]
     for m in methods if below else ():
         d = df[df["method"] == m]
-        claim = f"{m} is more accurate at the default E = {default_e} (the paper's 10) than at the E below it"
+        claim = (f"{m} is more accurate at the default E = {default_e} (the paper's 10) than at "
+                 "the E below it")
         src = f"{FIG5_SOURCE}: 'setting E = 10 enables them to achieve their best performance'"
         if d["pending"].any():
             out.append(pending(claim, src))
@@ -186,8 +187,8 @@ def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
     for m in methods:
         d = df[df["method"] == m]
         claim = f"E ≥ 20 lowers {m}'s accuracy below E = {default_e}"
-        src = f"{FIG5_SOURCE}: 'using a larger number of local epochs (i.e., 20 or 40) can decrease the performance " \
-              f"for all approaches'"
+        src = (f"{FIG5_SOURCE}: 'using a larger number of local epochs (i.e., 20 or 40) can "
+               "decrease the performance for all approaches'")
         if not above:
             out.append(not_testable(claim, src, budget_note or f"no E above {default_e} was run"))
             continue
@@ -210,12 +211,12 @@ def epochs_verdicts(df: pd.DataFrame, default_e: int, budget_note: str = "",
         at = df[df["E"] == e]
         claim = f"{intr} beats {', '.join(m for m in methods if m != intr)} at E = {e:g}"
         other = _runner_up(at, intr)
-        v = pending(claim, src) if other is None else \
-            _compare_sides(claim, src, at[at["method"] == intr], at[at["method"] == other], (intr, other), "greater")
+        v = pending(claim, src) if other is None else _compare_sides(
+            claim, src, at[at["method"] == intr], at[at["method"] == other], (intr, other),
+            "greater")
         if e == default_e:  # Table I's runs: notebook 05's Table I row is the claim
-            v = replace(v, control=True).noted("the default E's runs are Table I's: its claim is "
-                                               "notebook 05's "
-                                              "Table I row; this row is kept as the control of "
-                                              "Fig. 5's sweep")
+            v = replace(v, control=True).noted(
+                "the default E's runs are Table I's: its claim is notebook 05's Table I row; "
+                "this row is kept as the control of Fig. 5's sweep")
         out.append(v)
     return out

@@ -138,9 +138,9 @@ def table1_setup(runs: Plan, dataset: str, scale: str, last: int) -> str:
     statistic)."""
     c = next(iter(runs["table1"].values()))
     return (f"{dataset_name(dataset)}, scale={scale}: {c.model}, {c.num_clients} clients, "
-            f"β={c.partition_kw['beta']}, {c.rounds} rounds x {c.local_epochs} local epochs, batch "
-            f"{c.batch_size}, n_train={c.n_train}, n_test={c.n_test}; statistic: median of the "
-            f"last {last} round(s)")
+            f"β={c.partition_kw['beta']}, {c.rounds} rounds x {c.local_epochs} local epochs, "
+            f"batch {c.batch_size}, n_train={c.n_train}, n_test={c.n_test}; statistic: median of "
+            f"the last {last} round(s)")
 
 
 def round_ticks(ax: plt.Axes, rounds: int) -> None:
@@ -168,8 +168,8 @@ def _best_mu(agg: pd.DataFrame, methods: Sequence[str] = tuple(FEDINTR_METHODS))
     for m in methods:
         a = agg.loc[m] if m in agg.index.get_level_values(0) else None
         if a is None or a["median (%)"].isna().all():
-            rows[m] = {"μ": np.nan, "median (%)": np.nan, "std": np.nan, "seeds": 0, "last round "
-                                                                                     "(%)": np.nan}
+            rows[m] = {"μ": np.nan, "median (%)": np.nan, "std": np.nan, "seeds": 0,
+                       "last round (%)": np.nan}
             continue
         mu = a["median (%)"].idxmax()
         rows[m] = {"μ": mu, **a.loc[mu].to_dict()}
@@ -210,8 +210,8 @@ class Table1:
         if any(len(v) > 1 for v in mus.values()):
             return "its best μ"
         paper = FEDINTR_BEST_MU.get(self.dataset, {})
-        return "the paper's μ" if mus and all(m in paper and v == {float(paper[m])} for m, v in mus.items()) \
-            else "the μ it was run at"
+        stated = mus and all(m in paper and v == {float(paper[m])} for m, v in mus.items())
+        return "the paper's μ" if stated else "the μ it was run at"
 
     @property
     def paper(self) -> dict[str, tuple[float, float | None]] | None:
@@ -236,8 +236,8 @@ class Table1:
         div = self.long.groupby("method")["diverged"].all()
         ours = {m: DIVERGED if div.get(m, False) else v for m, v in best["median (%)"].items()
                 if m not in self.left_out}
-        out = compare({m: v[0] for m, v in self.paper.items()}, ours, not_run="not run at this "
-                                                                              "scale")
+        out = compare({m: v[0] for m, v in self.paper.items()}, ours,
+                      not_run="not run at this scale")
         common = self.common_seeds()
         alike = _best_mu(_by_mu(self.long[self.long["seed"].isin(common)]))
         out.insert(1, "paper μ", ["—" if m == "FedAvg" else self.paper[m][1] for m in out.index])
@@ -381,5 +381,6 @@ def table5(runs: Runs, t1: Table1, mu: float) -> pd.DataFrame:
 
 def median_table(records: Mapping[str, Runs], last: int) -> pd.DataFrame:
     """Every run of every table: the statistic, the last round, seconds per round and the record."""
-    return pd.concat([median_frame(rs, last).drop(columns=_FLAGS).assign(table=a) for a, rs in records.items()]) \
-        .set_index("run").round(2)
+    frames = [median_frame(rs, last).drop(columns=_FLAGS).assign(table=a)
+              for a, rs in records.items()]
+    return pd.concat(frames).set_index("run").round(2)

@@ -30,7 +30,8 @@ from fedlib.companion.papers.fedshibu.plans import AVG, BABU, IDENTITY, LINEAR, 
 from fedlib.companion.report import setup_label
 from fedlib.companion.results import Record
 from fedlib.companion.style import dataset_name
-from fedlib.companion.verdicts import CHANCE_MARGIN, VERDICTS, Verdict, decide, not_testable, pending
+from fedlib.companion.verdicts import (CHANCE_MARGIN, VERDICTS, Verdict, decide, not_testable,
+                                       pending)
 from fedlib.companion.papers.fedshibu.tables import PAPER_ORDER, FEDSHIBU_T1, T1, Runs, overlap
 
 __all__ = ["UNIFORM", "crsm_precondition", "table1_verdicts", "fig1_verdicts", "fig3_verdicts",
@@ -60,8 +61,8 @@ def crsm_precondition(rows: pd.DataFrame, method: str, mechanism: str) -> tuple[
                 f"self-weight {g['self-weight min'].min():.4f}-{g['self-weight max'].max():.4f}")
     rule = f"uniform: every weight within {100 * UNIFORM_SHARE:g} % of 1/N over a run's second half"
     if len(uni) == len(got):
-        return f"the CRSM is uniform in {'all '* (len(got) > 1)}{len(got)} {method} run{'s' * (len(got) > 1)} " \
-               f"({weights(got)}; {rule}): {mechanism}", ""
+        which = f"{'all '* (len(got) > 1)}{len(got)} {method} run{'s' * (len(got) > 1)}"
+        return f"the CRSM is uniform in {which} ({weights(got)}; {rule}): {mechanism}", ""
     if uni.empty:
         return "", ""
     other = got.drop(uni.index)
@@ -161,10 +162,10 @@ def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10",
             replace(
                 _precondition(
                     _judge(
-                        "FedSHIBU (linear CKA) beats keeping each client's own body (the identity CRSM) at s "
-                        f"= {s}",
-                        "the identity-CRSM control of FedSHIBU §1, 'similarity-based aggregation improves the "
-                        "performance of clients'", _pick(frame, LINEAR, s),
+                        "FedSHIBU (linear CKA) beats keeping each client's own body (the identity "
+                        f"CRSM) at s = {s}",
+                        "the identity-CRSM control of FedSHIBU §1, 'similarity-based aggregation "
+                        "improves the performance of clients'", _pick(frame, LINEAR, s),
                         _pick(frame, IDENTITY, s), ("FedSHIBU", "identity CRSM")),
                     _pick(frame, LINEAR, s), LINEAR, babu), control=True))
         if runs is not None:
@@ -176,9 +177,9 @@ def table1_verdicts(frame: pd.DataFrame, scale: str, column: str = "cifar10",
         if len(_pick(frame, AVG, s)) and s < 5:
             out.append(_avg_beats_babu(frame, s, column, dataset, classes))
     out.append(_gap_verdict(frame, paper, column, levels, babu))
-    claim, src = "FedSHIBU equals FedBABU (comparable) when the data are homogeneous (s = 100)", \
-        "FedSHIBU §4.3, 'When the data distribution is homogeneous, all clients would be weighed equally and " \
-        "FedSHIBU would equal FedBABU'"
+    claim = "FedSHIBU equals FedBABU (comparable) when the data are homogeneous (s = 100)"
+    src = ("FedSHIBU §4.3, 'When the data distribution is homogeneous, all clients would be "
+           "weighed equally and FedSHIBU would equal FedBABU'")
     d = _col(paper, 100, LINEAR) - _col(paper, 100, BABU)
     # its premise, "all clients weighed equally", is what the precondition measures
     if 100 in levels:
@@ -224,7 +225,8 @@ def _gap_verdict(frame: pd.DataFrame, paper: Mapping[int, Sequence[float]], colu
     highest."""
     lo, hi = min(levels), max(levels)
     claim = f"The FedSHIBU − FedBABU gap is larger at s = {lo} than at s = {hi}"
-    src = "FedSHIBU Fig. 4 caption, 'With decreasing heterogeneity, the difference in performance decreases'"
+    src = ("FedSHIBU Fig. 4 caption, 'With decreasing heterogeneity, the difference in performance "
+           "decreases'")
     gaps = [_col(paper, s, LINEAR) - _col(paper, s, BABU) for s in (lo, hi)]
     if hi == lo:
         return replace(not_testable(claim, src, "one level of s at this scale"),
@@ -233,10 +235,9 @@ def _gap_verdict(frame: pd.DataFrame, paper: Mapping[int, Sequence[float]], colu
     g_lo, g_hi = _gap(frame, lo), _gap(frame, hi)
     v = _judge(
         claim, src, both, None, ("gap difference", ""),
-        a_vals={k: v - g_hi[k]
-                for k, v in g_lo.items() if k in g_hi},
-        paper=f"{dataset_name(column)}: {gaps[0]:+.2f} at s = {lo}, {gaps[1]:+.2f} at s = "
-        f"{hi}", paper_d=gaps[0] - gaps[1])
+        a_vals={k: v - g_hi[k] for k, v in g_lo.items() if k in g_hi},
+        paper=f"{dataset_name(column)}: {gaps[0]:+.2f} at s = {lo}, {gaps[1]:+.2f} at s = {hi}",
+        paper_d=gaps[0] - gaps[1])
     return _precondition(v, both, LINEAR, babu)
 
 
@@ -244,8 +245,9 @@ def _babu_vs_avg(frame: pd.DataFrame, levels: list[int], column: str, scale: str
     """§4.1: FedBABU beats FedAvg on heterogeneous data with s > 5 (5 < s < 100); at s = 100, which
     Table 1's caption calls homogeneous, the table has the two level on CIFAR-10: comparable."""
     out = []
-    het = "FedSHIBU §4.1, 'FedBABU performs better than FedAVG when data distribution across clients is " \
-          "heterogeneous (s > 5)' (Table 1 has it on CIFAR-100 at every s > 5; on CIFAR-10 FedAvg is ahead at s = 50)"
+    het = ("FedSHIBU §4.1, 'FedBABU performs better than FedAVG when data distribution across "
+           "clients is heterogeneous (s > 5)' (Table 1 has it on CIFAR-100 at every s > 5; on "
+           "CIFAR-10 FedAvg is ahead at s = 50)")
     above = [s for s in levels if 5 < s < 100 and len(_pick(frame, AVG, s))]
     for s in above:
         c100, c10 = FEDSHIBU_T1["cifar100"][s], FEDSHIBU_T1["cifar10"][s]
@@ -302,7 +304,8 @@ def fig3_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
     for method, f in frame.groupby("method", sort=False):
         claim = ("The CRSM tracks the clients' label overlap more closely at the end of training "
                  f"than at its start ({method})")
-        src = "FedSHIBU Fig. 3 caption, 'as it converges the groups become more prominent'; §4.3, rounds 150-300"
+        src = ("FedSHIBU Fig. 3 caption, 'as it converges the groups become more prominent'; "
+               "§4.3, rounds 150-300")
         rounds = [named[n].cfg.rounds for n in f["name"] if isinstance(named[n], Record)]
         if rounds and max(rounds) < 150:
             out.append(not_testable(claim, src, "the paper describes the groups forming over "
@@ -333,7 +336,8 @@ def fedavg_crsm_verdicts(frame: pd.DataFrame, runs: Runs) -> list[Verdict]:
     local-only training (the identity CRSM), and reaches 90 % of FedAvg's final accuracy in fewer
     rounds. The paper prints no values."""
     crsm, avg, local = (_pick(frame, m) for m in ("FedAvg+CRSM", "FedAvg", "Local only"))
-    src = "FedSHIBU Fig. 5; §4.4, 'significant performance improvement along with faster convergence'"
+    src = ("FedSHIBU Fig. 5; §4.4, 'significant performance improvement along with faster "
+           "convergence'")
     same = "FedAvg+CRSM aggregates as FedAvg"
     out = [
         _judge("FedAvg+CRSM ends more accurate than FedAvg (the uniform CRSM) at s = 5", src, crsm,

@@ -22,7 +22,8 @@ import torch
 
 from fedlib.crsm import offdiag_corr
 from fedlib.companion.papers.fedshibu.plans import AVG, BABU, IDENTITY, LINEAR
-from fedlib.companion.plots import mean_curves, offdiag_range, paper_panel, similarity_heatmap, sweep, t_interval
+from fedlib.companion.plots import (mean_curves, offdiag_range, paper_panel, similarity_heatmap,
+                                    sweep, t_interval)
 from fedlib.companion.results import Record
 from fedlib.companion.style import dataset_name
 from fedlib.companion.papers.fedshibu.tables import (PAPER_ORDER, FEDSHIBU_T1, Runs, crsm_rounds,
@@ -118,8 +119,9 @@ def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int,
     run = sorted(int(s) for s in frame.loc[frame["acc"].notna(), "s"].unique())
     methods = list(dict.fromkeys(frame["method"]))
     nudge = {m: 10 ** (0.012 * (j - (len(methods) - 1) / 2)) for j, m in enumerate(methods)}
-    rounds = {s: sorted(r for r in set(g["rounds"]) if r > 0) for s, g in frame[frame["acc"].notna()].groupby("s")} \
-        if "rounds" in frame else {}
+    rounds = ({s: sorted(r for r in set(g["rounds"]) if r > 0)
+               for s, g in frame[frame["acc"].notna()].groupby("s")}
+              if "rounds" in frame else {})
     for ax, (col, _, what) in zip(axes, ACC.values()):
         done = {m: frame[(frame["method"] == m) & frame[col].notna()] for m in methods}
         points = {m: {s * nudge[m]: dict(zip(g["seed"], g[col])) for s, g in d.groupby("s")}
@@ -128,16 +130,12 @@ def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int,
         labels = {m: f"{m} ({_seeds_range(p)})" for m, p in points.items() if p}
         off = {labels[m]: {s * nudge[m]: int(g["off"].notna().sum()) for s, g in d.groupby("s")}
                for m, d in done.items() if m in labels and col == "acc" and "off" in d}
-        note = sweep(
-            ax, {labels[m]: p
-                 for m, p in points.items() if p}, xlabel="shards per user s "
-            "(lower: more "
-            "heterogeneous)", ylabel="personalized test accuracy (%)", off=off, label_rounds=False,
-            rounds={
-                labels[m]: {s * nudge[m]: rounds.get(int(s), [])
-                            for s in d["s"].unique()}
-                for m, d in done.items() if m in labels
-            })
+        note = sweep(ax, {labels[m]: p for m, p in points.items() if p},
+                     xlabel="shards per user s (lower: more heterogeneous)",
+                     ylabel="personalized test accuracy (%)", off=off, label_rounds=False,
+                     rounds={labels[m]: {s * nudge[m]: rounds.get(int(s), [])
+                                         for s in d["s"].unique()}
+                             for m, d in done.items() if m in labels})
         ax.set_xscale("log")
         ax.set_xticks(run,
                       [str(s) + ''.join(f'\n{r} rounds' for r in rounds.get(s, [])) for s in run],
@@ -148,22 +146,23 @@ def plot_shards(frame: pd.DataFrame, dataset: str, num_clients: int,
         pending = [m for m in methods if not _stat(frame, m)[2]]
         no_ft = [m for m in methods if m not in pending and not points[m]]
         own = [m for m in methods if col == "acc" and m in no_ft_anywhere(frame, methods, pending)]
-        ax.set_title(
-            f"{what}\n{note}" + "".join(f"\n{k}: {', '.join(v)}" for k, v in (
-                ("pending", pending), ("does not fine-tune", no_ft),
-                ("not fine-tuned (no head of its own; its global model, drawn for reference)", own))
-                                        if v), fontsize=9)
+        notes = (("pending", pending), ("does not fine-tune", no_ft),
+                 ("not fine-tuned (no head of its own; its global model, drawn for reference)",
+                  own))
+        ax.set_title(f"{what}\n{note}"
+                     + "".join(f"\n{k}: {', '.join(v)}" for k, v in notes if v), fontsize=9)
     pend = [s for s in levels if s not in run]
     rows = [[s, *(f"{v:.2f}" for v in FEDSHIBU_T1[column][s])] for s in sorted(FEDSHIBU_T1[column])]
-    paper_panel(axes[2], rows, ["s", *(m.replace("FedSHIBU (CKA linear)", "SHIBU lin.").replace(
-        "FedSHIBU (CKA RBF)", "SHIBU RBF") for m in PAPER_ORDER)],
-                f"paper, Table 1 (%): {dataset_name(column)}, ResNet-18, 100 clients\n(SHIBU lin. "
-                "/ RBF: FedSHIBU with linear / RBF CKA)")
-    fig.suptitle(
-        "FedSHIBU Fig. 4: personalized accuracy by shards per user "
-        f"({dataset_name(dataset)}, {num_clients} "
-        f"clients)" + (f"; not run yet: s = {', '.join(map(str, pend))}" if pend else ""),
-        fontsize=11)
+    short = [m.replace("FedSHIBU (CKA linear)", "SHIBU lin.").replace("FedSHIBU (CKA RBF)",
+                                                                      "SHIBU RBF")
+             for m in PAPER_ORDER]
+    paper_panel(axes[2], rows, ["s", *short],
+                f"paper, Table 1 (%): {dataset_name(column)}, ResNet-18, 100 clients\n"
+                "(SHIBU lin. / RBF: FedSHIBU with linear / RBF CKA)")
+    fig.suptitle("FedSHIBU Fig. 4: personalized accuracy by shards per user "
+                 f"({dataset_name(dataset)}, {num_clients} clients)"
+                 + (f"; not run yet: s = {', '.join(map(str, pend))}" if pend else ""),
+                 fontsize=11)
     return fig
 
 
@@ -251,10 +250,8 @@ def fig3(runs: Runs, dataset: str) -> tuple[pd.DataFrame, plt.Figure | None]:
         for a in ax:
             drawn = bool(a.collections)
             a.set(xlabel="client" if drawn else "", ylabel="client" if drawn else "")
-        fig.colorbar(ovm, ax=ax[4], fraction=0.05, pad=0.01).set_label("label overlap "
-                                                                       "(cosine),\noff-diagonal "
-                                                                       "range",
-                                                                       fontsize=8)
+        fig.colorbar(ovm, ax=ax[4], fraction=0.05, pad=0.01).set_label(
+            "label overlap (cosine),\noff-diagonal range", fontsize=8)
     fig.suptitle(f"FedSHIBU Fig. 3: CRSM of 10 clients at s = 5 ({dataset_name(dataset)}), each "
                  "row the first stored seed of a reading; diagonal blank, each panel coloured on "
                  "its own off-diagonal range (its colour bar's ends)\nits correlation with the "
@@ -295,11 +292,9 @@ def describe_fig3(runs: Runs) -> str:
                     f" ({k} seed{'s' * (k > 1)})")
     return ("Correlation r of the CRSM's off-diagonal with the clients' label overlap and the "
             "mean self-weight (1: each client keeps its own body; 0.1: uniform over 10 clients), "
-            f"mean over {n} stored run(s) of "
-            f"{len(runs)}: " + "; ".join(parts) + ". At the last round, r with its 95 % t interval "
-                                                  "over seeds: "
-            + "; ".join(last) + ". The CRSM's off-diagonal cells span a few hundredths (the figure "
-                                "colours that "
+            f"mean over {n} stored run(s) of {len(runs)}: " + "; ".join(parts)
+            + ". At the last round, r with its 95 % t interval over seeds: " + "; ".join(last)
+            + ". The CRSM's off-diagonal cells span a few hundredths (the figure colours that "
             "range), so r reads a pattern in small differences.")
 
 
@@ -372,8 +367,10 @@ def _fig5_finding(frame: pd.DataFrame, runs: Runs) -> str:
     if near < SAME:
         return text + f", and its curve stays within {near:.1f} points of {a}'s at every round"
     if near < far / 4:
-        return text + f", and its curve follows {a}'s (at most {near:.1f} points apart; {b}'s: up to {far:.1f})"
-    return text + f"; its curve is up to {local:.1f} points from local-only training's and {avg:.1f} from FedAvg's"
+        return text + (f", and its curve follows {a}'s (at most {near:.1f} points apart; {b}'s: "
+                       f"up to {far:.1f})")
+    return text + (f"; its curve is up to {local:.1f} points from local-only training's and "
+                   f"{avg:.1f} from FedAvg's")
 
 
 def fig5(runs: Runs, dataset: str,

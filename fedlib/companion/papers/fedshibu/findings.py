@@ -28,18 +28,14 @@ __all__ = [
 CRSM_GROUPS = Path(__file__).resolve().parents[4] / "benchmarks" / "crsm_groups.json"
 # the runs of the controlled test shown, each a body-training setting: label groups (Fig. 1), shards
 # (Fig. 3), IID
-SETTINGS = {
-    "groups_local": "label groups, bodies trained alone", "groups_shared": "label groups, "
-    "FedSHIBU (shared)", "shards_local": "shards s = 5, bodies trained alone",
-    "iid_local": "IID, bodies "
-    "trained alone"
-}
+SETTINGS = {"groups_local": "label groups, bodies trained alone",
+            "groups_shared": "label groups, FedSHIBU (shared)",
+            "shards_local": "shards s = 5, bodies trained alone",
+            "iid_local": "IID, bodies trained alone"}
 READINGS = {"own": "own samples", "shared": "shared samples"}
 # one seed: dashed
-STYLES = {
-    "own samples": dict(ls=":", marker="o", mfc="none"),
-    "shared samples": dict(ls="--", marker="s")
-}
+STYLES = {"own samples": dict(ls=":", marker="o", mfc="none"),
+          "shared samples": dict(ls="--", marker="s")}
 
 
 def _last_step(df: pd.DataFrame) -> str:
@@ -48,13 +44,14 @@ def _last_step(df: pd.DataFrame) -> str:
     last = df[df["steps"] == df["steps"].max()].set_index(["setting", "reading"])
     groups, shards = SETTINGS["groups_shared"], SETTINGS["shards_local"]
     own, shared = READINGS.values()
+    weight = last.xs(own, level="reading")["self-weight"]
     return (
         f"at {int(df['steps'].max())} local steps, label groups: own samples r = "
         f"{last.loc[(groups, own), 'corr']:+.2f}, shared r = "
         f"{last.loc[(groups, shared), 'corr']:+.2f} (FedSHIBU); shards s = 5: own "
         f"{last.loc[(shards, own), 'corr']:+.2f}, shared "
         f"{last.loc[(shards, shared), 'corr']:+.2f}; self-weight own "
-        f"{last.xs(own, level='reading')['self-weight'].min():.2f}-{last.xs(own, level='reading')['self-weight'].max():.2f}, shared "
+        f"{weight.min():.2f}-{weight.max():.2f}, shared "
         f"{last.xs(shared, level='reading')['self-weight'].max():.2f} (uniform 0.10)")
 
 

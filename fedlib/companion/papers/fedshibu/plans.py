@@ -40,7 +40,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from fedlib.config import Config
-from fedlib.companion.papers.fedshibu.preset import FEDSHIBU_ROUNDS, FT_SELECT, FEDSHIBU_PRESET, RBF_CKA
+from fedlib.companion.papers.fedshibu.preset import (FEDSHIBU_ROUNDS, FT_SELECT, FEDSHIBU_PRESET,
+                                                     RBF_CKA)
 from fedlib.companion.common import SEEDS, FedSHIBURunId, Plan
 
 __all__ = ["fedshibu_plan", "artifact_presets", "fedshibu_methods", "FEDSHIBU_LEVELS",

@@ -23,16 +23,9 @@ FEDSHIBU_PRESET = Preset(
     scales={
         "paper": {},
         # a 2-core CPU, budgeted by local SGD steps per client: the FedIntR CNN instead of ResNet-18
-        # (no BatchNorm: lr 0.1 diverges, 0.01 is FedIntR's lr for it), 10 clients (Fig. 3's
-        # federation) on 10 % of the training set (600 images each) with batch 64, 10 local epochs
-        # (100 steps per client per round: at lr 0.01 this CNN sits at chance for its first ~100),
-        # 20 rounds (2,000 steps; the paper: 500 rounds of 10 steps per epoch; notebook 08's plan
-        # runs 40 or 80 where 20 leave the runs below their plateau: FEDSHIBU_ROUNDS) at a constant
-        # lr: the paper's decay at 1/2 and 3/4 of the rounds would leave half of the budget at full
-        # lr and flatten every curve whether it reached its plateau or not. 20, not 10: at 10 rounds
-        # FedAvg and FedAvg+CRSM at s = 5 still rose 3.5-6 points over their last 2 rounds
-        # (benchmarks/RESULTS.md, the plateau of every committed quick record); every verdict checks
-        # the plateau of its runs.
+        # (no BatchNorm: lr 0.1 diverges, 0.01 is FedIntR's lr for it), Fig. 3's 10 clients, and a
+        # constant lr (the paper's decay would flatten every curve, on its plateau or not); 20
+        # rounds, more where a level needs them to reach its plateau (FEDSHIBU_ROUNDS).
         "quick": dict(model="intr_cnn", lr=0.01, lr_milestones=(), num_clients=10, n_train=6000,
                       n_test=2000, rounds=20, local_epochs=10, batch_size=64, eval_every=10),
         "smoke": dict(model="intr_cnn", lr=0.01, rounds=2, n_train=400, n_test=200, num_clients=10,
@@ -40,20 +33,10 @@ FEDSHIBU_PRESET = Preset(
     },
 )
 
-# Rounds by shards per user, and for Figs. 1, 3 and 5, where a scale departs from its preset's;
-# quick's from the measured curves of the quick records. At 20 rounds (2,000 local steps per client)
-# the s = 2 runs of FedSHIBU, FedBABU and the identity control are on their plateau, but at s = 5
-# and 10 most FedSHIBU and FedBABU runs still rise 1.0-2.3 points over their last 20 % (about 0.4 a
-# round at round 20): 40 rounds, as this CNN needed in FedIntR's quick setup at a similar ~110 local
-# steps a round. At 40 rounds (benchmarks/plateau_records.py) FedSHIBU, FedBABU and the identity
-# control at s = 5 are on their plateau but for one FedBABU seed, while FedBABU and FedSHIBU at s =
-# 10 and 100, Fig. 1's runs and Fig. 5's FedAvg and FedAvg+CRSM (s = 5) still rise 1.0-3.6 points on
-# most seeds: 80 rounds there, every method of a level or figure alike. That FedBABU seed (4) at s =
-# 5, trained to 80 rounds, holds the rule from round 60 on: 65 rounds at s = 5 (+5 for the seeds not
-# measured). Fig. 3 keeps 40: FedSHIBU alone, on its plateau at 40 on every seed of Table 1, and its
-# claims are left to paper scale. FedAvg at s = 2 still climbs at 160 rounds (8x its level's 20):
-# its level stays at 20 and its one claim not testable (benchmarks/RESULTS.md, "FedSHIBU's quick
-# runs at 20 rounds", "... at 40", "... at s = 2 and 5").
+# Rounds by shards per user, and for Figs. 1, 3 and 5, where a scale departs from its preset's: at
+# quick each level or figure ends on its plateau, every method alike, but FedAvg at s = 2, whose one
+# claim stays not testable (benchmarks/RESULTS.md, "FedSHIBU's quick runs at 20 rounds", "... at
+# 40", "... at s = 2 and 5").
 FEDSHIBU_ROUNDS: dict[str, dict[int | str, int]] = {
     "paper": {}, "quick": {2: 20, 5: 65, 10: 80, 100: 80, "fig1": 80, "fig3": 40, "fig5": 80},
     "smoke": {}}

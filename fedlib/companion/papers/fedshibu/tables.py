@@ -40,12 +40,14 @@ __all__ = ["FEDSHIBU_T1", "PAPER_ORDER", "T1", "paper_column", "shards_setup", "
 
 PAPER_ORDER = (LINEAR, "FedSHIBU (CKA RBF)", BABU, AVG)
 FEDSHIBU_T1 = {  # FedSHIBU Table 1: s -> (linear, RBF, FedBABU, FedAvg)
-    "cifar10": {2: (94.04, 90.69, 68.43, 58.13), 3: (81.12, 78.62, 77.74, 69.58), 4: (85.07, 85.9, 84.06, 83.88),
-                5: (89.26, 88.18, 86.93, 85.96), 8: (89.32, 89.92, 89.38, 89.01), 10: (90.34, 90.28, 90.24, 89.67),
+    "cifar10": {2: (94.04, 90.69, 68.43, 58.13), 3: (81.12, 78.62, 77.74, 69.58),
+                4: (85.07, 85.9, 84.06, 83.88), 5: (89.26, 88.18, 86.93, 85.96),
+                8: (89.32, 89.92, 89.38, 89.01), 10: (90.34, 90.28, 90.24, 89.67),
                 20: (90.64, 90.93, 90.85, 90.58), 50: (90.88, 90.94, 91.03, 91.28),
                 100: (90.93, 91.23, 90.87, 90.94)},
-    "cifar100": {2: (91.12, 41.65, 15.55, 24.92), 3: (54.12, 41.95, 33.03, 37.98), 4: (57.96, 49.47, 47.22, 47.27),
-                 5: (59.48, 53.62, 53.88, 52.36), 8: (63.63, 62.71, 60.77, 60.36), 10: (69.72, 66.07, 66.46, 62.45),
+    "cifar100": {2: (91.12, 41.65, 15.55, 24.92), 3: (54.12, 41.95, 33.03, 37.98),
+                 4: (57.96, 49.47, 47.22, 47.27), 5: (59.48, 53.62, 53.88, 52.36),
+                 8: (63.63, 62.71, 60.77, 60.36), 10: (69.72, 66.07, 66.46, 62.45),
                  20: (72.33, 69.97, 71.86, 67.31), 50: (73.88, 70.93, 73.44, 69.01),
                  100: (72.97, 71.31, 73.37, 70.17)},
 }
@@ -117,8 +119,8 @@ def shards_setup(runs: Plan) -> str:
         levels.setdefault(max(r), []).append(s)
     rounds = ", ".join(f"{r} rounds at s = {', '.join(map(str, ss))}" for r, ss in levels.items())
     return (f"{dict((a, len(r)) for a, r in runs.items())} runs; {c.num_clients} clients, "
-            f"{rounds}; {c.local_epochs} local epochs, batch {c.batch_size}, {c.n_train or 'all'} "
-            "training images")
+            f"{rounds}; {c.local_epochs} local epochs, batch {c.batch_size}, "
+            f"{c.n_train or 'all'} training images")
 
 
 def _last(r: Record, key: str) -> float:
@@ -217,13 +219,10 @@ def table1_versus(frame: pd.DataFrame, column: str = "cifar10") -> pd.DataFrame:
     """FedSHIBU Table 1 (the paper's ``column``) beside our seed means, per "method | s=s" ("not run
     at this scale" for the RBF column and the levels of s a scale leaves out)."""
     means = frame.groupby(["method", "s"])["acc"].mean()
-    paper = {
-        f"{m} | s={s}": v[i]
-        for s, v in FEDSHIBU_T1[column].items()
-        for i, m in enumerate(PAPER_ORDER)
-    }
-    return compare(paper, {f"{m} | s={s}": v for (m, s), v in means.items()}, not_run="not run at "
-                                                                                      "this scale")
+    paper = {f"{m} | s={s}": v[i] for s, v in FEDSHIBU_T1[column].items()
+             for i, m in enumerate(PAPER_ORDER)}
+    return compare(paper, {f"{m} | s={s}": v for (m, s), v in means.items()},
+                   not_run="not run at this scale")
 
 
 def crsm_rounds(runs: Runs) -> pd.DataFrame:
