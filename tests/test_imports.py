@@ -174,3 +174,10 @@ def test_every_module_reads_in_one_sitting_and_a_strategy_holds_only_what_differ
     strategies = {p.name: n for p in (ROOT / "strategies").glob("*.py")
                   if p.name not in ("base.py", "__init__.py") and (n := len(p.read_text().splitlines())) > 150}
     assert not strategies, f"strategy files over 150 lines: {strategies}"
+
+
+def test_every_line_of_the_package_fits_in_100_columns():
+    """Code, docstrings and comments alike: a module reads without scrolling sideways."""
+    long = [f"{p.relative_to(ROOT.parent).as_posix()}:{i} ({len(line)})" for p in MODULES.values()
+            for i, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 100]
+    assert not long, f"{len(long)} lines over 100 characters:\n" + "\n".join(long[:40])
