@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     prev = {k: v.clone().contiguous() for k, v in eng.client_state[cid].get("prev", g).items()}
     ours = fedlib_trace(eng, cid, rnd)
     out = {"key": a.key, "round": rnd + 1, "client": cid, "mu": cfg.strategy_kw["mu"], "fedlib": summary(ours)}
-    mu, tau, m = cfg.strategy_kw["mu"], eng.strategy.tau, cfg.momentum
+    mu, tau, m = cfg.strategy_kw["mu"], eng.strategy.options.tau, cfg.momentum
     for name, (v_mu, v_m) in {"reference": (mu, m), "reference, momentum 0": (mu, 0.0),
                               "reference, μ = 1": (1.0, m), "reference, μ = 0": (0.0, m)}.items():
         out[name] = summary(reference(eng, cid, rnd, g, prev, v_mu, v_m, tau), ours if v_mu == mu and v_m == m

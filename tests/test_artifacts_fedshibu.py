@@ -268,6 +268,9 @@ def test_kept_lrs_reads_the_last_fine_tuning():
     rec = Record(key=cfg.key(), config=cfg.to_dict(), history=hist, provenance={}, partition_hash="",
                  final_params_hash="")
     assert art.kept_lrs(rec) == {"kept ft_lr (%)": 25.0, "kept a lower lr (%)": 50.0, "kept no fine-tuning (%)": 25.0}
+    lower = Record(key=cfg.key(), config=cfg.to_dict(), history=[{"round": 1, "personal_ft_lr": [1e-4, 1e-5]}],
+                   provenance={}, partition_hash="", final_params_hash="")
+    assert art.kept_lrs(lower)["kept ft_lr (%)"] == 0.0  # the top is the strategy's ft_lr, not the highest kept
     assert all(np.isnan(v) for v in art.kept_lrs(Pending(cfg.key(), cfg.to_dict())).values())
     avg = Config(dataset="synthetic", model="intr_cnn", strategy="fedavg")
     plain = Record(key=avg.key(), config=avg.to_dict(), history=[{"round": 1}], provenance={}, partition_hash="",

@@ -137,7 +137,7 @@ def kept_lrs(r: Run) -> dict[str, float]:
     names = ("kept ft_lr (%)", "kept a lower lr (%)", "kept no fine-tuning (%)")
     if not lrs:
         return dict.fromkeys(names, np.nan)
-    top = getattr(build_strategy(r.cfg.strategy, **r.cfg.strategy_kw), "ft_lr", max(lrs))
+    top = getattr(r.cfg.strategy_options(), "ft_lr", max(lrs))
     share = lambda keep: 100.0 * sum(map(keep, lrs)) / len(lrs)  # noqa: E731
     return dict(
         zip(names, (share(lambda lr: lr == top), share(lambda lr: 0 < lr < top),
